@@ -1,0 +1,138 @@
+//! The clock and the sleeper, injectable so tests never sleep for real.
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+/// A monotonic clock: time since an arbitrary fixed origin.
+pub trait Clock: Send + Sync {
+    /// Time elapsed since the clock's origin; never goes backwards.
+    fn now(&self) -> Duration;
+}
+
+/// Sleeps for a while, returning early when `cancel` is raised.
+pub trait Sleeper: Send + Sync {
+    /// Sleep for `dur`, or until `cancel` becomes true.
+    fn sleep(&self, dur: Duration, cancel: &AtomicBool);
+}
+
+/// The real monotonic clock ([`Instant`]).
+#[derive(Debug, Clone, Copy)]
+pub struct SystemClock {
+    origin: Instant,
+}
+
+impl SystemClock {
+    /// A clock whose origin is now.
+    pub fn new() -> Self {
+        SystemClock {
+            origin: Instant::now(),
+        }
+    }
+}
+
+impl Default for SystemClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for SystemClock {
+    fn now(&self) -> Duration {
+        self.origin.elapsed()
+    }
+}
+
+/// The real sleeper: `thread::sleep` in slices of at most 20 ms so a cancel
+/// is seen promptly.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ThreadSleeper;
+
+impl Sleeper for ThreadSleeper {
+    fn sleep(&self, dur: Duration, cancel: &AtomicBool) {
+        let end = Instant::now() + dur;
+        loop {
+            if cancel.load(Ordering::SeqCst) {
+                return;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return;
+            }
+            std::thread::sleep((end - now).min(Duration::from_millis(20)));
+        }
+    }
+}
+
+/// A clock that moves only when told to, for deterministic tests.
+///
+/// It is also a [`Sleeper`]: sleeping advances the clock at once and records
+/// the delay.
+#[derive(Debug, Clone, Default)]
+pub struct ManualClock {
+    inner: Arc<Mutex<ManualState>>,
+}
+
+#[derive(Debug, Default)]
+struct ManualState {
+    now: Duration,
+    sleeps: Vec<Duration>,
+}
+
+impl ManualClock {
+    /// A clock at zero.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Move the clock forward.
+    pub fn advance(&self, by: Duration) {
+        self.inner.lock().expect("manual clock lock").now += by;
+    }
+
+    /// Every sleep requested so far, in order.
+    pub fn sleeps(&self) -> Vec<Duration> {
+        self.inner.lock().expect("manual clock lock").sleeps.clone()
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Duration {
+        self.inner.lock().expect("manual clock lock").now
+    }
+}
+
+impl Sleeper for ManualClock {
+    fn sleep(&self, dur: Duration, _cancel: &AtomicBool) {
+        let mut s = self.inner.lock().expect("manual clock lock");
+        s.now += dur;
+        s.sleeps.push(dur);
+    }
+}
+
+/// A cancel flag a caller raises to stop an operation between and during
+/// attempts.
+#[derive(Debug, Clone, Default)]
+pub struct CancelFlag(Arc<AtomicBool>);
+
+impl CancelFlag {
+    /// A flag not raised.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Raise the flag.
+    pub fn cancel(&self) {
+        self.0.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the flag is raised.
+    pub fn is_cancelled(&self) -> bool {
+        self.0.load(Ordering::SeqCst)
+    }
+
+    /// The underlying atomic, for sleepers and watchdogs.
+    pub fn as_atomic(&self) -> &AtomicBool {
+        &self.0
+    }
+}

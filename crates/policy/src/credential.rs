@@ -1,0 +1,160 @@
+//! Credential sources and fingerprints.
+//!
+//! A credential is bought from a [`CredentialSource`] before the first
+//! attempt that needs one and again only after a refusal; a refused one is
+//! never sent again. Secrets stay in `secrecy` types; only fingerprints (the
+//! first 12 hex digits of the secret's SHA-256) reach logs and output.
+
+use std::process::{Command, Stdio};
+
+use secrecy::{ExposeSecret, SecretString};
+use sha2::{Digest, Sha256};
+
+/// The first 12 hex digits of the SHA-256 of `secret`.
+pub fn fingerprint(secret: &str) -> String {
+    let digest = Sha256::digest(secret.as_bytes());
+    let mut s = String::with_capacity(12);
+    for b in &digest[..6] {
+        s.push_str(&format!("{b:02x}"));
+    }
+    s
+}
+
+/// A secret together with its fingerprint.
+#[derive(Clone)]
+pub struct Credential {
+    secret: SecretString,
+    fingerprint: String,
+}
+
+impl Credential {
+    /// Wrap a secret.
+    pub fn new(secret: SecretString) -> Self {
+        let fingerprint = fingerprint(secret.expose_secret());
+        Credential {
+            secret,
+            fingerprint,
+        }
+    }
+
+    /// The secret, for the one place that sends it.
+    pub fn secret(&self) -> &SecretString {
+        &self.secret
+    }
+
+    /// The fingerprint, safe to log.
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+}
+
+impl std::fmt::Debug for Credential {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Credential")
+            .field("fingerprint", &self.fingerprint)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a source could not give a credential. Buying failed: the attempt is
+/// unjudged, not a refusal.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("credential source failed: {0}")]
+pub struct CredentialError(pub String);
+
+/// Where credentials are bought.
+pub trait CredentialSource: Send + Sync {
+    /// Buy a credential (called before the first attempt that needs one and
+    /// after each refusal).
+    fn credential(&self) -> Result<Credential, CredentialError>;
+}
+
+/// A fixed secret. A refusal of it stands at once: the source can only
+/// return the refused secret again.
+pub struct StaticSource(Credential);
+
+impl StaticSource {
+    /// A source that always returns `secret`.
+    pub fn new(secret: SecretString) -> Self {
+        StaticSource(Credential::new(secret))
+    }
+}
+
+impl std::fmt::Debug for StaticSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_tuple("StaticSource").field(&self.0).finish()
+    }
+}
+
+impl CredentialSource for StaticSource {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        Ok(self.0.clone())
+    }
+}
+
+/// A command run with `sh -c`; its stdout, trimmed, is the secret. A command
+/// that fails or prints nothing is a [`CredentialError`].
+#[derive(Debug, Clone)]
+pub struct CommandSource {
+    command: String,
+}
+
+impl CommandSource {
+    /// A source running `command` through `sh -c` on every purchase.
+    pub fn new(command: impl Into<String>) -> Self {
+        CommandSource {
+            command: command.into(),
+        }
+    }
+}
+
+impl CredentialSource for CommandSource {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        let out = Command::new("sh")
+            .arg("-c")
+            .arg(&self.command)
+            .stdin(Stdio::null())
+            .stderr(Stdio::null())
+            .output()
+            .map_err(|e| CredentialError(format!("could not run the token command: {e}")))?;
+        if !out.status.success() {
+            return Err(CredentialError(format!(
+                "the token command exited with {}",
+                out.status
+            )));
+        }
+        let text = String::from_utf8(out.stdout)
+            .map_err(|_| CredentialError("the token command printed non-UTF-8".into()))?;
+        let token = text.trim();
+        if token.is_empty() {
+            return Err(CredentialError("the token command printed nothing".into()));
+        }
+        Ok(Credential::new(SecretString::from(token.to_string())))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fingerprint_is_twelve_hex_digits_of_sha256() {
+        // sha256("abc") = ba7816bf8f01cfea...
+        assert_eq!(fingerprint("abc"), "ba7816bf8f01");
+    }
+
+    #[test]
+    fn debug_never_shows_the_secret() {
+        let c = Credential::new(SecretString::from("hunter2-token".to_string()));
+        let s = StaticSource::new(SecretString::from("hunter2-token".to_string()));
+        assert!(!format!("{c:?}{s:?}").contains("hunter2"));
+    }
+
+    #[test]
+    fn command_source_trims_stdout_and_fails_on_error() {
+        let c = CommandSource::new("printf '  tok-1\\n'").credential().expect("runs");
+        assert_eq!(c.secret().expose_secret(), "tok-1");
+        assert!(CommandSource::new("exit 3").credential().is_err());
+        assert!(CommandSource::new("true").credential().is_err());
+    }
+}

@@ -1,0 +1,880 @@
+//! The policy engine: runs one operation's attempts under its budget.
+//!
+//! The loop itself is backon's `BlockingRetry`; the policy plugs in through
+//! backon's extension points: a [`Backoff`](backon::Backoff) iterator that
+//! wraps the exponential one and applies the remote's retry hint, the settle
+//! pause, the deadline and the per-host retry budget (returning `None` to
+//! stop, with the reason noted), the `when` predicate (the class × effect
+//! table), and the injected sleeper.
+
+use std::borrow::Cow;
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use backon::{BackoffBuilder, BlockingRetryable, ExponentialBuilder};
+
+use crate::bounds::Bounds;
+use crate::bucket::{Bucket, RetryBudget};
+use crate::class::{AttemptError, AuthSignal, Class, Effect};
+use crate::clock::{CancelFlag, Clock, Sleeper, SystemClock, ThreadSleeper};
+use crate::credential::{Credential, CredentialSource};
+use crate::ledger::{Claim, Ledger, MemoryLedger};
+use crate::outcome::{
+    AttemptRecord, OperationInfo, Outcome, OutcomeKind, Reconciled, Stopped, Verdict,
+};
+
+/// What one operation is, and its bounds.
+#[derive(Clone)]
+pub struct Operation {
+    /// `ls-refs`, `fetch`, `push`, `http-get`, ...
+    pub kind: String,
+    /// Read or write.
+    pub effect: Effect,
+    /// The remote, without user info (shown in outcomes).
+    pub remote: String,
+    /// The host whose retry budget the operation spends.
+    pub host: String,
+    /// The operation id; generated when `None`.
+    pub id: Option<String>,
+    /// Deadline, attempt timeout, attempts, backoff.
+    pub bounds: Bounds,
+    /// Where credentials are bought, when the remote needs one.
+    pub credentials: Option<Arc<dyn CredentialSource>>,
+    /// The caller's cancel flag.
+    pub cancel: CancelFlag,
+}
+
+impl Operation {
+    /// An operation of `kind` and `effect` against `remote` (no user info),
+    /// with the default (`command`) bounds.
+    pub fn new(kind: impl Into<String>, effect: Effect, remote: impl Into<String>) -> Self {
+        let remote = remote.into();
+        let host = host_of(&remote);
+        Operation {
+            kind: kind.into(),
+            effect,
+            remote,
+            host,
+            id: None,
+            bounds: Bounds::default(),
+            credentials: None,
+            cancel: CancelFlag::new(),
+        }
+    }
+
+    /// Set the bounds.
+    pub fn bounds(mut self, bounds: Bounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+
+    /// Set the operation id.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Set the credential source.
+    pub fn credentials(mut self, source: Arc<dyn CredentialSource>) -> Self {
+        self.credentials = Some(source);
+        self
+    }
+
+    /// Set the cancel flag.
+    pub fn cancel(mut self, flag: CancelFlag) -> Self {
+        self.cancel = flag;
+        self
+    }
+}
+
+impl std::fmt::Debug for Operation {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Operation")
+            .field("kind", &self.kind)
+            .field("effect", &self.effect)
+            .field("remote", &self.remote)
+            .field("id", &self.id)
+            .field("bounds", &self.bounds)
+            .finish_non_exhaustive()
+    }
+}
+
+/// The host part of a URL-like remote (`scheme://[user@]host[:port]/...`);
+/// the whole string when it has no scheme.
+pub fn host_of(remote: &str) -> String {
+    match remote.split_once("://") {
+        Some((_, rest)) => {
+            let authority = rest.split('/').next().unwrap_or(rest);
+            authority.rsplit('@').next().unwrap_or(authority).to_string()
+        }
+        None => remote.to_string(),
+    }
+}
+
+/// What one attempt is given.
+pub struct AttemptCtx<'a> {
+    /// The attempt number, from 1.
+    pub n: u32,
+    /// The attempt's hard deadline, capped by what remains of the budget.
+    pub timeout: Duration,
+    /// What remained of the budget when the attempt started.
+    pub remaining: Duration,
+    credential: Option<&'a Credential>,
+    cancel: &'a CancelFlag,
+    clock: &'a dyn Clock,
+    phase: Cow<'static, str>,
+}
+
+impl AttemptCtx<'_> {
+    /// The credential bought for this attempt, when the operation has a source.
+    pub fn credential(&self) -> Option<&Credential> {
+        self.credential
+    }
+
+    /// The caller's cancel flag (for watchdogs).
+    pub fn cancel_flag(&self) -> &CancelFlag {
+        self.cancel
+    }
+
+    /// The policy's clock.
+    pub fn clock(&self) -> &dyn Clock {
+        self.clock
+    }
+
+    /// Record that the attempt completed `phase`.
+    pub fn reached(&mut self, phase: impl Into<Cow<'static, str>>) {
+        self.phase = phase.into();
+    }
+
+    /// The last phase recorded.
+    pub fn phase(&self) -> &str {
+        &self.phase
+    }
+}
+
+/// What a settling read is given.
+pub struct ReconcileCtx<'a> {
+    /// What remains of the operation's budget: the read's hard deadline.
+    pub remaining: Duration,
+    /// The number of the settling read, from 1.
+    pub n: u32,
+    cancel: &'a CancelFlag,
+}
+
+impl ReconcileCtx<'_> {
+    /// The caller's cancel flag (a cancelled write is still settled).
+    pub fn cancel_flag(&self) -> &CancelFlag {
+        self.cancel
+    }
+}
+
+/// What a settling read found.
+#[derive(Clone, Debug)]
+pub struct Settlement<T> {
+    /// Landed, not landed, or moved.
+    pub verdict: Verdict,
+    /// The value of a landed write (and optionally of a moved one).
+    pub value: Option<T>,
+    /// What the read observed.
+    pub observed: BTreeMap<String, String>,
+    /// For `Moved`: what was found instead, in words.
+    pub cause: Option<String>,
+}
+
+impl<T> Settlement<T> {
+    /// The write is on the remote.
+    pub fn landed(value: T, observed: BTreeMap<String, String>) -> Self {
+        Settlement {
+            verdict: Verdict::Landed,
+            value: Some(value),
+            observed,
+            cause: None,
+        }
+    }
+
+    /// The remote still holds what the write expected.
+    pub fn not_landed(observed: BTreeMap<String, String>) -> Self {
+        Settlement {
+            verdict: Verdict::NotLanded,
+            value: None,
+            observed,
+            cause: None,
+        }
+    }
+
+    /// Somebody else changed it.
+    pub fn moved(value: Option<T>, observed: BTreeMap<String, String>, cause: impl Into<String>) -> Self {
+        Settlement {
+            verdict: Verdict::Moved,
+            value,
+            observed,
+            cause: Some(cause.into()),
+        }
+    }
+}
+
+/// The policy value: clock, sleeper, ledger, retry budgets, credential
+/// figures. `Send + Sync`, meant to be shared by every operation of a client.
+pub struct Policy {
+    clock: Arc<dyn Clock>,
+    sleeper: Arc<dyn Sleeper>,
+    ledger: Arc<dyn Ledger>,
+    retry_budget: RetryBudget,
+    buckets: Mutex<HashMap<String, Bucket>>,
+    settle: Duration,
+    fresh_window: Duration,
+    jitter_seed: Option<u64>,
+    counter: AtomicU64,
+    logged_refusals: Mutex<HashSet<(String, String)>>,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("retry_budget", &self.retry_budget)
+            .field("settle", &self.settle)
+            .field("fresh_window", &self.fresh_window)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Builds a [`Policy`].
+///
+/// # Default
+/// real clock and sleeper, in-memory ledger, [`RetryBudget::DEFAULT`],
+/// settle 5 s, fresh window 10 s, random jitter.
+pub struct PolicyBuilder {
+    clock: Arc<dyn Clock>,
+    sleeper: Arc<dyn Sleeper>,
+    ledger: Arc<dyn Ledger>,
+    retry_budget: RetryBudget,
+    settle: Duration,
+    fresh_window: Duration,
+    jitter_seed: Option<u64>,
+}
+
+impl Default for PolicyBuilder {
+    fn default() -> Self {
+        PolicyBuilder {
+            clock: Arc::new(SystemClock::new()),
+            sleeper: Arc::new(ThreadSleeper),
+            ledger: Arc::new(MemoryLedger::new()),
+            retry_budget: RetryBudget::DEFAULT,
+            settle: Duration::from_secs(5),
+            fresh_window: Duration::from_secs(10),
+            jitter_seed: None,
+        }
+    }
+}
+
+impl PolicyBuilder {
+    /// Use this clock.
+    pub fn clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Use this sleeper.
+    pub fn sleeper(mut self, sleeper: Arc<dyn Sleeper>) -> Self {
+        self.sleeper = sleeper;
+        self
+    }
+
+    /// Use this ledger (e.g. a [`crate::FileLedger`]).
+    pub fn ledger(mut self, ledger: Arc<dyn Ledger>) -> Self {
+        self.ledger = ledger;
+        self
+    }
+
+    /// Use these retry budget figures.
+    pub fn retry_budget(mut self, budget: RetryBudget) -> Self {
+        self.retry_budget = budget;
+        self
+    }
+
+    /// The least pause before a credential bought after a refusal.
+    pub fn settle(mut self, settle: Duration) -> Self {
+        self.settle = settle;
+        self
+    }
+
+    /// How long after buying a credential a 403/404 counts as its refusal.
+    pub fn fresh_window(mut self, window: Duration) -> Self {
+        self.fresh_window = window;
+        self
+    }
+
+    /// Seed the jitter (each operation still draws its own sequence).
+    pub fn jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
+        self
+    }
+
+    /// Build the policy.
+    pub fn build(self) -> Policy {
+        Policy {
+            clock: self.clock,
+            sleeper: self.sleeper,
+            ledger: self.ledger,
+            retry_budget: self.retry_budget,
+            buckets: Mutex::new(HashMap::new()),
+            settle: self.settle,
+            fresh_window: self.fresh_window,
+            jitter_seed: self.jitter_seed,
+            counter: AtomicU64::new(0),
+            logged_refusals: Mutex::new(HashSet::new()),
+        }
+    }
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        PolicyBuilder::default().build()
+    }
+}
+
+/// Why the retry loop stopped calling, beyond an ordinary failure.
+enum Step {
+    /// An attempt failed; `when` decides.
+    Failed(AttemptError),
+    /// Stop before another attempt.
+    Stop(Stopped),
+    /// A settling read found the write moved: answered.
+    Moved(AttemptError),
+    /// A write's answer is unknown and no read settled it.
+    Unsettled(AttemptError),
+}
+
+struct RunState {
+    attempts: Vec<AttemptRecord>,
+    retry_after: Option<Duration>,
+    settle_needed: bool,
+    stopped: Option<Stopped>,
+    current: Option<(Credential, Duration)>,
+    refused: Vec<String>,
+    last_refusal: Option<AttemptError>,
+    last_error: Option<AttemptError>,
+    reconciled: Option<Reconciled>,
+    unsettled_complete: bool,
+}
+
+/// backon's backoff, wrapped: applies hint, settle, deadline and budget.
+struct PolicyBackoff<'a> {
+    inner: backon::ExponentialBackoff,
+    policy: &'a Policy,
+    state: &'a Mutex<RunState>,
+    start: Duration,
+    deadline: Duration,
+    reserve: Duration,
+    host: &'a str,
+}
+
+impl Iterator for PolicyBackoff<'_> {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let mut st = self.state.lock().expect("run state lock");
+        let Some(mut delay) = self.inner.next() else {
+            st.stopped = Some(Stopped::MaxAttempts);
+            return None;
+        };
+        let hinted = match st.retry_after.take() {
+            Some(h) => {
+                delay = h;
+                true
+            }
+            None => false,
+        };
+        let settle = st.settle_needed;
+        if settle {
+            delay = delay.max(self.policy.settle);
+        }
+        let now = self.policy.clock.now();
+        let remaining = (self.start + self.deadline).saturating_sub(now);
+        let usable = remaining.saturating_sub(self.reserve);
+        if delay >= usable {
+            st.stopped = Some(if hinted {
+                Stopped::RetryHintExceedsBudget
+            } else if settle {
+                Stopped::CredentialRefused
+            } else {
+                Stopped::Deadline
+            });
+            return None;
+        }
+        let spent = self
+            .policy
+            .with_bucket(self.host, |b, budget| b.try_spend(budget, now));
+        if !spent {
+            st.stopped = Some(Stopped::RetryBudgetEmpty);
+            return None;
+        }
+        st.settle_needed = false;
+        if let Some(last) = st.attempts.last_mut() {
+            last.delay_ms = Some(ms(delay));
+        }
+        Some(delay)
+    }
+}
+
+fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
+
+impl Policy {
+    /// A builder with the documented defaults.
+    pub fn builder() -> PolicyBuilder {
+        PolicyBuilder::default()
+    }
+
+    /// The policy's clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
+    /// The policy's sleeper.
+    pub fn sleeper(&self) -> &Arc<dyn Sleeper> {
+        &self.sleeper
+    }
+
+    fn with_bucket<R>(&self, host: &str, f: impl FnOnce(&mut Bucket, &RetryBudget) -> R) -> R {
+        let now = self.clock.now();
+        let mut buckets = self.buckets.lock().expect("bucket lock");
+        let b = buckets
+            .entry(host.to_string())
+            .or_insert_with(|| Bucket::new(&self.retry_budget, now));
+        f(b, &self.retry_budget)
+    }
+
+    /// Empty `host`'s retry budget: failures against it are not retried
+    /// until it refills.
+    pub fn drain_retry_budget(&self, host: &str) {
+        self.with_bucket(host, |b, _| b.drain());
+    }
+
+    fn new_id(&self) -> String {
+        let n = self.counter.fetch_add(1, Ordering::Relaxed);
+        let t = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_nanos())
+            .unwrap_or(0);
+        format!("op-{}-{t:x}-{n}", std::process::id())
+    }
+
+    /// Run a read (or a write that has no settling read: an unknown answer
+    /// then ends the operation `unknown` with `may_have_applied: true`).
+    pub fn run<T>(
+        &self,
+        op: Operation,
+        attempt: impl FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
+    ) -> Outcome<T> {
+        self.execute(
+            op,
+            attempt,
+            None::<fn(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>>,
+        )
+    }
+
+    /// Run a write whose unknown answer is settled by `reconcile`, a read.
+    ///
+    /// `reconcile` is called only after an attempt whose request was complete
+    /// and whose answer was not read; it is retried (as reads are) until it
+    /// answers or the budget is spent. Its verdict decides: landed is
+    /// success; not landed allows another attempt (the closures may share
+    /// state so the next attempt is leased on what was read); moved is
+    /// answered.
+    pub fn run_write<T>(
+        &self,
+        op: Operation,
+        attempt: impl FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
+        reconcile: impl FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
+    ) -> Outcome<T> {
+        self.execute(op, attempt, Some(reconcile))
+    }
+
+    fn execute<T, R>(
+        &self,
+        op: Operation,
+        mut attempt: impl FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
+        mut reconcile: Option<R>,
+    ) -> Outcome<T>
+    where
+        R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
+    {
+        let start = self.clock.now();
+        let id = op.id.clone().unwrap_or_else(|| self.new_id());
+        let info = OperationInfo {
+            id: id.clone(),
+            kind: op.kind.clone(),
+            effect: op.effect,
+            remote: op.remote.clone(),
+        };
+        let bounds = op.bounds;
+        let deadline = bounds.deadline;
+        let write = op.effect == Effect::Write;
+        let blank = |kind: OutcomeKind| Outcome {
+            kind,
+            value: None,
+            error: None,
+            operation: info.clone(),
+            deadline_ms: ms(deadline),
+            elapsed_ms: 0,
+            may_have_applied: if write { Some(false) } else { None },
+            stopped: None,
+            attempts: Vec::new(),
+            reconciled: None,
+            refused_credentials: Vec::new(),
+            previous: None,
+        };
+        match self.ledger.claim(&id) {
+            Ok(Claim::Claimed) => {}
+            Ok(Claim::Taken(previous)) => {
+                tracing::debug!(op = %id, "operation id already claimed: rejected");
+                let mut o = blank(OutcomeKind::Rejected);
+                o.previous = previous;
+                o.error = Some(AttemptError::answered(
+                    "connect",
+                    format!("operation id {id:?} was claimed before"),
+                ));
+                return o;
+            }
+            Err(e) => {
+                let mut o = blank(OutcomeKind::Rejected);
+                o.error = Some(AttemptError::unjudged("connect", e.to_string()));
+                return o;
+            }
+        }
+
+        let reserve = if write { bounds.reconcile_reserve } else { Duration::ZERO };
+        let state = Mutex::new(RunState {
+            attempts: Vec::new(),
+            retry_after: None,
+            settle_needed: false,
+            stopped: None,
+            current: None,
+            refused: Vec::new(),
+            last_refusal: None,
+            last_error: None,
+            reconciled: None,
+            unsettled_complete: false,
+        });
+        let max_retries = bounds.max_attempts.max(1).saturating_sub(1) as usize;
+        let shape = bounds.backoff;
+        let mut exp = ExponentialBuilder::new()
+            .with_min_delay(shape.min_delay)
+            .with_max_delay(shape.max_delay)
+            .with_factor(shape.factor)
+            .with_max_times(max_retries);
+        if shape.jitter {
+            exp = exp.with_jitter();
+            if let Some(seed) = self.jitter_seed {
+                let n = self.counter.fetch_add(1, Ordering::Relaxed);
+                exp = exp.with_jitter_seed(seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            }
+        }
+        let backoff = PolicyBackoff {
+            inner: exp.build(),
+            policy: self,
+            state: &state,
+            start,
+            deadline,
+            reserve,
+            host: &op.host,
+        };
+        let cancel = op.cancel.clone();
+        let sleeper = Arc::clone(&self.sleeper);
+        let sleep_cancel = op.cancel.clone();
+        let mut n: u32 = 0;
+
+        let step = || -> Result<T, Step> {
+            if cancel.is_cancelled() {
+                return Err(Step::Stop(Stopped::Cancelled));
+            }
+            let now = self.clock.now();
+            let remaining = (start + deadline).saturating_sub(now);
+            let usable = remaining.saturating_sub(reserve);
+            if usable.is_zero() {
+                return Err(Step::Stop(Stopped::Deadline));
+            }
+            n += 1;
+            // Buy a credential when the operation needs one and holds none.
+            if let Some(source) = &op.credentials {
+                let mut st = state.lock().expect("run state lock");
+                if st.current.is_none() {
+                    match source.credential() {
+                        Ok(c) => {
+                            if st.refused.iter().any(|f| f == c.fingerprint()) {
+                                drop(st);
+                                n -= 1;
+                                return Err(Step::Stop(Stopped::CredentialRefused));
+                            }
+                            st.current = Some((c, now));
+                        }
+                        Err(e) => {
+                            let err = AttemptError::unjudged("connect", e.to_string());
+                            st.attempts.push(AttemptRecord {
+                                n,
+                                phase: "connect".into(),
+                                class: Some(Class::Unjudged),
+                                cause: Some(err.cause.clone()),
+                                remaining_ms: ms(remaining),
+                                timeout_ms: 0,
+                                delay_ms: None,
+                                elapsed_ms: 0,
+                            });
+                            st.last_error = Some(err.clone());
+                            return Err(Step::Failed(err));
+                        }
+                    }
+                }
+            }
+            let timeout = bounds.attempt_timeout.min(usable);
+            let credential = state.lock().expect("run state lock").current.clone();
+            let mut ctx = AttemptCtx {
+                n,
+                timeout,
+                remaining,
+                credential: credential.as_ref().map(|(c, _)| c),
+                cancel: &cancel,
+                clock: &*self.clock,
+                phase: Cow::Borrowed("connect"),
+            };
+            let result = attempt(&mut ctx);
+            let phase = ctx.phase.to_string();
+            let end = self.clock.now();
+            let elapsed = end.saturating_sub(now);
+            let mut st = state.lock().expect("run state lock");
+            match result {
+                Ok(v) => {
+                    tracing::debug!(op = %id, n, phase = %phase, "attempt succeeded");
+                    st.attempts.push(AttemptRecord {
+                        n,
+                        phase,
+                        class: None,
+                        cause: None,
+                        remaining_ms: ms(remaining),
+                        timeout_ms: ms(timeout),
+                        delay_ms: None,
+                        elapsed_ms: ms(elapsed),
+                    });
+                    Ok(v)
+                }
+                Err(mut e) => {
+                    if let (Some(auth), Some((cred, bought))) = (e.auth, &st.current) {
+                        let refused = match auth {
+                            AuthSignal::Unauthorized => true,
+                            AuthSignal::ForbiddenOrNotFound => {
+                                now.saturating_sub(*bought) <= self.fresh_window
+                            }
+                        };
+                        if refused {
+                            let fp = cred.fingerprint().to_string();
+                            tracing::debug!(op = %id, n, credential = %fp, "credential refused");
+                            if !st.refused.contains(&fp) {
+                                st.refused.push(fp);
+                            }
+                            st.current = None;
+                            st.settle_needed = true;
+                            e.class = Class::Unjudged;
+                            st.last_refusal = Some(e.clone());
+                        }
+                    }
+                    tracing::debug!(
+                        op = %id, n, phase = %e.phase, class = e.class.as_str(),
+                        cause = %e.cause, "attempt failed"
+                    );
+                    st.attempts.push(AttemptRecord {
+                        n,
+                        phase: e.phase.to_string(),
+                        class: Some(e.class),
+                        cause: Some(e.cause.clone()),
+                        remaining_ms: ms(remaining),
+                        timeout_ms: ms(timeout),
+                        delay_ms: None,
+                        elapsed_ms: ms(elapsed),
+                    });
+                    st.retry_after = e.retry_after;
+                    st.last_error = Some(e.clone());
+                    if e.class == Class::Unknown && write {
+                        st.unsettled_complete = true;
+                        drop(st);
+                        return self.settle(
+                            &id,
+                            e,
+                            reconcile.as_mut(),
+                            &state,
+                            start,
+                            deadline,
+                            &cancel,
+                            shape.min_delay,
+                        );
+                    }
+                    Err(Step::Failed(e))
+                }
+            }
+        };
+
+        let result = step
+            .retry(backoff)
+            .sleep(move |d: Duration| sleeper.sleep(d, sleep_cancel.as_atomic()))
+            .when(|s: &Step| match s {
+                Step::Failed(e) => e.class != Class::Answered
+                    && !(write && e.class == Class::Unknown)
+                    && !op.cancel.is_cancelled(),
+                _ => false,
+            })
+            .call();
+
+        let st = state.into_inner().expect("run state lock");
+        let elapsed = self.clock.now().saturating_sub(start);
+        let mut out = blank(OutcomeKind::Unknown);
+        out.elapsed_ms = ms(elapsed);
+        out.attempts = st.attempts;
+        out.reconciled = st.reconciled;
+        out.refused_credentials = st.refused;
+        out.stopped = st.stopped;
+        let cancelled = op.cancel.is_cancelled();
+        match result {
+            Ok(v) => {
+                out.kind = OutcomeKind::Succeeded;
+                out.value = Some(v);
+                out.stopped = None;
+                if write {
+                    out.may_have_applied = Some(true);
+                }
+                self.with_bucket(&op.host, |b, budget| b.credit(budget, self.clock.now()));
+            }
+            Err(Step::Failed(e)) => {
+                let refusal_stands = e.class == Class::Unjudged && st.last_refusal.as_ref() == Some(&e);
+                if e.class == Class::Answered {
+                    out.kind = OutcomeKind::Answered;
+                    out.stopped = None;
+                } else if refusal_stands {
+                    out.kind = OutcomeKind::Answered;
+                    out.stopped = Some(Stopped::CredentialRefused);
+                } else if cancelled {
+                    out.stopped = Some(Stopped::Cancelled);
+                }
+                out.error = Some(e);
+            }
+            Err(Step::Stop(reason)) => {
+                out.stopped = Some(reason);
+                if reason == Stopped::CredentialRefused {
+                    out.kind = OutcomeKind::Answered;
+                    out.error = st.last_refusal.or(st.last_error);
+                } else {
+                    out.error = st.last_error;
+                }
+            }
+            Err(Step::Moved(e)) => {
+                out.kind = OutcomeKind::Answered;
+                out.stopped = None;
+                out.error = Some(e);
+            }
+            Err(Step::Unsettled(e)) => {
+                if cancelled {
+                    out.stopped = Some(Stopped::Cancelled);
+                } else if out.stopped.is_none() && reconcile.is_some() {
+                    out.stopped = Some(Stopped::Deadline);
+                }
+                out.error = Some(e);
+            }
+        }
+        if write && out.kind != OutcomeKind::Succeeded {
+            out.may_have_applied = Some(st.unsettled_complete);
+        }
+        if out.kind == OutcomeKind::Answered && out.stopped == Some(Stopped::CredentialRefused) {
+            let cause = out.error.as_ref().map(|e| e.cause.clone()).unwrap_or_default();
+            let key = (op.host.clone(), cause.clone());
+            if self.logged_refusals.lock().expect("log lock").insert(key) {
+                tracing::warn!(host = %op.host, cause = %cause, refused = ?out.refused_credentials, "credential refusal stands");
+            }
+        }
+        tracing::debug!(
+            op = %id, kind = %op.kind, result = out.kind.as_str(),
+            stopped = out.stopped.map(|s| s.as_str()), attempts = out.attempts.len(),
+            elapsed_ms = out.elapsed_ms, "operation ended"
+        );
+        if let Err(e) = self.ledger.finish(&id, &out.summary()) {
+            tracing::warn!(op = %id, error = %e, "could not record the outcome in the ledger");
+        }
+        out
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn settle<T, R>(
+        &self,
+        id: &str,
+        err: AttemptError,
+        reconcile: Option<&mut R>,
+        state: &Mutex<RunState>,
+        start: Duration,
+        deadline: Duration,
+        cancel: &CancelFlag,
+        pause: Duration,
+    ) -> Result<T, Step>
+    where
+        R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
+    {
+        let Some(reconcile) = reconcile else {
+            return Err(Step::Unsettled(err));
+        };
+        let mut reads = 0u32;
+        loop {
+            let remaining = (start + deadline).saturating_sub(self.clock.now());
+            if remaining.is_zero() {
+                tracing::debug!(op = %id, "no settling read answered within the budget");
+                return Err(Step::Unsettled(err));
+            }
+            reads += 1;
+            let ctx = ReconcileCtx {
+                remaining,
+                n: reads,
+                cancel,
+            };
+            match reconcile(&ctx) {
+                Ok(s) => {
+                    tracing::debug!(op = %id, verdict = s.verdict.as_str(), "unknown write settled by reading");
+                    let mut st = state.lock().expect("run state lock");
+                    st.unsettled_complete = false;
+                    st.reconciled = Some(Reconciled {
+                        verdict: s.verdict,
+                        observed: s.observed,
+                    });
+                    return match s.verdict {
+                        Verdict::Landed => match s.value {
+                            Some(v) => Ok(v),
+                            None => Err(Step::Unsettled(err)),
+                        },
+                        Verdict::NotLanded => {
+                            let e = AttemptError::unjudged(
+                                err.phase.clone(),
+                                format!("{} (settled by reading: not landed)", err.cause),
+                            );
+                            st.last_error = Some(e.clone());
+                            Err(Step::Failed(e))
+                        }
+                        Verdict::Moved => Err(Step::Moved(AttemptError::answered(
+                            err.phase.clone(),
+                            s.cause.unwrap_or_else(|| "moved by somebody else".into()),
+                        ))),
+                    };
+                }
+                Err(e) if e.class == Class::Answered => {
+                    tracing::debug!(op = %id, cause = %e.cause, "settling read answered");
+                    return Err(Step::Unsettled(err));
+                }
+                Err(e) => {
+                    tracing::debug!(op = %id, cause = %e.cause, "settling read failed; reading again");
+                    let remaining = (start + deadline).saturating_sub(self.clock.now());
+                    if pause >= remaining {
+                        return Err(Step::Unsettled(err));
+                    }
+                    self.sleeper.sleep(pause, cancel.as_atomic());
+                }
+            }
+        }
+    }
+}

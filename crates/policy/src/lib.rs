@@ -1,0 +1,74 @@
+//! The one retry policy every call of sluice-remote to a remote runs under.
+//!
+//! > What the remote never judged is tried again; what it answered is not.
+//! > A read is tried again whatever happened; a write only when the remote
+//! > never judged it. A write whose answer was not read is settled by
+//! > reading.
+//!
+//! Order of operations for one [`Operation`] run by [`Policy::run`] (reads)
+//! or [`Policy::run_write`] (writes):
+//!
+//! 1. the operation id is claimed in the [`Ledger`] (a claimed id is
+//!    [`OutcomeKind::Rejected`] without any call);
+//! 2. before each attempt the remaining budget is computed; the attempt's
+//!    timeout is capped by it (for writes, less a reserve for settling
+//!    reads); a credential is bought when needed;
+//! 3. the attempt returns a value or an [`AttemptError`] classed by its
+//!    layer; the class × effect table decides whether to try again;
+//! 4. an unknown write is settled by the caller's read ([`Settlement`]);
+//! 5. between attempts backon's exponential backoff (jittered, capped) is
+//!    adjusted by the remote's retry hint and the settle pause, checked
+//!    against the deadline and the host's retry budget;
+//! 6. the [`Outcome`] carries the value or the answer, `may_have_applied`,
+//!    `stopped` and the attempt history.
+//!
+//! This crate does no I/O of its own except the ledger file and the token
+//! command; the clock and the sleeper are injectable.
+//!
+//! ```
+//! use sluice_policy::{AttemptError, Bounds, Effect, Operation, OutcomeKind, Policy};
+//! use std::time::Duration;
+//!
+//! let policy = Policy::default();
+//! let op = Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/repo")
+//!     .bounds(Bounds::new(Duration::from_secs(5), Duration::from_secs(1), 3));
+//! let mut calls = 0;
+//! let outcome = policy.run(op, |ctx| {
+//!     calls += 1;
+//!     if ctx.n == 1 {
+//!         return Err(AttemptError::unjudged("connect", "connection refused"));
+//!     }
+//!     ctx.reached("done");
+//!     Ok(42)
+//! });
+//! assert_eq!(outcome.kind, OutcomeKind::Succeeded);
+//! assert_eq!(outcome.value, Some(42));
+//! assert_eq!(calls, 2);
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod bounds;
+mod bucket;
+mod class;
+mod clock;
+mod credential;
+mod engine;
+mod hint;
+mod ledger;
+mod outcome;
+
+pub use bounds::{BackoffShape, Bounds, Profile, UnknownProfile};
+pub use bucket::RetryBudget;
+pub use class::{AttemptError, AuthSignal, Class, Effect};
+pub use clock::{CancelFlag, Clock, ManualClock, Sleeper, SystemClock, ThreadSleeper};
+pub use credential::{
+    fingerprint, CommandSource, Credential, CredentialError, CredentialSource, StaticSource,
+};
+pub use engine::{host_of, AttemptCtx, Operation, Policy, PolicyBuilder, ReconcileCtx, Settlement};
+pub use hint::{parse_rate_limit_reset, parse_retry_after};
+pub use ledger::{Claim, FileLedger, Ledger, LedgerError, MemoryLedger};
+pub use outcome::{
+    AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousRun, Reconciled, Stopped, Verdict,
+};
+pub use secrecy;

@@ -1,0 +1,229 @@
+//! The evidence every operation ends with: an [`Outcome`] and its attempt
+//! history, serialisable to the JSON shape of the design.
+
+use std::collections::BTreeMap;
+
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::class::{AttemptError, Class, Effect};
+
+/// How an operation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum OutcomeKind {
+    /// An attempt succeeded (or an unknown write was settled: landed).
+    Succeeded,
+    /// The remote answered; never tried again.
+    Answered,
+    /// No answer within the bounds. Never a claim that the work failed.
+    Unknown,
+    /// The operation id had been claimed already; nothing was called.
+    Rejected,
+}
+
+impl OutcomeKind {
+    /// The kebab-case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            OutcomeKind::Succeeded => "succeeded",
+            OutcomeKind::Answered => "answered",
+            OutcomeKind::Unknown => "unknown",
+            OutcomeKind::Rejected => "rejected",
+        }
+    }
+}
+
+/// Why the operation stopped trying.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Stopped {
+    /// The overall deadline left no room for another attempt.
+    Deadline,
+    /// The maximum number of attempts was made.
+    MaxAttempts,
+    /// The remote asked for a wait longer than what remained.
+    RetryHintExceedsBudget,
+    /// The host's retry budget (token bucket) was empty.
+    RetryBudgetEmpty,
+    /// A credential refusal stands.
+    CredentialRefused,
+    /// The caller raised the cancel flag.
+    Cancelled,
+}
+
+impl Stopped {
+    /// The kebab-case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Stopped::Deadline => "deadline",
+            Stopped::MaxAttempts => "max-attempts",
+            Stopped::RetryHintExceedsBudget => "retry-hint-exceeds-budget",
+            Stopped::RetryBudgetEmpty => "retry-budget-empty",
+            Stopped::CredentialRefused => "credential-refused",
+            Stopped::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// One attempt in the history.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AttemptRecord {
+    /// Attempt number, from 1.
+    pub n: u32,
+    /// The last phase the attempt completed.
+    pub phase: String,
+    /// The class of its failure; `None` on success.
+    pub class: Option<Class>,
+    /// The remote's words or what happened; `None` on success.
+    pub cause: Option<String>,
+    /// The operation's remaining budget when the attempt started (ms).
+    pub remaining_ms: u64,
+    /// The attempt's timeout (ms), capped by the remaining budget.
+    pub timeout_ms: u64,
+    /// The delay chosen after it (ms); `None` when no attempt followed.
+    pub delay_ms: Option<u64>,
+    /// How long the attempt itself took (ms).
+    pub elapsed_ms: u64,
+}
+
+/// What settling an unknown write by reading found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Verdict {
+    /// The write is on the remote: success.
+    Landed,
+    /// The remote holds the value the write expected: it never applied it;
+    /// it may be tried again, leased on that value.
+    NotLanded,
+    /// Somebody else changed it: answered, not retried.
+    Moved,
+}
+
+impl Verdict {
+    /// The kebab-case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Verdict::Landed => "landed",
+            Verdict::NotLanded => "not-landed",
+            Verdict::Moved => "moved",
+        }
+    }
+}
+
+/// The `reconciled` member of an outcome.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reconciled {
+    /// The verdict of the settling read.
+    pub verdict: Verdict,
+    /// What the read observed, per ref (`oid` or `absent`), or per key the
+    /// caller chooses for forge writes.
+    pub observed: BTreeMap<String, String>,
+}
+
+/// The earlier run of a claimed operation id, carried by a rejection.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PreviousRun {
+    /// How it ended.
+    pub result: OutcomeKind,
+    /// How long it ran (ms).
+    pub elapsed_ms: u64,
+    /// Its attempt history.
+    pub attempts: Vec<AttemptRecord>,
+}
+
+/// What the operation was.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct OperationInfo {
+    /// The operation id (generated when the caller gave none).
+    pub id: String,
+    /// `ls-refs`, `fetch`, `push`, `http-get`, ...
+    pub kind: String,
+    /// Read or write.
+    pub effect: Effect,
+    /// The remote, without user info.
+    pub remote: String,
+}
+
+/// How an operation ended, with its evidence.
+#[derive(Clone, Debug)]
+pub struct Outcome<T> {
+    /// How it ended.
+    pub kind: OutcomeKind,
+    /// The value: set on success, and on an answer whose value the layer
+    /// kept (a push's per-ref results with a rejected ref).
+    pub value: Option<T>,
+    /// The failure that ended it (answered or unknown), if any.
+    pub error: Option<AttemptError>,
+    /// What the operation was.
+    pub operation: OperationInfo,
+    /// The overall deadline (ms).
+    pub deadline_ms: u64,
+    /// Time from start to end (ms).
+    pub elapsed_ms: u64,
+    /// Writes: whether the remote may hold the write although the outcome
+    /// is not success. Reads: `None`.
+    pub may_have_applied: Option<bool>,
+    /// Why it stopped trying, when it did.
+    pub stopped: Option<Stopped>,
+    /// The attempt history.
+    pub attempts: Vec<AttemptRecord>,
+    /// What a settling read found, when there was one.
+    pub reconciled: Option<Reconciled>,
+    /// Fingerprints of refused credentials.
+    pub refused_credentials: Vec<String>,
+    /// With `rejected`: the earlier run, when it has ended.
+    pub previous: Option<PreviousRun>,
+}
+
+impl<T> Outcome<T> {
+    /// Whether the operation succeeded.
+    pub fn is_success(&self) -> bool {
+        self.kind == OutcomeKind::Succeeded
+    }
+
+    /// Map the value, keeping the evidence.
+    pub fn map<U>(self, f: impl FnOnce(T) -> U) -> Outcome<U> {
+        Outcome {
+            kind: self.kind,
+            value: self.value.map(f),
+            error: self.error,
+            operation: self.operation,
+            deadline_ms: self.deadline_ms,
+            elapsed_ms: self.elapsed_ms,
+            may_have_applied: self.may_have_applied,
+            stopped: self.stopped,
+            attempts: self.attempts,
+            reconciled: self.reconciled,
+            refused_credentials: self.refused_credentials,
+            previous: self.previous,
+        }
+    }
+
+    /// The summary a ledger keeps of this run.
+    pub fn summary(&self) -> PreviousRun {
+        PreviousRun {
+            result: self.kind,
+            elapsed_ms: self.elapsed_ms,
+            attempts: self.attempts.clone(),
+        }
+    }
+}
+
+impl<T: Serialize> Serialize for Outcome<T> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        let mut m = s.serialize_map(Some(12))?;
+        m.serialize_entry("result", &self.kind)?;
+        m.serialize_entry("operation", &self.operation)?;
+        m.serialize_entry("deadline_ms", &self.deadline_ms)?;
+        m.serialize_entry("elapsed_ms", &self.elapsed_ms)?;
+        m.serialize_entry("may_have_applied", &self.may_have_applied)?;
+        m.serialize_entry("stopped", &self.stopped)?;
+        m.serialize_entry("attempts", &self.attempts)?;
+        m.serialize_entry("reconciled", &self.reconciled)?;
+        m.serialize_entry("refused_credentials", &self.refused_credentials)?;
+        m.serialize_entry("previous", &self.previous)?;
+        m.serialize_entry("value", &self.value)?;
+        m.end()
+    }
+}
