@@ -1,0 +1,31 @@
+//! Test fixtures for sluice-remote: loopback git servers, repository
+//! builders, deterministic fixture repositories and a phase-aware fault proxy.
+//!
+//! Everything here drives the `git` command line (and `lighttpd` for smart
+//! HTTP); nothing depends on gitoxide or on the other workspace crates, so the
+//! server side of a test is always checked by an independent implementation.
+//!
+//! * [`daemon::GitDaemon`] — `git daemon` on `127.0.0.1` with a free port.
+//! * [`http_backend::HttpBackend`] — `git http-backend` behind `lighttpd`.
+//! * [`repo`] — deterministic repository builders and git CLI helpers.
+//! * [`fixtures`] — the named fixture repositories of `fixtures/build.sh`.
+//! * [`proxy::FaultProxy`] — a TCP proxy that understands pkt-lines (and
+//!   HTTP/1.1) well enough to inject a named fault at a named point of the
+//!   git conversation, and records every connection.
+//! * [`pktline`] — a small, pure pkt-line framer.
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod daemon;
+pub mod http_backend;
+pub mod pktline;
+pub mod proxy;
+pub mod repo;
+
+mod net;
+
+pub use daemon::GitDaemon;
+pub use http_backend::HttpBackend;
+pub use proxy::{ConnectionRecord, Fault, FaultProxy, Point, Protocol, Service};
+pub use repo::{BareRepo, RepoBuilder};
