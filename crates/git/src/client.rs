@@ -1,0 +1,484 @@
+//! The client value and its read operations: ls-refs and fetch.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use gix::bstr::{BString, ByteSlice};
+use gix::protocol::handshake::Ref;
+use gix::protocol::transport::{Protocol, Service};
+use gix::ObjectId;
+use sluice_policy::{
+    AttemptCtx, Bounds, CancelFlag, CredentialSource, Effect, Operation, Outcome, Policy, StaticSource,
+};
+
+use crate::connect::{Dial, Meta, Session};
+use crate::error::{GitError, Phase};
+use crate::remote::{BadUrl, Remote, TransportKind};
+
+/// What a caller gives one call besides its arguments.
+#[derive(Clone)]
+pub struct CallOptions {
+    /// Deadline, attempt timeout, attempts, backoff (default: the `command` profile).
+    pub bounds: Bounds,
+    /// The operation id (generated when `None`); a claimed id is rejected.
+    pub id: Option<String>,
+    /// Where http(s) credentials are bought; user info in the URL is used
+    /// when this is `None`.
+    pub credentials: Option<Arc<dyn CredentialSource>>,
+    /// The caller's cancel flag.
+    pub cancel: CancelFlag,
+    /// Called with fetch and push progress.
+    pub progress: Option<Arc<dyn Fn(&Progress) + Send + Sync>>,
+}
+
+impl Default for CallOptions {
+    fn default() -> Self {
+        CallOptions {
+            bounds: Bounds::default(),
+            id: None,
+            credentials: None,
+            cancel: CancelFlag::new(),
+            progress: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for CallOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallOptions")
+            .field("bounds", &self.bounds)
+            .field("id", &self.id)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Progress of a fetch or push.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// What is happening (`receiving`, `counting`, `sending`, or the remote's own words).
+    pub stage: String,
+    /// Objects handled so far.
+    pub objects: u64,
+    /// Bytes moved so far.
+    pub bytes: u64,
+}
+
+/// A ref as the remote advertised it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RemoteRef {
+    /// The full name (`HEAD`, `refs/heads/main`).
+    pub name: String,
+    /// The object it points to; `None` when unborn.
+    pub oid: Option<ObjectId>,
+    /// For an annotated tag, the object the tag points to.
+    pub peeled: Option<ObjectId>,
+    /// For a symbolic ref, its target.
+    pub symref_target: Option<String>,
+}
+
+/// One ref a fetch brought.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchedRef {
+    /// The remote's ref name.
+    pub remote_ref: String,
+    /// The local ref the refspec mapped it to, if any.
+    pub local_ref: Option<String>,
+    /// The object fetched.
+    pub oid: ObjectId,
+}
+
+/// Input refused before any call to the remote.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum InputError {
+    /// A URL that is not a usable remote.
+    #[error(transparent)]
+    Url(#[from] BadUrl),
+    /// A refspec that does not parse.
+    #[error("invalid refspec {spec:?}: {reason}")]
+    Refspec {
+        /// The refspec.
+        spec: String,
+        /// Why.
+        reason: String,
+    },
+    /// A ref prefix with a glob (prefixes are literal).
+    #[error("invalid prefix {0:?}: a prefix is literal and may not contain '*'")]
+    Prefix(String),
+    /// A ref name that is not a full, valid ref name.
+    #[error("invalid ref name {name:?}: {reason}")]
+    RefName {
+        /// The name.
+        name: String,
+        /// Why.
+        reason: String,
+    },
+    /// A source revision not found in the local repository.
+    #[error("cannot resolve {rev:?} in the local repository: {reason}")]
+    Revision {
+        /// The revision.
+        rev: String,
+        /// Why.
+        reason: String,
+    },
+    /// The same destination twice, or no update at all.
+    #[error("invalid push: {0}")]
+    Push(String),
+}
+
+/// The git client: ls-refs, fetch and push under one [`Policy`].
+///
+/// `Send + Sync`; share one value (its policy holds the per-host retry
+/// budgets, its HTTP clients the kept-alive connections).
+#[derive(Clone)]
+pub struct GitClient {
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) http: reqwest::blocking::Client,
+    pub(crate) http_write: reqwest::blocking::Client,
+    pub(crate) agent: String,
+}
+
+impl std::fmt::Debug for GitClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GitClient")
+            .field("policy", &self.policy)
+            .field("agent", &self.agent)
+            .finish_non_exhaustive()
+    }
+}
+
+fn no_auth(
+    _: gix::credentials::helper::Action,
+) -> gix::Result<Option<gix::credentials::protocol::Outcome>> {
+    Ok(None)
+}
+
+pub(crate) fn error_text(e: &gix::Error) -> String {
+    let mut s = e.to_string();
+    let mut src = std::error::Error::source(e);
+    while let Some(inner) = src {
+        let t = inner.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = inner.source();
+    }
+    crate::remote::redact(&s)
+}
+
+impl GitClient {
+    /// A client under `policy`.
+    pub fn new(policy: Arc<Policy>) -> Self {
+        let http = reqwest::blocking::Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .build()
+            .expect("building the HTTP client");
+        let http_write = reqwest::blocking::Client::builder()
+            .connect_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(0)
+            .build()
+            .expect("building the HTTP client for writes");
+        GitClient {
+            policy,
+            http,
+            http_write,
+            agent: format!("sluice-remote/{}", env!("CARGO_PKG_VERSION")),
+        }
+    }
+
+    /// The policy every call runs under.
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.policy
+    }
+
+    pub(crate) fn operation(
+        &self,
+        kind: &str,
+        effect: Effect,
+        remote: &Remote,
+        opts: &CallOptions,
+    ) -> Operation {
+        let mut op = Operation::new(kind, effect, remote.display.clone())
+            .bounds(opts.bounds)
+            .cancel(opts.cancel.clone());
+        op.host = remote.host();
+        if let Some(id) = &opts.id {
+            op = op.id(id.clone());
+        }
+        if remote.kind == TransportKind::Http {
+            if let Some(c) = &opts.credentials {
+                op = op.credentials(Arc::clone(c));
+            } else if let Some(p) = &remote.password {
+                op = op.credentials(Arc::new(StaticSource::new(p.clone())));
+            }
+        }
+        op
+    }
+
+    pub(crate) fn dial<'a>(
+        &'a self,
+        remote: &'a Remote,
+        service: Service,
+        version: Protocol,
+        ctx: &'a AttemptCtx<'_>,
+        write: bool,
+    ) -> Dial<'a> {
+        Dial {
+            remote,
+            service,
+            version,
+            timeout: ctx.timeout,
+            cancel: ctx.cancel_flag(),
+            secret: ctx.credential().map(|c| c.secret()),
+            http_client: if write { &self.http_write } else { &self.http },
+        }
+    }
+
+    /// List the remote's refs (protocol v2 `ls-refs` where offered, the
+    /// v0/v1 advertisement otherwise), with peeled tags and symrefs.
+    ///
+    /// `prefixes` are literal (`refs/heads/`); empty lists everything.
+    pub fn ls_refs(
+        &self,
+        url: &str,
+        prefixes: &[String],
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<RemoteRef>>, InputError> {
+        let remote = Remote::parse(url)?;
+        for p in prefixes {
+            if p.contains('*') {
+                return Err(InputError::Prefix(p.clone()));
+            }
+        }
+        let op = self.operation("ls-refs", Effect::Read, &remote, opts);
+        Ok(self.policy.run(op, |ctx| {
+            self.ls_refs_attempt(&remote, prefixes, ctx)
+                .map_err(|e| e.to_attempt())
+        }))
+    }
+
+    pub(crate) fn ls_refs_attempt(
+        &self,
+        remote: &Remote,
+        prefixes: &[String],
+        ctx: &mut AttemptCtx<'_>,
+    ) -> Result<Vec<RemoteRef>, GitError> {
+        let mut s = Session::open(self.dial(remote, Service::UploadPack, Protocol::V2, ctx, false))?;
+        let hs = gix::protocol::handshake(
+            &mut s.transport,
+            Service::UploadPack,
+            no_auth,
+            Vec::new(),
+            &mut gix::progress::Discard,
+        )
+        .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+        ctx.reached(Phase::Advertised.as_str());
+        let refs = match hs.refs {
+            Some(refs) => refs
+                .into_iter()
+                .filter(|r| {
+                    prefixes.is_empty() || {
+                        let name = r.unpack().0.to_str_lossy();
+                        prefixes.iter().any(|p| name.starts_with(p.as_str()))
+                    }
+                })
+                .collect(),
+            None => {
+                let pfx = if prefixes.is_empty() {
+                    None
+                } else {
+                    let mut p = gix::protocol::ls_refs::RefPrefixes::new();
+                    p.extend(prefixes.iter().map(|s| BString::from(s.as_str())));
+                    Some(p)
+                };
+                gix::protocol::LsRefsCommand::new(
+                    pfx,
+                    &hs.capabilities,
+                    ("agent", Some(self.agent.clone().into())),
+                )
+                .invoke_blocking(&mut s.transport, &mut gix::progress::Discard, false)
+                .map_err(|e| read_fail(&s.meta, &error_text(&e)))?
+            }
+        };
+        ctx.reached(Phase::Done.as_str());
+        Ok(refs.into_iter().map(remote_ref).collect())
+    }
+
+    /// Fetch `refspecs` from `url` into `repo`: negotiates with what `repo`
+    /// has, stores the pack, updates the local refs the refspecs name, and
+    /// returns the tips fetched.
+    pub fn fetch(
+        &self,
+        url: &str,
+        refspecs: &[String],
+        repo: &gix::Repository,
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
+        let remote = Remote::parse(url)?;
+        if refspecs.is_empty() {
+            return Err(InputError::Refspec {
+                spec: String::new(),
+                reason: "at least one refspec is needed".into(),
+            });
+        }
+        for spec in refspecs {
+            gix::refspec::parse(spec.as_bytes().as_bstr(), gix::refspec::parse::Operation::Fetch)
+                .map_err(|e| InputError::Refspec {
+                    spec: spec.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        // gix's prefix derivation turns `refs/*` into the literal prefix
+        // `refs/*`, which a server matches literally (0 refs): filter locally
+        // for such catch-all specs.
+        let prefix_filter = !refspecs.iter().any(|s| {
+            let src = s.trim_start_matches('+');
+            let src = src.split(':').next().unwrap_or(src);
+            src.starts_with("refs/*") || src == "*" || src.starts_with('*')
+        });
+        let op = self.operation("fetch", Effect::Read, &remote, opts);
+        Ok(self.policy.run(op, |ctx| {
+            self.fetch_attempt(&remote, refspecs, prefix_filter, repo, opts, ctx)
+                .map_err(|e| e.to_attempt())
+        }))
+    }
+
+    fn fetch_attempt(
+        &self,
+        remote: &Remote,
+        refspecs: &[String],
+        prefix_filter: bool,
+        repo: &gix::Repository,
+        opts: &CallOptions,
+        ctx: &mut AttemptCtx<'_>,
+    ) -> Result<Vec<FetchedRef>, GitError> {
+        let local = |detail: String| GitError::Local {
+            phase: Phase::Connect,
+            detail,
+        };
+        let mut s = Session::open(self.dial(remote, Service::UploadPack, Protocol::V2, ctx, false))?;
+        let gremote = repo
+            .remote_at_without_url_rewrite(remote.url.to_bstring().as_bstr())
+            .map_err(|e| local(error_text(&e)))?
+            .with_refspecs(
+                refspecs.iter().map(|s| s.as_bytes().as_bstr()),
+                gix::remote::Direction::Fetch,
+            )
+            .map_err(|e| local(error_text(&e)))?;
+        let conn = gremote.to_connection_with_transport(&mut s.transport);
+        let options = gix::remote::ref_map::Options {
+            prefix_from_spec_as_filter_on_remote: prefix_filter,
+            ..Default::default()
+        };
+        let prepare = conn
+            .prepare_fetch(gix::progress::Discard, options)
+            .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+        ctx.reached(Phase::Advertised.as_str());
+        let mappings: Vec<_> = prepare
+            .ref_map()
+            .mappings
+            .iter()
+            .filter_map(|m| {
+                let oid = m.remote.as_id()?.to_owned();
+                let name = match &m.remote {
+                    gix::protocol::fetch::refmap::Source::Ref(r) => r.unpack().0.to_string(),
+                    gix::protocol::fetch::refmap::Source::ObjectId(id) => id.to_string(),
+                };
+                Some(FetchedRef {
+                    remote_ref: name,
+                    local_ref: m.local.as_ref().map(|l| l.to_string()),
+                    oid,
+                })
+            })
+            .collect();
+        let outcome = prepare
+            .with_reflog_message(gix::remote::fetch::RefLogMessage::Prefixed {
+                action: "sluice-remote fetch".into(),
+            })
+            .receive(gix::progress::Discard, ctx.cancel_flag().as_atomic())
+            .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+        if let gix::remote::fetch::Status::Change {
+            write_pack_bundle, ..
+        } = &outcome.status
+        {
+            let objects = write_pack_bundle.index.num_objects as u64;
+            let bytes = write_pack_bundle
+                .data_path
+                .as_ref()
+                .and_then(|p| std::fs::metadata(p).ok())
+                .map(|m| m.len())
+                .unwrap_or(0);
+            tracing::debug!(objects, bytes, remote = %remote.display, "fetch received a pack");
+            if let Some(cb) = &opts.progress {
+                cb(&crate::Progress {
+                    stage: "received".into(),
+                    objects,
+                    bytes,
+                });
+            }
+            ctx.reached(Phase::PackReceived.as_str());
+        }
+        ctx.reached(Phase::Done.as_str());
+        Ok(mappings)
+    }
+}
+
+/// Class a failed read from its wire.
+pub(crate) fn read_fail(s: &Meta, detail: &str) -> GitError {
+    let (phase, complete) = {
+        let st = s.wire.lock();
+        let phase = if st.fetch_sent {
+            Phase::Negotiated
+        } else if st.advertised {
+            Phase::Advertised
+        } else {
+            Phase::Connect
+        };
+        (phase, st.request_complete)
+    };
+    s.fail(phase, complete, detail)
+}
+
+fn remote_ref(r: Ref) -> RemoteRef {
+    match r {
+        Ref::Peeled {
+            full_ref_name,
+            tag,
+            object,
+        } => RemoteRef {
+            name: full_ref_name.to_string(),
+            oid: Some(tag),
+            peeled: Some(object),
+            symref_target: None,
+        },
+        Ref::Direct {
+            full_ref_name,
+            object,
+        } => RemoteRef {
+            name: full_ref_name.to_string(),
+            oid: Some(object),
+            peeled: None,
+            symref_target: None,
+        },
+        Ref::Symbolic {
+            full_ref_name,
+            target,
+            tag,
+            object,
+        } => RemoteRef {
+            name: full_ref_name.to_string(),
+            oid: Some(tag.unwrap_or(object)),
+            peeled: tag.map(|_| object),
+            symref_target: Some(target.to_string()),
+        },
+        Ref::Unborn {
+            full_ref_name,
+            target,
+        } => RemoteRef {
+            name: full_ref_name.to_string(),
+            oid: None,
+            peeled: None,
+            symref_target: Some(target.to_string()),
+        },
+    }
+}

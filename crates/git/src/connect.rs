@@ -1,0 +1,338 @@
+//! Opening one attempt's connection: our own socket (git://), our own child
+//! (file, ssh) or our own `Http` (http(s)), each under a watchdog, each
+//! reporting to the attempt's [`Wire`]; then handed to gix-transport.
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::{Shutdown, TcpStream, ToSocketAddrs};
+use std::process::{Child, Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use gix::protocol::transport::client::blocking_io::Transport;
+use gix::protocol::transport::client::git::ConnectMode;
+use gix::protocol::transport::{Protocol, Service};
+use secrecy::{ExposeSecret, SecretString};
+use sluice_policy::CancelFlag;
+
+use crate::error::{GitError, Phase};
+use crate::remote::{Remote, TransportKind};
+use crate::watchdog::Watchdog;
+use crate::wire::{TrackedRead, TrackedWrite, Wire};
+
+/// A boxed gix transport.
+pub(crate) type BoxTransport = Box<dyn Transport + Send>;
+
+/// One attempt's connection.
+pub(crate) struct Session {
+    /// The transport (dropped first, closing the child's stdin).
+    pub transport: BoxTransport,
+    /// Everything else: the wire, the child, the watchdog.
+    pub meta: Meta,
+}
+
+/// A session's wire facts and the processes and threads it owns.
+pub(crate) struct Meta {
+    pub wire: Wire,
+    pub timeout: Duration,
+    child: Option<Arc<Mutex<Child>>>,
+    stderr_done: Option<Mutex<std::sync::mpsc::Receiver<()>>>,
+    watchdog: Option<Watchdog>,
+}
+
+/// What is needed to open a session.
+pub(crate) struct Dial<'a> {
+    pub remote: &'a Remote,
+    pub service: Service,
+    pub version: Protocol,
+    pub timeout: Duration,
+    pub cancel: &'a CancelFlag,
+    /// The credential's secret (http only).
+    pub secret: Option<&'a SecretString>,
+    pub http_client: &'a reqwest::blocking::Client,
+}
+
+impl Session {
+    /// Open a session; failures are classed from the wire like any other.
+    pub fn open(d: Dial<'_>) -> Result<Session, GitError> {
+        match d.remote.kind {
+            TransportKind::Git => open_git(d),
+            TransportKind::File | TransportKind::Ssh => open_process(d),
+            TransportKind::Http => Ok(open_http(d)),
+        }
+    }
+
+}
+
+impl Meta {
+    /// Wait briefly for a spawned server to exit so its status can be read.
+    pub fn reap(&self, grace: Duration) {
+        let Some(child) = &self.child else { return };
+        let end = Instant::now() + grace;
+        loop {
+            let status = child.lock().unwrap_or_else(|p| p.into_inner()).try_wait();
+            match status {
+                Ok(Some(st)) => {
+                    // The stderr reader sees EOF once the child is gone; wait
+                    // for it so the last line is in.
+                    if let Some(done) = &self.stderr_done {
+                        let rx = done.lock().unwrap_or_else(|p| p.into_inner());
+                        let _ = rx.recv_timeout(Duration::from_millis(200));
+                    }
+                    self.wire.lock().child_exit = Some(st.code());
+                    return;
+                }
+                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(5)),
+                _ => return,
+            }
+        }
+    }
+
+    /// Class a failure at `phase`.
+    pub fn fail(&self, phase: Phase, request_complete: bool, detail: impl std::fmt::Display) -> GitError {
+        self.reap(Duration::from_millis(300));
+        let st = self.wire.lock();
+        crate::error::from_wire(&st, phase, request_complete, self.timeout, detail.to_string())
+    }
+
+    /// The process id of a spawned server (tests check it is gone).
+    #[allow(dead_code)]
+    pub fn child_pid(&self) -> Option<u32> {
+        self.child
+            .as_ref()
+            .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).id())
+    }
+}
+
+impl Drop for Meta {
+    fn drop(&mut self) {
+        self.watchdog.take();
+        if let Some(child) = self.child.take() {
+            let mut c = child.lock().unwrap_or_else(|p| p.into_inner());
+            if let Ok(None) = c.try_wait() {
+                // Let a server that got its whole request finish on its own
+                // (receive-pack updating refs); kill it only if it lingers.
+                let end = Instant::now() + Duration::from_millis(200);
+                while Instant::now() < end {
+                    if let Ok(Some(_)) = c.try_wait() {
+                        return;
+                    }
+                    std::thread::sleep(Duration::from_millis(5));
+                }
+                let _ = c.kill();
+            }
+            let _ = c.wait();
+        }
+    }
+}
+
+fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
+    let wire = Wire::new(1);
+    let url = &d.remote.url;
+    let host = url.host().unwrap_or("localhost").to_string();
+    let port = url.port.unwrap_or(9418);
+    let started = Instant::now();
+    let fail = |detail: String, wire: &Wire| {
+        crate::error::from_wire(&wire.lock(), Phase::Connect, false, d.timeout, detail)
+    };
+    let addrs: Vec<_> = match (host.as_str(), port).to_socket_addrs() {
+        Ok(a) => a.collect(),
+        Err(e) => return Err(fail(format!("cannot resolve {host}: {e}"), &wire)),
+    };
+    let mut last = None;
+    let mut stream = None;
+    for addr in addrs {
+        let left = d.timeout.saturating_sub(started.elapsed());
+        if left.is_zero() {
+            wire.lock().timed_out = true;
+            break;
+        }
+        match TcpStream::connect_timeout(&addr, left) {
+            Ok(s) => {
+                stream = Some(s);
+                break;
+            }
+            Err(e) => {
+                if e.kind() == std::io::ErrorKind::TimedOut {
+                    wire.lock().timed_out = true;
+                }
+                last = Some(e)
+            }
+        }
+    }
+    let Some(stream) = stream else {
+        let detail = match last {
+            Some(e) => format!("cannot connect to {host}:{port}: {e}"),
+            None => format!("cannot connect to {host}:{port}"),
+        };
+        return Err(fail(detail, &wire));
+    };
+    let _ = stream.set_nodelay(true);
+    let left = d.timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
+    let _ = stream.set_read_timeout(Some(left));
+    let _ = stream.set_write_timeout(Some(left));
+    let io_err = |e: std::io::Error| fail(format!("socket: {e}"), &wire);
+    let read = stream.try_clone().map_err(io_err)?;
+    let killer = stream.try_clone().map_err(io_err)?;
+    let watchdog = Watchdog::arm(left, d.cancel.clone(), wire.clone(), move || {
+        let _ = killer.shutdown(Shutdown::Both);
+    });
+    let conn = gix::protocol::transport::client::git::blocking_io::Connection::new(
+        TrackedRead::new(read, wire.clone()),
+        TrackedWrite::new(stream, wire.clone()),
+        d.version,
+        d.remote.path(),
+        Some((host, Some(port))),
+        ConnectMode::Daemon,
+        false,
+    );
+    Ok(Session {
+        transport: Box::new(conn),
+        meta: Meta {
+            wire,
+            timeout: d.timeout,
+            child: None,
+            stderr_done: None,
+            watchdog: Some(watchdog),
+        },
+    })
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', "'\\''"))
+}
+
+fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
+    let wire = Wire::new(1);
+    let program = match d.service {
+        Service::UploadPack => "upload-pack",
+        Service::ReceivePack => "receive-pack",
+    };
+    let mut cmd = if d.remote.kind == TransportKind::File {
+        let mut c = Command::new("git");
+        c.arg(program).arg(d.remote.path());
+        c
+    } else {
+        let url = &d.remote.url;
+        let host = url.host().unwrap_or_default();
+        let target = match &d.remote.user {
+            Some(u) => format!("{u}@{host}"),
+            None => host.to_string(),
+        };
+        let mut args: Vec<String> = vec![
+            "-o".into(),
+            "BatchMode=yes".into(),
+            "-o".into(),
+            format!("ConnectTimeout={}", d.timeout.as_secs().max(1)),
+        ];
+        if d.version == Protocol::V2 {
+            args.push("-o".into());
+            args.push("SendEnv=GIT_PROTOCOL".into());
+        }
+        if let Some(p) = url.port {
+            args.push("-p".into());
+            args.push(p.to_string());
+        }
+        args.push(target);
+        args.push(format!("git-{program} {}", shell_quote(&d.remote.path())));
+        match std::env::var("GIT_SSH_COMMAND") {
+            Ok(custom) if !custom.trim().is_empty() => {
+                let mut c = Command::new("sh");
+                c.arg("-c").arg(format!("{custom} \"$@\"")).arg("sluice-ssh").args(args);
+                c
+            }
+            _ => {
+                let mut c = Command::new("ssh");
+                c.args(args);
+                c
+            }
+        }
+    };
+    if d.version == Protocol::V2 {
+        cmd.env("GIT_PROTOCOL", "version=2");
+    } else {
+        cmd.env_remove("GIT_PROTOCOL");
+    }
+    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    let mut child = cmd.spawn().map_err(|e| GitError::Transport {
+        phase: Phase::Connect,
+        request_complete: false,
+        detail: format!("cannot start the {program} process: {e}"),
+    })?;
+    let stdout = child.stdout.take().expect("piped stdout");
+    let stdin = child.stdin.take().expect("piped stdin");
+    let stderr = child.stderr.take().expect("piped stderr");
+    let tail_wire = wire.clone();
+    let (done_tx, done_rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut r = BufReader::new(stderr);
+        let mut line = String::new();
+        while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
+            let t = line.trim();
+            if !t.is_empty() {
+                tail_wire.lock().stderr_tail = Some(crate::remote::redact(t));
+            }
+            line.clear();
+        }
+        let _ = done_tx.send(());
+    });
+    let child = Arc::new(Mutex::new(child));
+    let killer = Arc::clone(&child);
+    let watchdog = Watchdog::arm(d.timeout, d.cancel.clone(), wire.clone(), move || {
+        let _ = killer.lock().unwrap_or_else(|p| p.into_inner()).kill();
+    });
+    let conn = gix::protocol::transport::client::git::blocking_io::Connection::new(
+        TrackedRead::new(stdout, wire.clone()),
+        TrackedWrite::new(stdin, wire.clone()),
+        d.version,
+        d.remote.path(),
+        None::<(String, Option<u16>)>,
+        ConnectMode::Process,
+        false,
+    );
+    Ok(Session {
+        transport: Box::new(conn),
+        meta: Meta {
+            wire,
+            timeout: d.timeout,
+            child: Some(child),
+            stderr_done: Some(Mutex::new(done_rx)),
+            watchdog: Some(watchdog),
+        },
+    })
+}
+
+fn open_http(d: Dial<'_>) -> Session {
+    use base64::Engine;
+    let wire = Wire::new(2);
+    let auth = d.secret.map(|s| {
+        let user = d.remote.user.as_deref().unwrap_or("x-access-token");
+        let raw = format!("{user}:{}", s.expose_secret());
+        SecretString::from(format!(
+            "Basic {}",
+            base64::engine::general_purpose::STANDARD.encode(raw)
+        ))
+    });
+    let http = crate::http::SluiceHttp::new(d.http_client.clone(), auth, wire.clone(), d.timeout);
+    let transport = gix::protocol::transport::client::blocking_io::http::Transport::new_http(
+        http,
+        d.remote.url.clone(),
+        d.version,
+        false,
+    );
+    Session {
+        transport: Box::new(transport),
+        meta: Meta {
+            wire,
+            timeout: d.timeout,
+            child: None,
+            stderr_done: None,
+            watchdog: None,
+        },
+    }
+}
+
+/// Read everything left in `r` (bounded), ignoring errors.
+#[allow(dead_code)]
+pub(crate) fn drain(r: &mut dyn Read) {
+    let _ = std::io::copy(&mut r.take(1 << 20), &mut std::io::sink());
+}

@@ -1,0 +1,345 @@
+//! Phases, the typed error of an attempt, and the one table that classes it.
+//!
+//! Every class is decided from what the client saw on the wire ([`WireState`]):
+//! how far the conversation got, an `ERR` packet, an HTTP status, a spawned
+//! server's exit — never from error text.
+
+use std::time::Duration;
+
+use sluice_policy::{AttemptError, AuthSignal, Class};
+
+use crate::wire::WireState;
+
+/// A protocol milestone. `Connect` is the starting state.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Phase {
+    /// Nothing completed yet.
+    Connect,
+    /// The advertisement (refs and capabilities) was read.
+    Advertised,
+    /// Push: the command flush was written.
+    CommandsSent,
+    /// Push: the last byte of the pack was written (the request is complete).
+    PackSent,
+    /// Push: report-status was parsed.
+    Reported,
+    /// Fetch: the fetch request was written; wants and haves answered.
+    Negotiated,
+    /// Fetch: the pack was received and stored.
+    PackReceived,
+    /// ls-refs / fetch: finished.
+    Done,
+}
+
+impl Phase {
+    /// The kebab-case name of the design.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            Phase::Connect => "connect",
+            Phase::Advertised => "advertised",
+            Phase::CommandsSent => "commands-sent",
+            Phase::PackSent => "pack-sent",
+            Phase::Reported => "reported",
+            Phase::Negotiated => "negotiated",
+            Phase::PackReceived => "pack-received",
+            Phase::Done => "done",
+        }
+    }
+}
+
+impl std::fmt::Display for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Why one attempt against a git remote failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GitError {
+    /// The remote's own words: an `ERR` packet, a side-band fatal, a spawned
+    /// server that exited before advertising.
+    #[error("{words}")]
+    Remote {
+        /// The phase reached.
+        phase: Phase,
+        /// The remote's words.
+        words: String,
+    },
+    /// An HTTP status that is not success.
+    #[error("HTTP {status}: {words}")]
+    Http {
+        /// The phase reached.
+        phase: Phase,
+        /// The status code.
+        status: u16,
+        /// A `Retry-After` hint.
+        retry_after: Option<Duration>,
+        /// The status line (and body excerpt).
+        words: String,
+        /// Whether the request body had been sent (a write's request complete).
+        request_complete: bool,
+    },
+    /// The connection failed, was cut or reset.
+    #[error("{detail} (at {phase})")]
+    Transport {
+        /// The phase reached.
+        phase: Phase,
+        /// Whether the request was complete when it failed.
+        request_complete: bool,
+        /// What happened.
+        detail: String,
+    },
+    /// The attempt's hard deadline ran out (the socket was shut or the child killed).
+    #[error("attempt timed out after {ms} ms (at {phase})")]
+    Timeout {
+        /// The phase reached.
+        phase: Phase,
+        /// Whether the request was complete when it ran out.
+        request_complete: bool,
+        /// The attempt's timeout.
+        ms: u64,
+    },
+    /// The caller cancelled during the attempt.
+    #[error("cancelled (at {phase})")]
+    Cancelled {
+        /// The phase reached.
+        phase: Phase,
+        /// Whether the request was complete.
+        request_complete: bool,
+    },
+    /// The server spoke, but not the protocol.
+    #[error("protocol error: {detail} (at {phase})")]
+    Protocol {
+        /// The phase reached.
+        phase: Phase,
+        /// Whether the request was complete.
+        request_complete: bool,
+        /// What was wrong.
+        detail: String,
+    },
+    /// The remote lacks something this client needs (object format, delete-refs, ...).
+    #[error("unsupported by the remote: {detail}")]
+    Unsupported {
+        /// The phase reached.
+        phase: Phase,
+        /// What is missing.
+        detail: String,
+    },
+    /// Decided locally before sending (stale lease, non-fast-forward).
+    #[error("{detail}")]
+    Refused {
+        /// The phase reached.
+        phase: Phase,
+        /// The reason, in git's words.
+        detail: String,
+    },
+    /// Local repository trouble (reading objects, writing the pack or refs).
+    #[error("local: {detail}")]
+    Local {
+        /// The phase reached.
+        phase: Phase,
+        /// What failed.
+        detail: String,
+    },
+}
+
+impl GitError {
+    /// The phase the attempt reached.
+    pub fn phase(&self) -> Phase {
+        match self {
+            GitError::Remote { phase, .. }
+            | GitError::Http { phase, .. }
+            | GitError::Transport { phase, .. }
+            | GitError::Timeout { phase, .. }
+            | GitError::Cancelled { phase, .. }
+            | GitError::Protocol { phase, .. }
+            | GitError::Unsupported { phase, .. }
+            | GitError::Refused { phase, .. }
+            | GitError::Local { phase, .. } => *phase,
+        }
+    }
+
+    /// The class, from the design's table.
+    pub fn class(&self) -> Class {
+        match self {
+            GitError::Remote { .. } | GitError::Unsupported { .. } | GitError::Refused { .. } => {
+                Class::Answered
+            }
+            GitError::Http {
+                status,
+                request_complete,
+                ..
+            } => http_class(*status, *request_complete),
+            GitError::Transport {
+                request_complete, ..
+            }
+            | GitError::Timeout {
+                request_complete, ..
+            }
+            | GitError::Cancelled {
+                request_complete, ..
+            } => {
+                if *request_complete {
+                    Class::Unknown
+                } else {
+                    Class::Unjudged
+                }
+            }
+            GitError::Protocol {
+                request_complete, ..
+            } => {
+                if *request_complete {
+                    Class::Unknown
+                } else {
+                    Class::Answered
+                }
+            }
+            GitError::Local { .. } => Class::Answered,
+        }
+    }
+
+    /// The error as the policy sees it.
+    pub fn to_attempt(&self) -> AttemptError {
+        let mut e = AttemptError::new(self.class(), self.phase().as_str(), self.to_string());
+        if let GitError::Http {
+            status,
+            retry_after,
+            words,
+            ..
+        } = self
+        {
+            e.cause = format!("HTTP {status}: {words}");
+            e.retry_after = *retry_after;
+            match status {
+                401 => e.auth = Some(AuthSignal::Unauthorized),
+                403 | 404 => e.auth = Some(AuthSignal::ForbiddenOrNotFound),
+                _ => {}
+            }
+        }
+        e
+    }
+}
+
+/// HTTP statuses: 401 (credential class, bought afresh by the policy), 429
+/// and 5xx before the request was complete are unjudged; 500/502/504 after a
+/// write's body was sent are unknown; other 4xx are answered.
+pub(crate) fn http_class(status: u16, request_complete: bool) -> Class {
+    match status {
+        401 | 429 | 503 => Class::Unjudged,
+        500..=599 if request_complete => Class::Unknown,
+        500..=599 => Class::Unjudged,
+        _ => Class::Answered,
+    }
+}
+
+/// Class a failure from what the wire saw; `detail` is what the local side
+/// reported (an io error, gix's message), used only as words.
+pub(crate) fn from_wire(
+    st: &WireState,
+    phase: Phase,
+    request_complete: bool,
+    timeout: Duration,
+    detail: String,
+) -> GitError {
+    if let Some((status, retry_after, words)) = &st.http_status {
+        return GitError::Http {
+            phase,
+            status: *status,
+            retry_after: *retry_after,
+            words: words.clone(),
+            request_complete,
+        };
+    }
+    if let Some(words) = &st.err_line {
+        return GitError::Remote {
+            phase,
+            words: words.clone(),
+        };
+    }
+    if let Some(words) = &st.fatal {
+        return GitError::Remote {
+            phase,
+            words: words.clone(),
+        };
+    }
+    if st.timed_out {
+        return GitError::Timeout {
+            phase,
+            request_complete,
+            ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+        };
+    }
+    if st.cancelled {
+        return GitError::Cancelled {
+            phase,
+            request_complete,
+        };
+    }
+    if st.bytes_read == 0 {
+        if let Some(code) = st.child_exit {
+            // ssh exits 255 for its own failures (refused, host key, auth):
+            // the remote never judged the call.
+            if code != Some(255) && code != Some(0) {
+                let words = st
+                    .stderr_tail
+                    .clone()
+                    .unwrap_or_else(|| format!("the remote exited with {code:?} before advertising"));
+                return GitError::Remote { phase, words };
+            }
+        }
+    }
+    if st.garbled {
+        return GitError::Protocol {
+            phase,
+            request_complete,
+            detail: format!("the server sent bytes that are not pkt-lines; {detail}"),
+        };
+    }
+    let detail = match &st.stderr_tail {
+        Some(tail) if st.child_exit.is_some() => format!("{detail}; remote said: {tail}"),
+        _ => detail,
+    };
+    GitError::Transport {
+        phase,
+        request_complete,
+        detail,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn http_statuses_follow_the_table() {
+        assert_eq!(http_class(503, false), Class::Unjudged);
+        assert_eq!(http_class(503, true), Class::Unjudged);
+        assert_eq!(http_class(429, true), Class::Unjudged);
+        assert_eq!(http_class(502, false), Class::Unjudged);
+        assert_eq!(http_class(502, true), Class::Unknown);
+        assert_eq!(http_class(404, false), Class::Answered);
+        assert_eq!(http_class(401, false), Class::Unjudged);
+        assert_eq!(http_class(422, true), Class::Answered);
+    }
+
+    #[test]
+    fn wire_facts_decide_the_class() {
+        let t = Duration::from_secs(1);
+        let mut st = WireState::default();
+        let e = from_wire(&st, Phase::Connect, false, t, "refused".into());
+        assert_eq!(e.class(), Class::Unjudged);
+        let e = from_wire(&st, Phase::PackSent, true, t, "reset".into());
+        assert_eq!(e.class(), Class::Unknown);
+        st.err_line = Some("access denied".into());
+        let e = from_wire(&st, Phase::Connect, false, t, "x".into());
+        assert_eq!(e.class(), Class::Answered);
+        assert_eq!(e.to_string(), "access denied");
+        let mut st = WireState::default();
+        st.child_exit = Some(Some(128));
+        st.stderr_tail = Some("fatal: '/x' does not appear to be a git repository".into());
+        let e = from_wire(&st, Phase::Connect, false, t, "eof".into());
+        assert_eq!(e.class(), Class::Answered);
+        st.child_exit = Some(Some(255));
+        assert_eq!(from_wire(&st, Phase::Connect, false, t, "eof".into()).class(), Class::Unjudged);
+    }
+}

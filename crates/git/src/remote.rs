@@ -1,0 +1,161 @@
+//! Remote URLs: parsing, the transport they name, and their display form
+//! without user info.
+
+use gix::url::Scheme;
+use secrecy::SecretString;
+
+/// The transport a URL names.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TransportKind {
+    /// `git://`: a git daemon over TCP.
+    Git,
+    /// `http://` or `https://`: smart HTTP.
+    Http,
+    /// `ssh://` or `host:path`: a spawned `ssh`.
+    Ssh,
+    /// `file://` or a local path: a spawned `git upload-pack` / `git receive-pack`.
+    File,
+}
+
+/// A parsed remote.
+#[derive(Clone)]
+pub struct Remote {
+    /// The parsed URL (user info removed).
+    pub(crate) url: gix::Url,
+    /// The transport.
+    pub kind: TransportKind,
+    /// The URL without user info, for output.
+    pub display: String,
+    /// User name from the URL, if any.
+    pub(crate) user: Option<String>,
+    /// Password from the URL: a static credential.
+    pub(crate) password: Option<SecretString>,
+}
+
+impl std::fmt::Debug for Remote {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Remote")
+            .field("kind", &self.kind)
+            .field("display", &self.display)
+            .finish_non_exhaustive()
+    }
+}
+
+/// A URL that is not a usable git remote.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid remote URL {url:?}: {reason}")]
+pub struct BadUrl {
+    /// The URL as given, user info removed.
+    pub url: String,
+    /// What is wrong with it.
+    pub reason: String,
+}
+
+/// Remove user info from anything URL-like, for messages.
+pub fn redact(url: &str) -> String {
+    if let Some((scheme, rest)) = url.split_once("://") {
+        let (authority, path) = match rest.find('/') {
+            Some(i) => rest.split_at(i),
+            None => (rest, ""),
+        };
+        if let Some(at) = authority.rfind('@') {
+            return format!("{scheme}://{}{path}", &authority[at + 1..]);
+        }
+    }
+    url.to_string()
+}
+
+impl Remote {
+    /// Parse `url`: `git://`, `http(s)://`, `ssh://`, `user@host:path`,
+    /// `file://` or a local path.
+    pub fn parse(url: &str) -> Result<Remote, BadUrl> {
+        let bad = |reason: &str| BadUrl {
+            url: redact(url),
+            reason: reason.to_string(),
+        };
+        if url.trim().is_empty() {
+            return Err(bad("empty"));
+        }
+        if url.chars().any(|c| c.is_control()) {
+            return Err(bad("contains control characters"));
+        }
+        let mut parsed = gix::url::parse(url.as_bytes()).map_err(|e| bad(&e.to_string()))?;
+        let kind = match parsed.scheme {
+            Scheme::Git => TransportKind::Git,
+            Scheme::Http | Scheme::Https => TransportKind::Http,
+            Scheme::Ssh => TransportKind::Ssh,
+            Scheme::File => TransportKind::File,
+            _ => return Err(bad("unsupported scheme (use git://, http(s)://, ssh:// or file://)")),
+        };
+        if kind != TransportKind::File && parsed.host().is_none_or(str::is_empty) {
+            return Err(bad("no host"));
+        }
+        if parsed.path.is_empty() || parsed.path_is_root() && kind != TransportKind::Http {
+            return Err(bad("no repository path"));
+        }
+        let user = parsed.user().map(str::to_string);
+        let password = parsed.password().map(|p| SecretString::from(p.to_string()));
+        if kind == TransportKind::Http {
+            parsed.set_user(None);
+            parsed.set_password(None);
+        } else {
+            parsed.set_password(None);
+        }
+        let mut shown = parsed.clone();
+        shown.set_user(None);
+        let display = if kind == TransportKind::File && !url.starts_with("file://") {
+            url.to_string()
+        } else {
+            shown.to_bstring().to_string()
+        };
+        Ok(Remote {
+            url: parsed,
+            kind,
+            display,
+            user,
+            password,
+        })
+    }
+
+    /// The host (or the path for local remotes), for the retry budget.
+    pub fn host(&self) -> String {
+        match self.url.host() {
+            Some(h) => match self.url.port {
+                Some(p) => format!("{h}:{p}"),
+                None => h.to_string(),
+            },
+            None => "local".to_string(),
+        }
+    }
+
+    /// The repository path on the remote.
+    pub(crate) fn path(&self) -> String {
+        self.url.path.to_string()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_info_never_reaches_the_display_form() {
+        let r = Remote::parse("https://x-access-token:s3cret@example.com/o/r.git").expect("valid");
+        assert_eq!(r.kind, TransportKind::Http);
+        assert_eq!(r.display, "https://example.com/o/r.git");
+        assert!(!format!("{r:?}").contains("s3cret"));
+        assert_eq!(redact("http://u:p@h:1/x"), "http://h:1/x");
+    }
+
+    #[test]
+    fn transports_are_recognised_and_bad_urls_refused() {
+        assert_eq!(Remote::parse("git://127.0.0.1:9418/r.git").expect("git").kind, TransportKind::Git);
+        assert_eq!(Remote::parse("ssh://git@h/r.git").expect("ssh").kind, TransportKind::Ssh);
+        assert_eq!(Remote::parse("git@h:r.git").expect("scp").kind, TransportKind::Ssh);
+        assert_eq!(Remote::parse("file:///tmp/r.git").expect("file").kind, TransportKind::File);
+        assert_eq!(Remote::parse("./some/dir").expect("path").kind, TransportKind::File);
+        assert!(Remote::parse("").is_err());
+        assert!(Remote::parse("git://").is_err());
+        assert!(Remote::parse("ftp://h/r").is_err());
+    }
+}

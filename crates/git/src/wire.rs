@@ -1,0 +1,295 @@
+//! What the client saw on the wire: a pkt-line sniffer over everything the
+//! server sent, counters, and the facts the classifier reads (advertisement
+//! complete, request complete, an `ERR` line, a band-3 fatal, a timeout).
+//!
+//! Nothing here decides a class; [`crate::classify`] does, from these facts.
+
+use std::io::{self, Read, Write};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+/// Facts about one attempt's conversation.
+#[derive(Debug, Default)]
+pub(crate) struct WireState {
+    /// Bytes read from the server.
+    pub bytes_read: u64,
+    /// Bytes written to the server.
+    pub bytes_written: u64,
+    /// Top-level flush packets the server sent.
+    pub server_flushes: u32,
+    /// Flushes needed to complete the advertisement (1 for git:// and
+    /// spawned servers; 2 over smart HTTP, whose body opens with a service line).
+    pub advert_flushes: u32,
+    /// The advertisement was read completely.
+    pub advertised: bool,
+    /// The read request (ls-refs or fetch command) was written and flushed.
+    pub request_complete: bool,
+    /// The fetch request in particular (wants) was written and flushed.
+    pub fetch_sent: bool,
+    /// The text of an `ERR` packet.
+    pub err_line: Option<String>,
+    /// The text of a side-band 3 (fatal) message.
+    pub fatal: Option<String>,
+    /// The attempt's watchdog fired.
+    pub timed_out: bool,
+    /// The caller cancelled during the attempt.
+    pub cancelled: bool,
+    /// The sniffer found bytes that are not pkt-lines.
+    pub garbled: bool,
+    /// An HTTP failure: status and retry hint.
+    pub http_status: Option<(u16, Option<std::time::Duration>, String)>,
+    /// An HTTP transport failure that happened before anything was sent.
+    pub http_connect_failed: bool,
+    /// A spawned server's exit status code (None: signal or still running).
+    pub child_exit: Option<Option<i32>>,
+    /// A spawned server's last non-empty stderr line.
+    pub stderr_tail: Option<String>,
+    sniff: Sniffer,
+}
+
+/// A shared handle on one attempt's [`WireState`].
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Wire(Arc<Mutex<WireState>>);
+
+impl Wire {
+    pub fn new(advert_flushes: u32) -> Self {
+        let w = Wire::default();
+        w.lock().advert_flushes = advert_flushes;
+        w
+    }
+
+    pub fn lock(&self) -> MutexGuard<'_, WireState> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Feed bytes the server sent.
+    pub fn saw(&self, bytes: &[u8]) {
+        let mut st = self.lock();
+        st.bytes_read += bytes.len() as u64;
+        let WireState {
+            sniff,
+            server_flushes,
+            err_line,
+            fatal,
+            garbled,
+            ..
+        } = &mut *st;
+        sniff.feed(bytes, &mut |ev| match ev {
+            Event::Flush => *server_flushes += 1,
+            Event::Err(text) => {
+                err_line.get_or_insert(text);
+            }
+            Event::Fatal(text) => {
+                fatal.get_or_insert(text);
+            }
+            Event::Garbled => *garbled = true,
+        });
+        if st.server_flushes >= st.advert_flushes && st.advert_flushes > 0 {
+            st.advertised = true;
+        }
+    }
+
+    /// Note a request the client flushed after the advertisement.
+    pub fn flushed(&self, request: &[u8]) {
+        let mut st = self.lock();
+        st.bytes_written += request.len() as u64;
+        if st.advertised && !request.is_empty() {
+            if contains(request, b"command=ls-refs") || contains(request, b"command=fetch") {
+                st.request_complete = true;
+            }
+            if contains(request, b"command=fetch") || contains(request, b"want ") {
+                st.request_complete = true;
+                st.fetch_sent = true;
+            }
+        }
+    }
+}
+
+fn contains(hay: &[u8], needle: &[u8]) -> bool {
+    hay.windows(needle.len()).any(|w| w == needle)
+}
+
+enum Event {
+    Flush,
+    Err(String),
+    Fatal(String),
+    Garbled,
+}
+
+/// A streaming pkt-line parser that only looks at what matters: flushes,
+/// `ERR` lines and band-3 messages. It stops on the first malformed header.
+#[derive(Debug, Default)]
+struct Sniffer {
+    hdr: [u8; 4],
+    hdr_len: usize,
+    remaining: usize,
+    prefix: Vec<u8>,
+    dead: bool,
+}
+
+const PREFIX_KEEP: usize = 256;
+
+impl Sniffer {
+    fn feed(&mut self, mut bytes: &[u8], on: &mut dyn FnMut(Event)) {
+        while !bytes.is_empty() && !self.dead {
+            if self.remaining > 0 {
+                let take = self.remaining.min(bytes.len());
+                if self.prefix.len() < PREFIX_KEEP {
+                    let keep = (PREFIX_KEEP - self.prefix.len()).min(take);
+                    self.prefix.extend_from_slice(&bytes[..keep]);
+                }
+                self.remaining -= take;
+                bytes = &bytes[take..];
+                if self.remaining == 0 {
+                    self.line_done(on);
+                }
+                continue;
+            }
+            let take = (4 - self.hdr_len).min(bytes.len());
+            self.hdr[self.hdr_len..self.hdr_len + take].copy_from_slice(&bytes[..take]);
+            self.hdr_len += take;
+            bytes = &bytes[take..];
+            if self.hdr_len < 4 {
+                continue;
+            }
+            self.hdr_len = 0;
+            let len = std::str::from_utf8(&self.hdr)
+                .ok()
+                .and_then(|s| usize::from_str_radix(s, 16).ok());
+            match len {
+                Some(0) => on(Event::Flush),
+                Some(1) | Some(2) => {}
+                Some(n) if n >= 4 && n <= 65520 => {
+                    self.remaining = n - 4;
+                    self.prefix.clear();
+                    if self.remaining == 0 {
+                        self.line_done(on);
+                    }
+                }
+                _ => {
+                    self.dead = true;
+                    on(Event::Garbled);
+                }
+            }
+        }
+    }
+
+    fn line_done(&mut self, on: &mut dyn FnMut(Event)) {
+        let p = &self.prefix;
+        if let Some(rest) = p.strip_prefix(b"ERR ") {
+            on(Event::Err(text(rest)));
+        } else if let Some(rest) = p.strip_prefix(b"\x03") {
+            on(Event::Fatal(text(rest)));
+        }
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).trim_end().to_string()
+}
+
+/// A reader that feeds everything it reads into the [`Wire`].
+pub(crate) struct TrackedRead<R> {
+    inner: R,
+    wire: Wire,
+}
+
+impl<R> TrackedRead<R> {
+    pub fn new(inner: R, wire: Wire) -> Self {
+        TrackedRead { inner, wire }
+    }
+}
+
+impl<R: Read> Read for TrackedRead<R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        self.wire.saw(&buf[..n]);
+        Ok(n)
+    }
+}
+
+/// A buffered writer: every request leaves in one write (no Nagle stall,
+/// see GIX-NOTES), and each flush is noted on the [`Wire`].
+pub(crate) struct TrackedWrite<W: Write> {
+    inner: W,
+    buf: Vec<u8>,
+    wire: Wire,
+}
+
+impl<W: Write> TrackedWrite<W> {
+    pub fn new(inner: W, wire: Wire) -> Self {
+        TrackedWrite {
+            inner,
+            buf: Vec::with_capacity(8 * 1024),
+            wire,
+        }
+    }
+}
+
+const WRITE_CHUNK: usize = 256 * 1024;
+
+impl<W: Write> Write for TrackedWrite<W> {
+    fn write(&mut self, data: &[u8]) -> io::Result<usize> {
+        self.buf.extend_from_slice(data);
+        if self.buf.len() >= WRITE_CHUNK {
+            // Large bodies (packs) go out as they come; only small requests
+            // are held until their flush.
+            self.inner.write_all(&self.buf)?;
+            self.wire.lock().bytes_written += self.buf.len() as u64;
+            self.buf.clear();
+        }
+        Ok(data.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() {
+            self.inner.write_all(&self.buf)?;
+        }
+        self.inner.flush()?;
+        self.wire.flushed(&self.buf);
+        self.buf.clear();
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_sniffer_counts_flushes_and_keeps_err_and_fatal_words() {
+        let w = Wire::new(1);
+        w.saw(b"000eversion 2\n00");
+        assert!(!w.lock().advertised);
+        w.saw(b"00");
+        assert!(w.lock().advertised);
+        w.saw(b"0015ERR access denied");
+        w.saw(b"000a\x03fatal");
+        let st = w.lock();
+        assert_eq!(st.err_line.as_deref(), Some("access denied"));
+        assert_eq!(st.fatal.as_deref(), Some("fatal"));
+        assert_eq!(st.server_flushes, 1);
+        assert!(!st.garbled);
+    }
+
+    #[test]
+    fn the_sniffer_stops_on_garbage() {
+        let w = Wire::new(1);
+        w.saw(b"zzzz0000");
+        let st = w.lock();
+        assert!(st.garbled);
+        assert_eq!(st.server_flushes, 0);
+    }
+
+    #[test]
+    fn a_request_is_complete_only_after_the_advertisement() {
+        let w = Wire::new(1);
+        w.flushed(b"0014command=ls-refs\n0000");
+        assert!(!w.lock().request_complete);
+        w.saw(b"0000");
+        w.flushed(b"0014command=ls-refs\n0000");
+        assert!(w.lock().request_complete);
+        assert!(!w.lock().fetch_sent);
+        w.flushed(b"0032want 0123\n");
+        assert!(w.lock().fetch_sent);
+    }
+}

@@ -1,0 +1,67 @@
+//! Shared helpers for the git crate's integration tests.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use sluice_git::{CallOptions, GitClient};
+use sluice_policy::{BackoffShape, Bounds, Policy};
+use sluice_testkit::{GitDaemon, RepoBuilder};
+
+/// A temp dir with a daemon serving it and a small repository `small.git`.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub daemon: GitDaemon,
+}
+
+impl World {
+    pub fn new() -> World {
+        let dir = tempfile::tempdir().expect("tempdir");
+        std::fs::create_dir_all(dir.path().join("srv")).expect("srv dir");
+        let daemon = GitDaemon::start(&dir.path().join("srv")).expect("git daemon starts");
+        World { dir, daemon }
+    }
+
+    pub fn srv(&self, name: &str) -> PathBuf {
+        self.dir.path().join("srv").join(name)
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// A bare repo with main (5 commits), dev (3 from main), tags.
+    pub fn small(&self, name: &str) -> PathBuf {
+        RepoBuilder::new()
+            .branch("main", 5)
+            .branch_from("dev", "main", 3)
+            .annotated_tag("v1.0", "main", "release 1.0")
+            .lightweight_tag("light", "dev")
+            .head("main")
+            .build(&self.srv(name))
+            .expect("fixture builds")
+    }
+}
+
+pub fn client() -> GitClient {
+    GitClient::new(Arc::new(Policy::default()))
+}
+
+pub fn quick(deadline_ms: u64, attempt_ms: u64, attempts: u32) -> CallOptions {
+    CallOptions {
+        bounds: Bounds::new(
+            Duration::from_millis(deadline_ms),
+            Duration::from_millis(attempt_ms),
+            attempts,
+        )
+        .with_backoff(BackoffShape::constant(Duration::from_millis(50)))
+        .with_reconcile_reserve(Duration::from_millis(500)),
+        ..CallOptions::default()
+    }
+}
+
+pub fn empty_repo(path: &Path) -> gix::Repository {
+    sluice_testkit::repo::init_bare(path).expect("init");
+    gix::open(path).expect("open")
+}
