@@ -207,6 +207,15 @@ pub fn encode(payload: &[u8]) -> Vec<u8> {
     out
 }
 
+/// One side-band pkt-line: `band` (1 data, 2 progress, 3 error) then
+/// `data`.
+pub fn encode_sideband(band: u8, data: &[u8]) -> Vec<u8> {
+    let mut payload = Vec::with_capacity(data.len() + 1);
+    payload.push(band);
+    payload.extend_from_slice(data);
+    encode(&payload)
+}
+
 /// Writes one data pkt-line.
 pub fn write_pkt(w: &mut impl Write, payload: &[u8]) -> io::Result<()> {
     w.write_all(&encode(payload))
@@ -397,6 +406,13 @@ mod tests {
         write_pkt(&mut out, b"a").unwrap();
         write_flush(&mut out).unwrap();
         assert_eq!(out, b"0005a0000");
+    }
+
+    #[test]
+    fn a_sideband_line_round_trips() {
+        let line = encode_sideband(2, b"progress");
+        let (pkt, _) = parse(&line).unwrap().unwrap();
+        assert_eq!(sideband(pkt.data().unwrap()), Some((2, &b"progress"[..])));
     }
 
     #[test]
