@@ -8,7 +8,8 @@ use gix::protocol::handshake::Ref;
 use gix::protocol::transport::{Protocol, Service};
 use gix::ObjectId;
 use sluice_policy::{
-    AttemptCtx, Bounds, CancelFlag, CredentialSource, Effect, Operation, Outcome, Policy, StaticSource,
+    AttemptCtx, Bounds, CancelFlag, CredentialSource, Effect, Operation, Outcome, Policy,
+    StaticSource,
 };
 
 use crate::connect::{Dial, Meta, Session};
@@ -146,7 +147,7 @@ impl std::fmt::Debug for GitClient {
     }
 }
 
-fn no_auth(
+pub(crate) fn no_auth(
     _: gix::credentials::helper::Action,
 ) -> gix::Result<Option<gix::credentials::protocol::Outcome>> {
     Ok(None)
@@ -263,7 +264,36 @@ impl GitClient {
         prefixes: &[String],
         ctx: &mut AttemptCtx<'_>,
     ) -> Result<Vec<RemoteRef>, GitError> {
-        let mut s = Session::open(self.dial(remote, Service::UploadPack, Protocol::V2, ctx, false))?;
+        let refs = self.ls_refs_once(
+            remote,
+            prefixes,
+            ctx.timeout,
+            ctx.cancel_flag(),
+            ctx.credential().map(|c| c.secret()),
+        )?;
+        ctx.reached(Phase::Done.as_str());
+        Ok(refs)
+    }
+
+    /// One ls-refs conversation, outside any policy (settling reads call it
+    /// under the push's budget).
+    pub(crate) fn ls_refs_once(
+        &self,
+        remote: &Remote,
+        prefixes: &[String],
+        timeout: Duration,
+        cancel: &CancelFlag,
+        secret: Option<&secrecy::SecretString>,
+    ) -> Result<Vec<RemoteRef>, GitError> {
+        let mut s = Session::open(Dial {
+            remote,
+            service: Service::UploadPack,
+            version: Protocol::V2,
+            timeout,
+            cancel,
+            secret,
+            http_client: &self.http,
+        })?;
         let hs = gix::protocol::handshake(
             &mut s.transport,
             Service::UploadPack,
@@ -272,7 +302,6 @@ impl GitClient {
             &mut gix::progress::Discard,
         )
         .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
-        ctx.reached(Phase::Advertised.as_str());
         let refs = match hs.refs {
             Some(refs) => refs
                 .into_iter()
@@ -300,7 +329,6 @@ impl GitClient {
                 .map_err(|e| read_fail(&s.meta, &error_text(&e)))?
             }
         };
-        ctx.reached(Phase::Done.as_str());
         Ok(refs.into_iter().map(remote_ref).collect())
     }
 
@@ -322,11 +350,14 @@ impl GitClient {
             });
         }
         for spec in refspecs {
-            gix::refspec::parse(spec.as_bytes().as_bstr(), gix::refspec::parse::Operation::Fetch)
-                .map_err(|e| InputError::Refspec {
-                    spec: spec.clone(),
-                    reason: e.to_string(),
-                })?;
+            gix::refspec::parse(
+                spec.as_bytes().as_bstr(),
+                gix::refspec::parse::Operation::Fetch,
+            )
+            .map_err(|e| InputError::Refspec {
+                spec: spec.clone(),
+                reason: e.to_string(),
+            })?;
         }
         // gix's prefix derivation turns `refs/*` into the literal prefix
         // `refs/*`, which a server matches literally (0 refs): filter locally
@@ -356,7 +387,8 @@ impl GitClient {
             phase: Phase::Connect,
             detail,
         };
-        let mut s = Session::open(self.dial(remote, Service::UploadPack, Protocol::V2, ctx, false))?;
+        let mut s =
+            Session::open(self.dial(remote, Service::UploadPack, Protocol::V2, ctx, false))?;
         let gremote = repo
             .remote_at_without_url_rewrite(remote.url.to_bstring().as_bstr())
             .map_err(|e| local(error_text(&e)))?

@@ -60,7 +60,6 @@ impl Session {
             TransportKind::Http => Ok(open_http(d)),
         }
     }
-
 }
 
 impl Meta {
@@ -88,10 +87,21 @@ impl Meta {
     }
 
     /// Class a failure at `phase`.
-    pub fn fail(&self, phase: Phase, request_complete: bool, detail: impl std::fmt::Display) -> GitError {
+    pub fn fail(
+        &self,
+        phase: Phase,
+        request_complete: bool,
+        detail: impl std::fmt::Display,
+    ) -> GitError {
         self.reap(Duration::from_millis(300));
         let st = self.wire.lock();
-        crate::error::from_wire(&st, phase, request_complete, self.timeout, detail.to_string())
+        crate::error::from_wire(
+            &st,
+            phase,
+            request_complete,
+            self.timeout,
+            detail.to_string(),
+        )
     }
 
     /// The process id of a spawned server (tests check it is gone).
@@ -167,7 +177,10 @@ fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
         return Err(fail(detail, &wire));
     };
     let _ = stream.set_nodelay(true);
-    let left = d.timeout.saturating_sub(started.elapsed()).max(Duration::from_millis(1));
+    let left = d
+        .timeout
+        .saturating_sub(started.elapsed())
+        .max(Duration::from_millis(1));
     let _ = stream.set_read_timeout(Some(left));
     let _ = stream.set_write_timeout(Some(left));
     let io_err = |e: std::io::Error| fail(format!("socket: {e}"), &wire);
@@ -237,7 +250,10 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         match std::env::var("GIT_SSH_COMMAND") {
             Ok(custom) if !custom.trim().is_empty() => {
                 let mut c = Command::new("sh");
-                c.arg("-c").arg(format!("{custom} \"$@\"")).arg("sluice-ssh").args(args);
+                c.arg("-c")
+                    .arg(format!("{custom} \"$@\""))
+                    .arg("sluice-ssh")
+                    .args(args);
                 c
             }
             _ => {
@@ -252,7 +268,9 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
     } else {
         cmd.env_remove("GIT_PROTOCOL");
     }
-    cmd.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    cmd.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(|e| GitError::Transport {
         phase: Phase::Connect,
         request_complete: false,

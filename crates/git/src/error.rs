@@ -280,10 +280,9 @@ pub(crate) fn from_wire(
             // ssh exits 255 for its own failures (refused, host key, auth):
             // the remote never judged the call.
             if code != Some(255) && code != Some(0) {
-                let words = st
-                    .stderr_tail
-                    .clone()
-                    .unwrap_or_else(|| format!("the remote exited with {code:?} before advertising"));
+                let words = st.stderr_tail.clone().unwrap_or_else(|| {
+                    format!("the remote exited with {code:?} before advertising")
+                });
                 return GitError::Remote { phase, words };
             }
         }
@@ -340,6 +339,9 @@ mod tests {
         let e = from_wire(&st, Phase::Connect, false, t, "eof".into());
         assert_eq!(e.class(), Class::Answered);
         st.child_exit = Some(Some(255));
-        assert_eq!(from_wire(&st, Phase::Connect, false, t, "eof".into()).class(), Class::Unjudged);
+        assert_eq!(
+            from_wire(&st, Phase::Connect, false, t, "eof".into()).class(),
+            Class::Unjudged
+        );
     }
 }

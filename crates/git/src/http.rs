@@ -106,7 +106,8 @@ impl Exchange {
                         Some(l) => format!("{} ({})", line.trim(), l.trim()),
                         None => line.trim().to_string(),
                     };
-                    self.wire.lock().http_status = Some((status.as_u16(), retry_after, words.clone()));
+                    self.wire.lock().http_status =
+                        Some((status.as_u16(), retry_after, words.clone()));
                     self.result = Some(Err(format!("HTTP {words}")));
                     return;
                 }
@@ -184,7 +185,9 @@ impl BufRead for Headers {
 }
 
 impl Body {
-    fn ready(&mut self) -> io::Result<&mut io::BufReader<TrackedRead<reqwest::blocking::Response>>> {
+    fn ready(
+        &mut self,
+    ) -> io::Result<&mut io::BufReader<TrackedRead<reqwest::blocking::Response>>> {
         if self.failed {
             return Err(io_err("the request failed".into()));
         }

@@ -30,10 +30,15 @@ mod client;
 mod connect;
 mod error;
 mod http;
+pub mod push;
 mod remote;
 mod watchdog;
 mod wire;
 
 pub use client::{CallOptions, FetchedRef, GitClient, InputError, Progress, RemoteRef};
 pub use error::{GitError, Phase};
+pub use push::{
+    check_ref_name, parse_lease, parse_oid, Lease, PackStats, PushOptions, PushReport, PushSpec,
+    RefResult, RefStatus, RefUpdate,
+};
 pub use remote::{redact, BadUrl, Remote, TransportKind};

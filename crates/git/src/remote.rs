@@ -85,7 +85,11 @@ impl Remote {
             Scheme::Http | Scheme::Https => TransportKind::Http,
             Scheme::Ssh => TransportKind::Ssh,
             Scheme::File => TransportKind::File,
-            _ => return Err(bad("unsupported scheme (use git://, http(s)://, ssh:// or file://)")),
+            _ => {
+                return Err(bad(
+                    "unsupported scheme (use git://, http(s)://, ssh:// or file://)",
+                ))
+            }
         };
         if kind != TransportKind::File && parsed.host().is_none_or(str::is_empty) {
             return Err(bad("no host"));
@@ -149,11 +153,28 @@ mod tests {
 
     #[test]
     fn transports_are_recognised_and_bad_urls_refused() {
-        assert_eq!(Remote::parse("git://127.0.0.1:9418/r.git").expect("git").kind, TransportKind::Git);
-        assert_eq!(Remote::parse("ssh://git@h/r.git").expect("ssh").kind, TransportKind::Ssh);
-        assert_eq!(Remote::parse("git@h:r.git").expect("scp").kind, TransportKind::Ssh);
-        assert_eq!(Remote::parse("file:///tmp/r.git").expect("file").kind, TransportKind::File);
-        assert_eq!(Remote::parse("./some/dir").expect("path").kind, TransportKind::File);
+        assert_eq!(
+            Remote::parse("git://127.0.0.1:9418/r.git")
+                .expect("git")
+                .kind,
+            TransportKind::Git
+        );
+        assert_eq!(
+            Remote::parse("ssh://git@h/r.git").expect("ssh").kind,
+            TransportKind::Ssh
+        );
+        assert_eq!(
+            Remote::parse("git@h:r.git").expect("scp").kind,
+            TransportKind::Ssh
+        );
+        assert_eq!(
+            Remote::parse("file:///tmp/r.git").expect("file").kind,
+            TransportKind::File
+        );
+        assert_eq!(
+            Remote::parse("./some/dir").expect("path").kind,
+            TransportKind::File
+        );
         assert!(Remote::parse("").is_err());
         assert!(Remote::parse("git://").is_err());
         assert!(Remote::parse("ftp://h/r").is_err());

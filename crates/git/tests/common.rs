@@ -65,3 +65,35 @@ pub fn empty_repo(path: &Path) -> gix::Repository {
     sluice_testkit::repo::init_bare(path).expect("init");
     gix::open(path).expect("open")
 }
+
+/// A local clone (bare) of a served repository, to push from.
+pub fn local_clone(from: &Path, to: &Path) -> PathBuf {
+    sluice_testkit::repo::git(
+        from.parent().expect("parent"),
+        &[
+            "clone",
+            "-q",
+            "--bare",
+            &from.display().to_string(),
+            &to.display().to_string(),
+        ],
+    );
+    to.to_path_buf()
+}
+
+pub fn open(path: &Path) -> gix::Repository {
+    gix::open(path).expect("open")
+}
+
+pub fn oid(hex: &str) -> gix::ObjectId {
+    gix::ObjectId::from_hex(hex.as_bytes()).expect("hex")
+}
+
+pub fn update(src: Option<&str>, dst: &str) -> sluice_git::RefUpdate {
+    sluice_git::RefUpdate {
+        src: src.map(oid),
+        dst: dst.to_string(),
+        expect: sluice_git::Lease::Any,
+        force: false,
+    }
+}

@@ -25,7 +25,9 @@ fn ls_refs_equals_git_ls_remote_ref_for_ref() {
     let w = World::new();
     w.small("small.git");
     let url = w.daemon.url("small.git");
-    let out = client().ls_refs(&url, &[], &quick(10_000, 5_000, 3)).expect("valid input");
+    let out = client()
+        .ls_refs(&url, &[], &quick(10_000, 5_000, 3))
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     let refs = out.value.expect("refs");
     let ours = as_ls_remote(&refs);
@@ -33,7 +35,9 @@ fn ls_refs_equals_git_ls_remote_ref_for_ref() {
     assert_eq!(ours, theirs);
     let head = refs.iter().find(|r| r.name == "HEAD").expect("HEAD listed");
     assert_eq!(head.symref_target.as_deref(), Some("refs/heads/main"));
-    assert!(refs.iter().any(|r| r.name == "refs/tags/v1.0" && r.peeled.is_some()));
+    assert!(refs
+        .iter()
+        .any(|r| r.name == "refs/tags/v1.0" && r.peeled.is_some()));
     assert_eq!(out.attempts.len(), 1);
     assert_eq!(out.attempts[0].phase, "done");
 }
@@ -43,9 +47,18 @@ fn ls_refs_with_a_prefix_lists_only_that_prefix() {
     let w = World::new();
     w.small("small.git");
     let out = client()
-        .ls_refs(&w.daemon.url("small.git"), &["refs/heads/".into()], &quick(10_000, 5_000, 3))
+        .ls_refs(
+            &w.daemon.url("small.git"),
+            &["refs/heads/".into()],
+            &quick(10_000, 5_000, 3),
+        )
         .expect("valid input");
-    let names: Vec<_> = out.value.expect("refs").into_iter().map(|r| r.name).collect();
+    let names: Vec<_> = out
+        .value
+        .expect("refs")
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
     assert_eq!(names, vec!["refs/heads/dev", "refs/heads/main"]);
 }
 
@@ -64,11 +77,16 @@ fn a_missing_repository_is_answered_after_one_connection() {
 fn a_missing_repository_over_file_is_answered_with_the_servers_words() {
     let w = World::new();
     let url = format!("file://{}", w.path("absent.git").display());
-    let out = client().ls_refs(&url, &[], &quick(10_000, 5_000, 3)).expect("valid input");
+    let out = client()
+        .ls_refs(&url, &[], &quick(10_000, 5_000, 3))
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1);
     let cause = out.attempts[0].cause.clone().unwrap_or_default();
-    assert!(cause.contains("not appear to be a git repository") || cause.contains("absent"), "{cause}");
+    assert!(
+        cause.contains("not appear to be a git repository") || cause.contains("absent"),
+        "{cause}"
+    );
 }
 
 #[test]
@@ -80,7 +98,10 @@ fn fetch_into_an_empty_repo_is_complete_and_fsck_clean() {
     let out = client()
         .fetch(
             &w.daemon.url("small.git"),
-            &["+refs/heads/*:refs/remotes/origin/*".into(), "+refs/tags/*:refs/tags/*".into()],
+            &[
+                "+refs/heads/*:refs/remotes/origin/*".into(),
+                "+refs/tags/*:refs/tags/*".into(),
+            ],
             &repo,
             &quick(20_000, 10_000, 3),
         )
@@ -90,7 +111,8 @@ fn fetch_into_an_empty_repo_is_complete_and_fsck_clean() {
     for (name, oid) in sluice_testkit::repo::refs(&src) {
         if let Some(b) = name.strip_prefix("refs/heads/") {
             assert_eq!(
-                sluice_testkit::repo::rev_parse(&dst, &format!("refs/remotes/origin/{b}")).as_deref(),
+                sluice_testkit::repo::rev_parse(&dst, &format!("refs/remotes/origin/{b}"))
+                    .as_deref(),
                 Some(oid.as_str())
             );
         }
@@ -105,8 +127,16 @@ fn fetch_with_a_catch_all_refspec_brings_every_ref() {
     let dst = w.path("mirror.git");
     let repo = empty_repo(&dst);
     let out = client()
-        .fetch(&w.daemon.url("small.git"), &["+refs/*:refs/*".into()], &repo, &quick(20_000, 10_000, 3))
+        .fetch(
+            &w.daemon.url("small.git"),
+            &["+refs/*:refs/*".into()],
+            &repo,
+            &quick(20_000, 10_000, 3),
+        )
         .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
-    assert_eq!(sluice_testkit::repo::refs(&dst), sluice_testkit::repo::refs(&src));
+    assert_eq!(
+        sluice_testkit::repo::refs(&dst),
+        sluice_testkit::repo::refs(&src)
+    );
 }

@@ -1,0 +1,719 @@
+//! Push: send-pack on gix-transport's receive-pack service and gix-pack.
+//!
+//! One attempt advances `connect → advertised → commands-sent → pack-sent →
+//! reported`. The old value of every command is fixed on the first
+//! advertisement the operation reads (or is the caller's lease) and carried
+//! unchanged by every retry, so a retry can never overwrite an update made
+//! in between. A push whose answer was not read is never pushed again
+//! blind: [`GitClient::push`] settles it by reading the destination refs.
+
+pub mod pack;
+pub mod report;
+pub mod spec;
+
+use std::cell::RefCell;
+use std::collections::{BTreeMap, HashMap};
+use std::io::{Read, Write};
+use std::ops::ControlFlow;
+use std::sync::{Arc, Mutex};
+
+use gix::protocol::handshake::Ref;
+use gix::protocol::transport::client::{MessageKind, WriteMode};
+use gix::protocol::transport::packetline::blocking_io::encode;
+use gix::protocol::transport::{Protocol, Service};
+use gix::ObjectId;
+use sluice_policy::{
+    AttemptCtx, AttemptError, Credential, Effect, Outcome, OutcomeKind, ReconcileCtx, Settlement,
+};
+
+use crate::client::{error_text, read_fail, CallOptions, GitClient, InputError};
+use crate::connect::Session;
+use crate::error::{GitError, Phase};
+use crate::remote::Remote;
+pub use pack::PackStats;
+pub use spec::{check_ref_name, parse_lease, parse_oid, Lease, PushSpec};
+
+/// One ref update.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefUpdate {
+    /// The new value; `None` deletes the ref.
+    pub src: Option<ObjectId>,
+    /// The full destination ref name.
+    pub dst: String,
+    /// What the remote ref must hold.
+    pub expect: Lease,
+    /// Allow a non-fast-forward (a lease implies it).
+    pub force: bool,
+}
+
+impl RefUpdate {
+    /// Resolve a parsed spec against `repo`, with an optional lease.
+    pub fn resolve(
+        spec: &PushSpec,
+        lease: Option<Lease>,
+        repo: &gix::Repository,
+    ) -> Result<RefUpdate, InputError> {
+        let src = match &spec.src {
+            None => None,
+            Some(rev) => Some(
+                repo.rev_parse_single(rev.as_str())
+                    .map_err(|e| InputError::Revision {
+                        rev: rev.clone(),
+                        reason: error_text(&e),
+                    })?
+                    .detach(),
+            ),
+        };
+        Ok(RefUpdate {
+            src,
+            dst: spec.dst.clone(),
+            expect: lease.unwrap_or(Lease::Any),
+            force: spec.force,
+        })
+    }
+}
+
+/// Options of a push.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PushOptions {
+    /// All refs or none (needs the server's `atomic`).
+    pub atomic: bool,
+    /// `-o` push options (needs the server's `push-options`).
+    pub push_options: Vec<String>,
+}
+
+/// A ref's result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RefStatus {
+    /// Updated (or already up to date).
+    Ok,
+    /// Rejected, by this client or the remote.
+    Rejected,
+}
+
+impl RefStatus {
+    /// `ok` or `rejected`.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RefStatus::Ok => "ok",
+            RefStatus::Rejected => "rejected",
+        }
+    }
+}
+
+/// One ref's result.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RefResult {
+    /// The destination ref.
+    pub name: String,
+    /// Ok or rejected.
+    pub status: RefStatus,
+    /// Why (the remote's words for a rejection; `up to date`, ...).
+    pub reason: Option<String>,
+}
+
+/// What a push did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PushReport {
+    /// Per ref, in the order given.
+    pub refs: Vec<RefResult>,
+    /// The pack of the attempt that was answered (none for deletions only
+    /// and for pushes decided locally).
+    pub pack: Option<PackStats>,
+}
+
+impl PushReport {
+    /// The first rejection, as `<ref>: <reason>`.
+    pub fn first_rejection(&self) -> Option<String> {
+        self.refs
+            .iter()
+            .find(|r| r.status == RefStatus::Rejected)
+            .map(|r| format!("{}: {}", r.name, r.reason.as_deref().unwrap_or("rejected")))
+    }
+}
+
+/// State shared by the attempts and settling reads of one push.
+struct PushState {
+    /// Per update: the old value every command carries (`None`: absent).
+    expected: Option<Vec<Option<ObjectId>>>,
+    /// Per update: a result fixed by a settling read (landed or moved).
+    settled: Vec<Option<RefResult>>,
+    /// The credential of the last attempt, for the settling reads.
+    credential: Option<Credential>,
+    /// The pack of the last attempt.
+    pack: Option<PackStats>,
+}
+
+fn rejected(name: &str, reason: impl Into<String>) -> RefResult {
+    RefResult {
+        name: name.to_string(),
+        status: RefStatus::Rejected,
+        reason: Some(reason.into()),
+    }
+}
+
+fn ok(name: &str, reason: Option<&str>) -> RefResult {
+    RefResult {
+        name: name.to_string(),
+        status: RefStatus::Ok,
+        reason: reason.map(str::to_string),
+    }
+}
+
+fn advertised_value(r: &Ref) -> Option<(String, ObjectId)> {
+    match r {
+        Ref::Direct {
+            full_ref_name,
+            object,
+        } => Some((full_ref_name.to_string(), *object)),
+        Ref::Peeled {
+            full_ref_name, tag, ..
+        } => Some((full_ref_name.to_string(), *tag)),
+        Ref::Symbolic {
+            full_ref_name,
+            tag,
+            object,
+            ..
+        } => Some((full_ref_name.to_string(), tag.unwrap_or(*object))),
+        Ref::Unborn { .. } => None,
+    }
+}
+
+fn is_ancestor(repo: &gix::Repository, old: ObjectId, new: ObjectId) -> Option<bool> {
+    let old = repo.find_object(old).ok()?.peel_to_commit().ok()?.id;
+    let new = repo.find_object(new).ok()?.peel_to_commit().ok()?.id;
+    if old == new {
+        return Some(true);
+    }
+    let walk = repo.rev_walk([new]).all().ok()?;
+    for info in walk {
+        if info.ok()?.id == old {
+            return Some(true);
+        }
+    }
+    Some(false)
+}
+
+impl GitClient {
+    /// Push `updates` from `repo` to `url`, a write under the policy.
+    ///
+    /// Any ref rejected (by this client or the remote) makes the outcome
+    /// `answered`, with the per-ref results kept as its value. A push whose
+    /// answer was not read is settled by reading the destination refs:
+    /// landed, not landed (tried again, leased on what was read), or moved.
+    pub fn push(
+        &self,
+        url: &str,
+        updates: &[RefUpdate],
+        options: &PushOptions,
+        repo: &gix::Repository,
+        opts: &CallOptions,
+    ) -> Result<Outcome<PushReport>, InputError> {
+        let remote = Remote::parse(url)?;
+        if updates.is_empty() {
+            return Err(InputError::Push("nothing to push".into()));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for u in updates {
+            check_ref_name(&u.dst)?;
+            if !seen.insert(u.dst.as_str()) {
+                return Err(InputError::Push(format!("{} is named twice", u.dst)));
+            }
+            if let Some(src) = u.src {
+                if !repo.has_object(src) {
+                    return Err(InputError::Revision {
+                        rev: src.to_string(),
+                        reason: "not in the local repository".into(),
+                    });
+                }
+            }
+        }
+        for o in &options.push_options {
+            if o.contains('\n') || o.contains('\0') {
+                return Err(InputError::Push(
+                    "a push option may not contain a newline or NUL".into(),
+                ));
+            }
+        }
+        let state = RefCell::new(PushState {
+            expected: None,
+            settled: vec![None; updates.len()],
+            credential: None,
+            pack: None,
+        });
+        let op = self.operation("push", Effect::Write, &remote, opts);
+        let mut out = self.policy.run_write(
+            op,
+            |ctx| {
+                state.borrow_mut().credential = ctx.credential().cloned();
+                self.push_attempt(&remote, updates, options, repo, &state, opts, ctx)
+                    .map_err(|e| e.to_attempt())
+            },
+            |rctx| self.push_settle(&remote, updates, options, &state, rctx),
+        );
+        if out.kind == OutcomeKind::Succeeded {
+            let report = out.value.as_ref().expect("a success carries its value");
+            if let Some(first) = report.first_rejection() {
+                out.kind = OutcomeKind::Answered;
+                out.may_have_applied = Some(report.refs.iter().any(|r| r.status == RefStatus::Ok));
+                out.error = Some(AttemptError::answered(Phase::Reported.as_str(), first));
+            }
+        }
+        Ok(out)
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn push_attempt(
+        &self,
+        remote: &Remote,
+        updates: &[RefUpdate],
+        options: &PushOptions,
+        repo: &gix::Repository,
+        state: &RefCell<PushState>,
+        opts: &CallOptions,
+        ctx: &mut AttemptCtx<'_>,
+    ) -> Result<PushReport, GitError> {
+        let mut s =
+            Session::open(self.dial(remote, Service::ReceivePack, Protocol::V1, ctx, true))?;
+        let hs = gix::protocol::handshake(
+            &mut s.transport,
+            Service::ReceivePack,
+            crate::client::no_auth,
+            Vec::new(),
+            &mut gix::progress::Discard,
+        )
+        .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+        ctx.reached(Phase::Advertised.as_str());
+        let caps = &hs.capabilities;
+        let unsupported = |detail: String| GitError::Unsupported {
+            phase: Phase::Advertised,
+            detail,
+        };
+        if let Some(format) = caps
+            .capability("object-format")
+            .and_then(|c| c.value().map(|v| v.to_string()))
+        {
+            if format != "sha1" {
+                return Err(unsupported(format!(
+                    "the remote's object format is {format}, ours is sha1"
+                )));
+            }
+        }
+        let advertised: HashMap<String, ObjectId> = hs
+            .refs
+            .as_deref()
+            .unwrap_or_default()
+            .iter()
+            .filter_map(advertised_value)
+            .collect();
+        let mut st = state.borrow_mut();
+        let expected = st
+            .expected
+            .get_or_insert_with(|| {
+                updates
+                    .iter()
+                    .map(|u| match u.expect {
+                        Lease::Oid(x) => Some(x),
+                        Lease::Absent => None,
+                        Lease::Any => advertised.get(&u.dst).copied(),
+                    })
+                    .collect()
+            })
+            .clone();
+        let mut results: Vec<Option<RefResult>> = st.settled.clone();
+        drop(st);
+        let mut commands: Vec<(usize, Option<ObjectId>, Option<ObjectId>)> = Vec::new();
+        for (i, u) in updates.iter().enumerate() {
+            if results[i].is_some() {
+                continue;
+            }
+            let cur = advertised.get(&u.dst).copied();
+            if cur != expected[i] {
+                results[i] = Some(rejected(&u.dst, "stale info"));
+            } else if cur == u.src {
+                results[i] = Some(ok(&u.dst, Some("up to date")));
+            } else if u.src.is_none() && !caps.contains("delete-refs") {
+                return Err(unsupported(
+                    "the remote does not allow deleting refs (no delete-refs)".into(),
+                ));
+            } else if u.src.is_none() && cur.is_none() {
+                results[i] = Some(rejected(&u.dst, "remote ref does not exist"));
+            } else if let (Some(old), Some(new), false, Lease::Any) =
+                (cur, u.src, u.force, u.expect)
+            {
+                if !repo.has_object(old) {
+                    results[i] = Some(rejected(&u.dst, "fetch first"));
+                } else if is_ancestor(repo, old, new) != Some(true) {
+                    results[i] = Some(rejected(&u.dst, "non-fast-forward"));
+                } else {
+                    commands.push((i, cur, u.src));
+                }
+            } else {
+                commands.push((i, cur, u.src));
+            }
+        }
+        let any_local_rejection = results
+            .iter()
+            .flatten()
+            .any(|r| r.status == RefStatus::Rejected);
+        if options.atomic && any_local_rejection {
+            for (i, _, _) in commands.drain(..) {
+                results[i] = Some(rejected(&updates[i].dst, "atomic push failed"));
+            }
+        }
+        let finish = |results: Vec<Option<RefResult>>, pack: Option<PackStats>| PushReport {
+            refs: results
+                .into_iter()
+                .zip(updates)
+                .map(|(r, u)| r.unwrap_or_else(|| rejected(&u.dst, "not reported")))
+                .collect(),
+            pack,
+        };
+        if commands.is_empty() {
+            // Nothing to send: end the conversation as git does, with a flush.
+            if let Ok(w) = s
+                .transport
+                .request(WriteMode::Binary, MessageKind::Flush, false)
+            {
+                let (mut w, _) = w.into_parts();
+                let _ = encode::flush_to_write(&mut w);
+                let _ = w.flush();
+            }
+            return Ok(finish(results, None));
+        }
+        if options.atomic && !caps.contains("atomic") {
+            return Err(unsupported(
+                "the remote does not support atomic pushes".into(),
+            ));
+        }
+        if !options.push_options.is_empty() && !caps.contains("push-options") {
+            return Err(unsupported(
+                "the remote does not support push options".into(),
+            ));
+        }
+        let report_v2 = caps.contains("report-status-v2");
+        if !report_v2 && !caps.contains("report-status") {
+            return Err(unsupported("the remote offers no report-status".into()));
+        }
+        let need_pack = commands.iter().any(|(_, _, new)| new.is_some());
+        if need_pack && !caps.contains("ofs-delta") {
+            return Err(unsupported(
+                "the remote does not accept OFS deltas (no ofs-delta)".into(),
+            ));
+        }
+        let sideband = caps.contains("side-band-64k");
+        let mut want: Vec<String> = vec![if report_v2 {
+            "report-status-v2"
+        } else {
+            "report-status"
+        }
+        .into()];
+        if sideband {
+            want.push("side-band-64k".into());
+        }
+        if caps.contains("quiet") {
+            want.push("quiet".into());
+        }
+        if options.atomic {
+            want.push("atomic".into());
+        }
+        if !options.push_options.is_empty() {
+            want.push("push-options".into());
+        }
+        if caps.contains("object-format") {
+            want.push("object-format=sha1".into());
+        }
+        want.push(format!("agent={}", self.agent));
+
+        // Count before the first byte: a local failure leaves no half request.
+        let counted = if need_pack {
+            let new_tips: Vec<ObjectId> = commands.iter().filter_map(|(_, _, n)| *n).collect();
+            let remote_tips: Vec<ObjectId> = advertised.values().copied().collect();
+            Some(
+                pack::count(repo, &new_tips, &remote_tips, ctx.cancel_flag().as_atomic()).map_err(
+                    |detail| GitError::Local {
+                        phase: Phase::Advertised,
+                        detail,
+                    },
+                )?,
+            )
+        } else {
+            None
+        };
+        let redundant = counted.as_ref().map(|c| c.redundant).unwrap_or(0);
+
+        let zero = ObjectId::null(gix::hash::Kind::Sha1);
+        let mut request = Vec::new();
+        for (n, (i, old, new)) in commands.iter().enumerate() {
+            let mut line = format!(
+                "{} {} {}",
+                old.unwrap_or(zero),
+                new.unwrap_or(zero),
+                updates[*i].dst
+            )
+            .into_bytes();
+            if n == 0 {
+                line.push(0);
+                line.extend_from_slice(want.join(" ").as_bytes());
+            }
+            line.push(b'\n');
+            encode::data_to_write(&line, &mut request).expect("writing to a Vec");
+        }
+        encode::flush_to_write(&mut request).expect("writing to a Vec");
+        if !options.push_options.is_empty() {
+            for o in &options.push_options {
+                encode::data_to_write(format!("{o}\n").as_bytes(), &mut request)
+                    .expect("writing to a Vec");
+            }
+            encode::flush_to_write(&mut request).expect("writing to a Vec");
+        }
+
+        let meta = &s.meta;
+        let fatal: Arc<Mutex<Option<String>>> = Arc::default();
+        let writer = s
+            .transport
+            .request(WriteMode::Binary, MessageKind::Flush, false)
+            .map_err(|e| meta.fail(Phase::Advertised, false, e))?;
+        let (mut w, mut r) = writer.into_parts();
+        w.write_all(&request)
+            .and_then(|_| w.flush())
+            .map_err(|e| meta.fail(Phase::Advertised, false, e))?;
+        ctx.reached(Phase::CommandsSent.as_str());
+        let mut phase = Phase::CommandsSent;
+        let mut stats = None;
+        if let Some(counted) = counted {
+            let mut st = pack::write(counted, &mut w).map_err(|detail| {
+                // An io error while writing is a cut before the request was
+                // complete; anything else is local.
+                meta.fail(
+                    Phase::CommandsSent,
+                    false,
+                    format!("writing the pack: {detail}"),
+                )
+            })?;
+            w.flush()
+                .map_err(|e| meta.fail(Phase::CommandsSent, false, e))?;
+            st.redundant = redundant;
+            tracing::debug!(
+                objects = st.objects,
+                bytes = st.bytes,
+                redundant,
+                "pack sent"
+            );
+            if let Some(cb) = &opts.progress {
+                cb(&crate::Progress {
+                    stage: "sent".into(),
+                    objects: st.objects,
+                    bytes: st.bytes,
+                });
+            }
+            stats = Some(st);
+            phase = Phase::PackSent;
+            ctx.reached(Phase::PackSent.as_str());
+        }
+        drop(w);
+        // The request is complete: its last byte (pack trailer, or the
+        // command flush for deletions only) was written.
+        state.borrow_mut().pack = stats.clone();
+        let complete = |meta: &crate::connect::Meta| !meta.wire.lock().http_connect_failed;
+        if sideband {
+            let fatal = Arc::clone(&fatal);
+            let progress = opts.progress.clone();
+            r.set_progress_handler(Some(Box::new(move |is_err: bool, text: &[u8]| {
+                let words = String::from_utf8_lossy(text).trim().to_string();
+                if is_err {
+                    fatal
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .get_or_insert(words);
+                } else if !words.is_empty() {
+                    tracing::debug!(remote = %words, "push progress");
+                    if let Some(cb) = &progress {
+                        cb(&crate::Progress {
+                            stage: words,
+                            objects: 0,
+                            bytes: 0,
+                        });
+                    }
+                }
+                ControlFlow::Continue(())
+            })));
+        }
+        let mut buf = Vec::new();
+        let read = r.read_to_end(&mut buf);
+        drop(r);
+        if let Some(words) = fatal.lock().unwrap_or_else(|p| p.into_inner()).take() {
+            meta.wire.lock().fatal.get_or_insert(words);
+        }
+        if let Err(e) = read {
+            return Err(meta.fail(phase, complete(meta), e));
+        }
+        let parsed = if sideband {
+            report::parse_sideband(&buf)
+        } else {
+            report::parse_plain(&buf)
+        };
+        let parsed = match parsed {
+            Ok(p) => p,
+            Err(e) => {
+                let st = meta.wire.lock();
+                if let Some(words) = st.fatal.clone().or_else(|| st.err_line.clone()) {
+                    return Err(GitError::Remote { phase, words });
+                }
+                return Err(GitError::Protocol {
+                    phase,
+                    request_complete: complete(meta),
+                    detail: e.to_string(),
+                });
+            }
+        };
+        ctx.reached(Phase::Reported.as_str());
+        let sent: HashMap<&str, usize> = commands
+            .iter()
+            .map(|(i, _, _)| (updates[*i].dst.as_str(), *i))
+            .collect();
+        for (name, res) in &parsed.refs {
+            let Some(&i) = sent.get(name.as_str()) else {
+                return Err(GitError::Protocol {
+                    phase: Phase::Reported,
+                    request_complete: true,
+                    detail: format!("the report names {name}, which was not pushed"),
+                });
+            };
+            results[i] = Some(match res {
+                Ok(()) => ok(name, None),
+                Err(reason) => rejected(name, reason.clone()),
+            });
+        }
+        if let Err(unpack) = &parsed.unpack {
+            for (i, _, _) in &commands {
+                if results[*i]
+                    .as_ref()
+                    .is_none_or(|r| r.status == RefStatus::Ok)
+                {
+                    results[*i] = Some(rejected(
+                        &updates[*i].dst,
+                        format!("unpacker error: {unpack}"),
+                    ));
+                }
+            }
+        }
+        if let Some((i, _, _)) = commands.iter().find(|(i, _, _)| results[*i].is_none()) {
+            // The remote judged the request but its report is incomplete: what
+            // it did is unknown, so it is settled by reading.
+            return Err(GitError::Protocol {
+                phase: Phase::Reported,
+                request_complete: true,
+                detail: format!("the report does not mention {}", updates[*i].dst),
+            });
+        }
+        Ok(finish(results, stats))
+    }
+
+    fn push_settle(
+        &self,
+        remote: &Remote,
+        updates: &[RefUpdate],
+        options: &PushOptions,
+        state: &RefCell<PushState>,
+        rctx: &ReconcileCtx<'_>,
+    ) -> Result<Settlement<PushReport>, AttemptError> {
+        let (expected, credential, settled) = {
+            let st = state.borrow();
+            (
+                st.expected.clone(),
+                st.credential.clone(),
+                st.settled.clone(),
+            )
+        };
+        let Some(expected) = expected else {
+            return Err(AttemptError::answered(
+                "connect",
+                "nothing was advertised: nothing to settle",
+            ));
+        };
+        let prefixes: Vec<String> = updates.iter().map(|u| u.dst.clone()).collect();
+        let refs = self
+            .ls_refs_once(
+                remote,
+                &prefixes,
+                rctx.remaining,
+                rctx.cancel_flag(),
+                credential.as_ref().map(|c| c.secret()),
+            )
+            .map_err(|e| e.to_attempt())?;
+        let now: HashMap<&str, ObjectId> = refs
+            .iter()
+            .filter_map(|r| r.oid.map(|o| (r.name.as_str(), o)))
+            .collect();
+        let mut observed = BTreeMap::new();
+        let (mut landed, mut not_landed, mut moved) = (0, 0, 0);
+        let mut results = settled.clone();
+        for (i, u) in updates.iter().enumerate() {
+            let cur = now.get(u.dst.as_str()).copied();
+            observed.insert(
+                u.dst.clone(),
+                cur.map(|o| o.to_string())
+                    .unwrap_or_else(|| "absent".into()),
+            );
+            if settled[i].is_some() {
+                continue;
+            }
+            if cur == u.src {
+                landed += 1;
+                results[i] = Some(ok(&u.dst, Some("settled by reading: landed")));
+            } else if cur == expected[i] {
+                not_landed += 1;
+            } else {
+                moved += 1;
+                results[i] = Some(rejected(
+                    &u.dst,
+                    format!(
+                        "moved by somebody else (now {})",
+                        cur.map(|o| o.to_string())
+                            .unwrap_or_else(|| "absent".into())
+                    ),
+                ));
+            }
+        }
+        let pack = state.borrow().pack.clone();
+        let report = |results: &[Option<RefResult>]| PushReport {
+            refs: results
+                .iter()
+                .zip(updates)
+                .map(|(r, u)| r.clone().unwrap_or_else(|| rejected(&u.dst, "not landed")))
+                .collect(),
+            pack: pack.clone(),
+        };
+        if options.atomic {
+            return Ok(if not_landed == 0 && moved == 0 {
+                Settlement::landed(report(&results), observed)
+            } else if landed == 0 && moved == 0 {
+                Settlement::not_landed(observed)
+            } else {
+                Settlement::moved(
+                    None,
+                    observed,
+                    "an atomic push found its refs changed by somebody else",
+                )
+            });
+        }
+        if not_landed > 0 {
+            // Keep what is settled; the next attempt pushes only the rest,
+            // on exactly the old values read.
+            state.borrow_mut().settled = results;
+            return Ok(Settlement::not_landed(observed));
+        }
+        if landed > 0
+            || settled
+                .iter()
+                .any(|s| s.as_ref().is_some_and(|r| r.status == RefStatus::Ok))
+        {
+            return Ok(Settlement::landed(report(&results), observed));
+        }
+        let cause = report(&results)
+            .first_rejection()
+            .unwrap_or_else(|| "moved".into());
+        Ok(Settlement::moved(None, observed, cause))
+    }
+}
