@@ -57,7 +57,8 @@ pub struct Bounds {
     /// The backoff between attempts.
     pub backoff: BackoffShape,
     /// For writes: time kept back from each attempt's timeout for the reads
-    /// that settle an unknown answer.
+    /// that settle an unknown answer (at most half of what remains, so a
+    /// write whose deadline is shorter than the reserve is still tried).
     pub reconcile_reserve: Duration,
 }
 
@@ -119,7 +120,8 @@ impl Default for Bounds {
 /// | `submit` | 60 s | 20 s | 5 | 500 ms doubling to 10 s, jittered |
 /// | `command` | 20 s | 8 s | 4 | 200 ms doubling to 5 s, jittered |
 ///
-/// Writes keep back 2 s of each attempt for settling reads.
+/// Writes keep back 2 s of each attempt for settling reads (at most half of
+/// what remains of the deadline).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Profile {
     /// Reading through a forge outage: minutes.
@@ -134,7 +136,12 @@ pub enum Profile {
 
 impl Profile {
     /// Every profile, in order.
-    pub const ALL: [Profile; 4] = [Profile::Wait, Profile::Round, Profile::Submit, Profile::Command];
+    pub const ALL: [Profile; 4] = [
+        Profile::Wait,
+        Profile::Round,
+        Profile::Submit,
+        Profile::Command,
+    ];
 
     /// The profile's name.
     pub const fn name(self) -> &'static str {

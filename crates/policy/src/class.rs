@@ -86,7 +86,11 @@ pub struct AttemptError {
 
 impl AttemptError {
     /// A failure of the given class at the given phase.
-    pub fn new(class: Class, phase: impl Into<Cow<'static, str>>, cause: impl Into<String>) -> Self {
+    pub fn new(
+        class: Class,
+        phase: impl Into<Cow<'static, str>>,
+        cause: impl Into<String>,
+    ) -> Self {
         AttemptError {
             class,
             phase: phase.into(),
@@ -126,7 +130,13 @@ impl AttemptError {
 
 impl std::fmt::Display for AttemptError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{} at {}: {}", self.class.as_str(), self.phase, self.cause)
+        write!(
+            f,
+            "{} at {}: {}",
+            self.class.as_str(),
+            self.phase,
+            self.cause
+        )
     }
 }
 

@@ -152,7 +152,9 @@ mod tests {
 
     #[test]
     fn command_source_trims_stdout_and_fails_on_error() {
-        let c = CommandSource::new("printf '  tok-1\\n'").credential().expect("runs");
+        let c = CommandSource::new("printf '  tok-1\\n'")
+            .credential()
+            .expect("runs");
         assert_eq!(c.secret().expose_secret(), "tok-1");
         assert!(CommandSource::new("exit 3").credential().is_err());
         assert!(CommandSource::new("true").credential().is_err());

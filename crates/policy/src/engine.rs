@@ -9,7 +9,7 @@
 
 use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -107,7 +107,11 @@ pub fn host_of(remote: &str) -> String {
     match remote.split_once("://") {
         Some((_, rest)) => {
             let authority = rest.split('/').next().unwrap_or(rest);
-            authority.rsplit('@').next().unwrap_or(authority).to_string()
+            authority
+                .rsplit('@')
+                .next()
+                .unwrap_or(authority)
+                .to_string()
         }
         None => remote.to_string(),
     }
@@ -205,7 +209,11 @@ impl<T> Settlement<T> {
     }
 
     /// Somebody else changed it.
-    pub fn moved(value: Option<T>, observed: BTreeMap<String, String>, cause: impl Into<String>) -> Self {
+    pub fn moved(
+        value: Option<T>,
+        observed: BTreeMap<String, String>,
+        cause: impl Into<String>,
+    ) -> Self {
         Settlement {
             verdict: Verdict::Moved,
             value,
@@ -343,8 +351,9 @@ enum Step {
     Stop(Stopped),
     /// A settling read found the write moved: answered.
     Moved(AttemptError),
-    /// A write's answer is unknown and no read settled it.
-    Unsettled(AttemptError),
+    /// A write's answer is unknown and no read settled it; why the reads
+    /// stopped (none when there was no reconciler or a read was answered).
+    Unsettled(AttemptError, Option<Stopped>),
 }
 
 struct RunState {
@@ -369,6 +378,7 @@ struct PolicyBackoff<'a> {
     deadline: Duration,
     reserve: Duration,
     host: &'a str,
+    credentials: Option<&'a Arc<dyn CredentialSource>>,
 }
 
 impl Iterator for PolicyBackoff<'_> {
@@ -393,8 +403,8 @@ impl Iterator for PolicyBackoff<'_> {
         }
         let now = self.policy.clock.now();
         let remaining = (self.start + self.deadline).saturating_sub(now);
-        let usable = remaining.saturating_sub(self.reserve);
-        if delay >= usable {
+        // Room for another attempt once the delay is slept?
+        if usable(remaining.saturating_sub(delay), self.reserve).is_zero() {
             st.stopped = Some(if hinted {
                 Stopped::RetryHintExceedsBudget
             } else if settle {
@@ -411,11 +421,53 @@ impl Iterator for PolicyBackoff<'_> {
             st.stopped = Some(Stopped::RetryBudgetEmpty);
             return None;
         }
+        if settle {
+            // Buy the fresh credential now, before the pause: the settle
+            // time is for the new token to settle, so it runs from its
+            // purchase. A source that hands back a refused credential makes
+            // the refusal stand at once, with no pause.
+            if let Some(source) = self.credentials {
+                match source.credential() {
+                    Ok(c) if st.refused.iter().any(|f| f == c.fingerprint()) => {
+                        st.stopped = Some(Stopped::CredentialRefused);
+                        return None;
+                    }
+                    Ok(c) => st.current = Some((c, self.policy.clock.now())),
+                    // The attempt buys again and records the failure.
+                    Err(e) => tracing::debug!(error = %e, "could not buy a fresh credential"),
+                }
+            }
+        }
         st.settle_needed = false;
         if let Some(last) = st.attempts.last_mut() {
             last.delay_ms = Some(ms(delay));
         }
         Some(delay)
+    }
+}
+
+/// What an attempt may use of `remaining`: for writes, less the reserve for
+/// settling reads, but never more than half of what remains, so a write
+/// whose deadline is shorter than the reserve is still tried.
+fn usable(remaining: Duration, reserve: Duration) -> Duration {
+    remaining.saturating_sub(reserve.min(remaining / 2))
+}
+
+/// backon's backoff for settling reads: stops when the next read would
+/// start after the deadline.
+struct ReadBackoff<'a> {
+    inner: backon::ExponentialBackoff,
+    clock: &'a dyn Clock,
+    end: Duration,
+}
+
+impl Iterator for ReadBackoff<'_> {
+    type Item = Duration;
+
+    fn next(&mut self) -> Option<Duration> {
+        let delay = self.inner.next()?;
+        let remaining = self.end.saturating_sub(self.clock.now());
+        (delay < remaining).then_some(delay)
     }
 }
 
@@ -480,8 +532,9 @@ impl Policy {
     /// Run a write whose unknown answer is settled by `reconcile`, a read.
     ///
     /// `reconcile` is called only after an attempt whose request was complete
-    /// and whose answer was not read; it is retried (as reads are) until it
-    /// answers or the budget is spent. Its verdict decides: landed is
+    /// and whose answer was not read; it is retried (as reads are, through
+    /// backon, at most `max_attempts` reads) until it answers or the budget
+    /// is spent. Its verdict decides: landed is
     /// success; not landed allows another attempt (the closures may share
     /// state so the next attempt is leased on what was read); moved is
     /// answered.
@@ -547,7 +600,11 @@ impl Policy {
             }
         }
 
-        let reserve = if write { bounds.reconcile_reserve } else { Duration::ZERO };
+        let reserve = if write {
+            bounds.reconcile_reserve
+        } else {
+            Duration::ZERO
+        };
         let state = Mutex::new(RunState {
             attempts: Vec::new(),
             retry_after: None,
@@ -560,28 +617,15 @@ impl Policy {
             reconciled: None,
             unsettled_complete: false,
         });
-        let max_retries = bounds.max_attempts.max(1).saturating_sub(1) as usize;
-        let shape = bounds.backoff;
-        let mut exp = ExponentialBuilder::new()
-            .with_min_delay(shape.min_delay)
-            .with_max_delay(shape.max_delay)
-            .with_factor(shape.factor)
-            .with_max_times(max_retries);
-        if shape.jitter {
-            exp = exp.with_jitter();
-            if let Some(seed) = self.jitter_seed {
-                let n = self.counter.fetch_add(1, Ordering::Relaxed);
-                exp = exp.with_jitter_seed(seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
-            }
-        }
         let backoff = PolicyBackoff {
-            inner: exp.build(),
+            inner: self.exponential(&bounds),
             policy: self,
             state: &state,
             start,
             deadline,
             reserve,
             host: &op.host,
+            credentials: op.credentials.as_ref(),
         };
         let cancel = op.cancel.clone();
         let sleeper = Arc::clone(&self.sleeper);
@@ -592,27 +636,25 @@ impl Policy {
             if cancel.is_cancelled() {
                 return Err(Step::Stop(Stopped::Cancelled));
             }
-            let now = self.clock.now();
-            let remaining = (start + deadline).saturating_sub(now);
-            let usable = remaining.saturating_sub(reserve);
-            if usable.is_zero() {
+            let remaining = (start + deadline).saturating_sub(self.clock.now());
+            if usable(remaining, reserve).is_zero() {
                 return Err(Step::Stop(Stopped::Deadline));
             }
-            n += 1;
-            // Buy a credential when the operation needs one and holds none.
+            // Buy a credential when the operation needs one and holds none
+            // (the first attempt, or a purchase after a refusal failed).
             if let Some(source) = &op.credentials {
                 let mut st = state.lock().expect("run state lock");
                 if st.current.is_none() {
+                    let before = self.clock.now();
                     match source.credential() {
                         Ok(c) => {
                             if st.refused.iter().any(|f| f == c.fingerprint()) {
-                                drop(st);
-                                n -= 1;
                                 return Err(Step::Stop(Stopped::CredentialRefused));
                             }
-                            st.current = Some((c, now));
+                            st.current = Some((c, self.clock.now()));
                         }
                         Err(e) => {
+                            n += 1;
                             let err = AttemptError::unjudged("connect", e.to_string());
                             st.attempts.push(AttemptRecord {
                                 n,
@@ -622,7 +664,7 @@ impl Policy {
                                 remaining_ms: ms(remaining),
                                 timeout_ms: 0,
                                 delay_ms: None,
-                                elapsed_ms: 0,
+                                elapsed_ms: ms(self.clock.now().saturating_sub(before)),
                             });
                             st.last_error = Some(err.clone());
                             return Err(Step::Failed(err));
@@ -630,6 +672,14 @@ impl Policy {
                     }
                 }
             }
+            // Buying takes time: the budget is computed again.
+            let now = self.clock.now();
+            let remaining = (start + deadline).saturating_sub(now);
+            let usable = usable(remaining, reserve);
+            if usable.is_zero() {
+                return Err(Step::Stop(Stopped::Deadline));
+            }
+            n += 1;
             let timeout = bounds.attempt_timeout.min(usable);
             let credential = state.lock().expect("run state lock").current.clone();
             let mut ctx = AttemptCtx {
@@ -665,8 +715,9 @@ impl Policy {
                     if let (Some(auth), Some((cred, bought))) = (e.auth, &st.current) {
                         let refused = match auth {
                             AuthSignal::Unauthorized => true,
+                            // Within the window of buying, when the answer came.
                             AuthSignal::ForbiddenOrNotFound => {
-                                now.saturating_sub(*bought) <= self.fresh_window
+                                end.saturating_sub(*bought) <= self.fresh_window
                             }
                         };
                         if refused {
@@ -706,9 +757,8 @@ impl Policy {
                             reconcile.as_mut(),
                             &state,
                             start,
-                            deadline,
+                            &bounds,
                             &cancel,
-                            shape.min_delay,
                         );
                     }
                     Err(Step::Failed(e))
@@ -720,9 +770,11 @@ impl Policy {
             .retry(backoff)
             .sleep(move |d: Duration| sleeper.sleep(d, sleep_cancel.as_atomic()))
             .when(|s: &Step| match s {
-                Step::Failed(e) => e.class != Class::Answered
-                    && !(write && e.class == Class::Unknown)
-                    && !op.cancel.is_cancelled(),
+                Step::Failed(e) => {
+                    e.class != Class::Answered
+                        && !(write && e.class == Class::Unknown)
+                        && !op.cancel.is_cancelled()
+                }
                 _ => false,
             })
             .call();
@@ -747,7 +799,8 @@ impl Policy {
                 self.with_bucket(&op.host, |b, budget| b.credit(budget, self.clock.now()));
             }
             Err(Step::Failed(e)) => {
-                let refusal_stands = e.class == Class::Unjudged && st.last_refusal.as_ref() == Some(&e);
+                let refusal_stands =
+                    e.class == Class::Unjudged && st.last_refusal.as_ref() == Some(&e);
                 if e.class == Class::Answered {
                     out.kind = OutcomeKind::Answered;
                     out.stopped = None;
@@ -760,11 +813,17 @@ impl Policy {
                 out.error = Some(e);
             }
             Err(Step::Stop(reason)) => {
-                out.stopped = Some(reason);
-                if reason == Stopped::CredentialRefused {
+                // Stopping right after a refusal (no time or no token left
+                // for a fresh credential) is a refusal that stands.
+                let after_refusal = st.last_refusal.is_some() && st.last_refusal == st.last_error;
+                if reason == Stopped::CredentialRefused
+                    || (after_refusal && reason != Stopped::Cancelled)
+                {
                     out.kind = OutcomeKind::Answered;
+                    out.stopped = Some(Stopped::CredentialRefused);
                     out.error = st.last_refusal.or(st.last_error);
                 } else {
+                    out.stopped = Some(reason);
                     out.error = st.last_error;
                 }
             }
@@ -773,12 +832,12 @@ impl Policy {
                 out.stopped = None;
                 out.error = Some(e);
             }
-            Err(Step::Unsettled(e)) => {
-                if cancelled {
-                    out.stopped = Some(Stopped::Cancelled);
-                } else if out.stopped.is_none() && reconcile.is_some() {
-                    out.stopped = Some(Stopped::Deadline);
-                }
+            Err(Step::Unsettled(e, why)) => {
+                out.stopped = if cancelled {
+                    Some(Stopped::Cancelled)
+                } else {
+                    why
+                };
                 out.error = Some(e);
             }
         }
@@ -786,7 +845,11 @@ impl Policy {
             out.may_have_applied = Some(st.unsettled_complete);
         }
         if out.kind == OutcomeKind::Answered && out.stopped == Some(Stopped::CredentialRefused) {
-            let cause = out.error.as_ref().map(|e| e.cause.clone()).unwrap_or_default();
+            let cause = out
+                .error
+                .as_ref()
+                .map(|e| e.cause.clone())
+                .unwrap_or_default();
             let key = (op.host.clone(), cause.clone());
             if self.logged_refusals.lock().expect("log lock").insert(key) {
                 tracing::warn!(host = %op.host, cause = %cause, refused = ?out.refused_credentials, "credential refusal stands");
@@ -803,6 +866,29 @@ impl Policy {
         out
     }
 
+    /// backon's exponential backoff in `bounds`' shape, allowing at most
+    /// `max_attempts - 1` retries.
+    fn exponential(&self, bounds: &Bounds) -> backon::ExponentialBackoff {
+        let max_retries = bounds.max_attempts.max(1).saturating_sub(1) as usize;
+        let shape = bounds.backoff;
+        let mut exp = ExponentialBuilder::new()
+            .with_min_delay(shape.min_delay)
+            .with_max_delay(shape.max_delay)
+            .with_factor(shape.factor)
+            .with_max_times(max_retries);
+        if shape.jitter {
+            exp = exp.with_jitter();
+            if let Some(seed) = self.jitter_seed {
+                let n = self.counter.fetch_add(1, Ordering::Relaxed);
+                exp = exp.with_jitter_seed(seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            }
+        }
+        exp.build()
+    }
+
+    /// Settle an unknown write by the caller's read, retried (as reads are,
+    /// through backon, at most `max_attempts` reads) until it answers or the
+    /// budget is spent.
     #[allow(clippy::too_many_arguments)]
     fn settle<T, R>(
         &self,
@@ -811,22 +897,22 @@ impl Policy {
         reconcile: Option<&mut R>,
         state: &Mutex<RunState>,
         start: Duration,
-        deadline: Duration,
+        bounds: &Bounds,
         cancel: &CancelFlag,
-        pause: Duration,
     ) -> Result<T, Step>
     where
         R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
     {
         let Some(reconcile) = reconcile else {
-            return Err(Step::Unsettled(err));
+            return Err(Step::Unsettled(err, None));
         };
+        let end = start + bounds.deadline;
         let mut reads = 0u32;
-        loop {
-            let remaining = (start + deadline).saturating_sub(self.clock.now());
+        // `Err(None)`: no time left for a read.
+        let read = || -> Result<Settlement<T>, Option<AttemptError>> {
+            let remaining = end.saturating_sub(self.clock.now());
             if remaining.is_zero() {
-                tracing::debug!(op = %id, "no settling read answered within the budget");
-                return Err(Step::Unsettled(err));
+                return Err(None);
             }
             reads += 1;
             let ctx = ReconcileCtx {
@@ -834,47 +920,71 @@ impl Policy {
                 n: reads,
                 cancel,
             };
-            match reconcile(&ctx) {
-                Ok(s) => {
-                    tracing::debug!(op = %id, verdict = s.verdict.as_str(), "unknown write settled by reading");
-                    let mut st = state.lock().expect("run state lock");
-                    st.unsettled_complete = false;
-                    st.reconciled = Some(Reconciled {
-                        verdict: s.verdict,
-                        observed: s.observed,
-                    });
-                    return match s.verdict {
-                        Verdict::Landed => match s.value {
-                            Some(v) => Ok(v),
-                            None => Err(Step::Unsettled(err)),
-                        },
-                        Verdict::NotLanded => {
-                            let e = AttemptError::unjudged(
-                                err.phase.clone(),
-                                format!("{} (settled by reading: not landed)", err.cause),
-                            );
-                            st.last_error = Some(e.clone());
-                            Err(Step::Failed(e))
-                        }
-                        Verdict::Moved => Err(Step::Moved(AttemptError::answered(
-                            err.phase.clone(),
-                            s.cause.unwrap_or_else(|| "moved by somebody else".into()),
-                        ))),
-                    };
+            reconcile(&ctx).map_err(Some)
+        };
+        let backoff = ReadBackoff {
+            inner: self.exponential(bounds),
+            clock: &*self.clock,
+            end,
+        };
+        // A cancelled write is still settled: the caller's flag does not cut
+        // the pauses between settling reads short (the deadline bounds them).
+        let sleeper = Arc::clone(&self.sleeper);
+        let uncancelled = AtomicBool::new(false);
+        let result = read
+            .retry(backoff)
+            .sleep(move |d: Duration| sleeper.sleep(d, &uncancelled))
+            .when(|e: &Option<AttemptError>| matches!(e, Some(e) if e.class != Class::Answered))
+            .notify(|e: &Option<AttemptError>, d: Duration| {
+                if let Some(e) = e {
+                    tracing::debug!(op = %id, cause = %e.cause, delay = ?d, "settling read failed; reading again");
                 }
-                Err(e) if e.class == Class::Answered => {
-                    tracing::debug!(op = %id, cause = %e.cause, "settling read answered");
-                    return Err(Step::Unsettled(err));
-                }
-                Err(e) => {
-                    tracing::debug!(op = %id, cause = %e.cause, "settling read failed; reading again");
-                    let remaining = (start + deadline).saturating_sub(self.clock.now());
-                    if pause >= remaining {
-                        return Err(Step::Unsettled(err));
+            })
+            .call();
+        let s = match result {
+            Ok(s) => s,
+            Err(e) => {
+                let why = match &e {
+                    Some(e) if e.class == Class::Answered => {
+                        tracing::debug!(op = %id, cause = %e.cause, "settling read answered");
+                        None
                     }
-                    self.sleeper.sleep(pause, cancel.as_atomic());
-                }
+                    Some(_) if reads >= bounds.max_attempts.max(1) => Some(Stopped::MaxAttempts),
+                    _ => Some(Stopped::Deadline),
+                };
+                tracing::debug!(op = %id, reads, "no settling read answered");
+                return Err(Step::Unsettled(err, why));
             }
+        };
+        tracing::debug!(op = %id, verdict = s.verdict.as_str(), "unknown write settled by reading");
+        let mut st = state.lock().expect("run state lock");
+        st.unsettled_complete = false;
+        st.reconciled = Some(Reconciled {
+            verdict: s.verdict,
+            observed: s.observed,
+        });
+        match s.verdict {
+            Verdict::Landed => match s.value {
+                Some(v) => Ok(v),
+                None => {
+                    // Landed without a value to return: the write is on the
+                    // remote, but the caller gave nothing to succeed with.
+                    st.unsettled_complete = true;
+                    Err(Step::Unsettled(err, None))
+                }
+            },
+            Verdict::NotLanded => {
+                let e = AttemptError::unjudged(
+                    err.phase.clone(),
+                    format!("{} (settled by reading: not landed)", err.cause),
+                );
+                st.last_error = Some(e.clone());
+                Err(Step::Failed(e))
+            }
+            Verdict::Moved => Err(Step::Moved(AttemptError::answered(
+                err.phase.clone(),
+                s.cause.unwrap_or_else(|| "moved by somebody else".into()),
+            ))),
         }
     }
 }

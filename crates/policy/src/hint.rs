@@ -38,7 +38,10 @@ mod tests {
     fn retry_after_seconds_and_dates_are_read() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000_000_000);
         assert_eq!(parse_retry_after("2", now), Some(Duration::from_secs(2)));
-        assert_eq!(parse_retry_after(" 60 ", now), Some(Duration::from_secs(60)));
+        assert_eq!(
+            parse_retry_after(" 60 ", now),
+            Some(Duration::from_secs(60))
+        );
         let date = httpdate::fmt_http_date(now + Duration::from_secs(7));
         assert_eq!(parse_retry_after(&date, now), Some(Duration::from_secs(7)));
         let past = httpdate::fmt_http_date(now - Duration::from_secs(7));
@@ -51,7 +54,10 @@ mod tests {
     #[test]
     fn rate_limit_reset_is_a_wait_from_now() {
         let now = UNIX_EPOCH + Duration::from_secs(1_000);
-        assert_eq!(parse_rate_limit_reset("1030", now), Some(Duration::from_secs(30)));
+        assert_eq!(
+            parse_rate_limit_reset("1030", now),
+            Some(Duration::from_secs(30))
+        );
         assert_eq!(parse_rate_limit_reset("10", now), Some(Duration::ZERO));
         assert_eq!(parse_rate_limit_reset("x", now), None);
         assert_eq!(parse_rate_limit_reset("99999999999999999999999", now), None);

@@ -110,10 +110,7 @@ impl FileLedger {
         }
     }
 
-    fn with_lock<R>(
-        &self,
-        f: impl FnOnce(&mut LedgerFile) -> (bool, R),
-    ) -> Result<R, LedgerError> {
+    fn with_lock<R>(&self, f: impl FnOnce(&mut LedgerFile) -> (bool, R)) -> Result<R, LedgerError> {
         let mut lock_path = self.path.clone().into_os_string();
         lock_path.push(".lock");
         let lock = OpenOptions::new()
@@ -130,9 +127,8 @@ impl FileLedger {
                 if text.trim().is_empty() {
                     LedgerFile::default()
                 } else {
-                    serde_json::from_str(&text).map_err(|e| {
-                        self.err(io::Error::new(io::ErrorKind::InvalidData, e))
-                    })?
+                    serde_json::from_str(&text)
+                        .map_err(|e| self.err(io::Error::new(io::ErrorKind::InvalidData, e)))?
                 }
             }
             Err(e) if e.kind() == io::ErrorKind::NotFound => LedgerFile::default(),
@@ -140,8 +136,8 @@ impl FileLedger {
         };
         let (changed, r) = f(&mut data);
         if changed {
-            let text = serde_json::to_vec_pretty(&data)
-                .map_err(|e| self.err(io::Error::other(e)))?;
+            let text =
+                serde_json::to_vec_pretty(&data).map_err(|e| self.err(io::Error::other(e)))?;
             let mut tmp = self.path.clone().into_os_string();
             tmp.push(format!(".tmp.{}", std::process::id()));
             let tmp = PathBuf::from(tmp);

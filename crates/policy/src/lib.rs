@@ -10,15 +10,18 @@
 //!
 //! 1. the operation id is claimed in the [`Ledger`] (a claimed id is
 //!    [`OutcomeKind::Rejected`] without any call);
-//! 2. before each attempt the remaining budget is computed; the attempt's
-//!    timeout is capped by it (for writes, less a reserve for settling
-//!    reads); a credential is bought when needed;
+//! 2. a credential is bought when the operation needs one and holds none;
+//!    then the remaining budget is computed (buying counts against it) and
+//!    the attempt's timeout is capped by it (for writes, less a reserve for
+//!    settling reads);
 //! 3. the attempt returns a value or an [`AttemptError`] classed by its
 //!    layer; the class × effect table decides whether to try again;
 //! 4. an unknown write is settled by the caller's read ([`Settlement`]);
 //! 5. between attempts backon's exponential backoff (jittered, capped) is
 //!    adjusted by the remote's retry hint and the settle pause, checked
-//!    against the deadline and the host's retry budget;
+//!    against the deadline and the host's retry budget; after a refused
+//!    credential the fresh one is bought before the pause, so the pause
+//!    runs from its purchase;
 //! 6. the [`Outcome`] carries the value or the answer, `may_have_applied`,
 //!    `stopped` and the attempt history.
 //!

@@ -1,0 +1,267 @@
+//! Operation ids: asked again, an id is rejected without any call, in one
+//! process and across processes sharing a ledger file.
+//!
+//! The cross-process tests run this very test binary again as the second
+//! process: `child_probe_claims_only_when_a_parent_asks` does nothing unless
+//! the `SLUICE_PROBE_LEDGER` variable names a ledger file.
+
+mod common;
+
+use std::io::{Read, Write};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+
+use common::*;
+use sluice_policy::{
+    AttemptError, BackoffShape, Bounds, Claim, FileLedger, Ledger, MemoryLedger, OutcomeKind,
+    Policy,
+};
+
+fn exhausting_bounds() -> Bounds {
+    Bounds::new(secs(10), secs(2), 3).with_backoff(BackoffShape::constant(millis(100)))
+}
+
+fn failing(
+    rec: &Recorder,
+) -> impl FnMut(&mut sluice_policy::AttemptCtx<'_>) -> Result<(), AttemptError> + '_ {
+    move |ctx| {
+        rec.record(ctx);
+        Err(AttemptError::unjudged("connect", "connection refused"))
+    }
+}
+
+#[test]
+fn an_id_asked_again_after_exhaustion_is_rejected_without_a_call() {
+    let (policy, _clock) = manual_policy();
+    let rec = Recorder::default();
+    let first = policy.run(
+        read_op(exhausting_bounds()).id("op-exhausted"),
+        failing(&rec),
+    );
+    assert_eq!(first.kind, OutcomeKind::Unknown);
+    assert_eq!(rec.count(), 3);
+
+    let again = Recorder::default();
+    let out = policy.run(read_op(exhausting_bounds()).id("op-exhausted"), |ctx| {
+        again.record(ctx);
+        Ok(())
+    });
+    assert_eq!(again.count(), 0, "no downstream call");
+    assert_eq!(out.kind, OutcomeKind::Rejected);
+    assert!(out.attempts.is_empty());
+    let previous = out.previous.as_ref().expect("the earlier run is carried");
+    assert_eq!(previous.result, OutcomeKind::Unknown);
+    assert_eq!(previous.attempts, first.attempts);
+    assert_eq!(previous.elapsed_ms, first.elapsed_ms);
+    let json = serde_json::to_value(&out).unwrap();
+    assert_eq!(json["result"], "rejected");
+    assert_eq!(json["previous"]["result"], "unknown");
+    assert_eq!(json["previous"]["attempts"].as_array().unwrap().len(), 3);
+}
+
+#[test]
+fn an_id_asked_again_after_success_is_rejected_without_a_call() {
+    let (policy, _clock) = manual_policy();
+    let first = policy.run(write_op(Bounds::default()).id("op-done"), |_ctx| Ok(1));
+    assert!(first.is_success());
+    let again = Recorder::default();
+    let out = policy.run(write_op(Bounds::default()).id("op-done"), |ctx| {
+        again.record(ctx);
+        Ok(2)
+    });
+    assert_eq!(again.count(), 0);
+    assert_eq!(out.kind, OutcomeKind::Rejected);
+    assert_eq!(out.value, None);
+    assert_eq!(out.previous.unwrap().result, OutcomeKind::Succeeded);
+}
+
+#[test]
+fn an_id_asked_again_while_it_still_runs_is_rejected_without_a_previous_run() {
+    let (policy, _clock) = manual_policy();
+    let inner = Recorder::default();
+    let out = policy.run(read_op(Bounds::default()).id("op-running"), |_ctx| {
+        let nested = policy.run(read_op(Bounds::default()).id("op-running"), |ctx| {
+            inner.record(ctx);
+            Ok(())
+        });
+        assert_eq!(nested.kind, OutcomeKind::Rejected);
+        assert_eq!(nested.previous, None, "still running: no earlier outcome");
+        Ok(())
+    });
+    assert!(out.is_success());
+    assert_eq!(inner.count(), 0);
+}
+
+#[test]
+fn operations_without_an_id_get_distinct_generated_ids() {
+    let (policy, _clock) = manual_policy();
+    let a = policy.run(read_op(Bounds::default()), |_ctx| Ok(()));
+    let b = policy.run(read_op(Bounds::default()), |_ctx| Ok(()));
+    assert!(a.is_success() && b.is_success());
+    assert!(!a.operation.id.is_empty());
+    assert_ne!(a.operation.id, b.operation.id);
+}
+
+#[test]
+fn a_memory_ledger_claims_an_id_once() {
+    let ledger = MemoryLedger::new();
+    assert_eq!(ledger.claim("x").unwrap(), Claim::Claimed);
+    assert_eq!(ledger.claim("x").unwrap(), Claim::Taken(None));
+}
+
+#[test]
+fn a_file_ledger_claims_an_id_once_and_keeps_the_outcome() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.json");
+    let (builder, _clock) = manual_builder();
+    let policy = builder.ledger(Arc::new(FileLedger::new(&path))).build();
+    let first = policy.run(read_op(Bounds::default()).id("op-file"), |_ctx| Ok(()));
+    assert!(first.is_success());
+    // A fresh value over the same file sees the claim and its outcome.
+    let ledger = FileLedger::new(&path);
+    match ledger.claim("op-file").unwrap() {
+        Claim::Taken(Some(prev)) => assert_eq!(prev.result, OutcomeKind::Succeeded),
+        other => panic!("{other:?}"),
+    }
+    assert_eq!(ledger.claim("op-other").unwrap(), Claim::Claimed);
+    // No temporary file is left beside the ledger.
+    let names: Vec<_> = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    assert!(names.iter().all(|n| !n.contains(".tmp")), "{names:?}");
+}
+
+/// The second process's side: claim the id in the ledger file by running an
+/// operation whose every call is appended to the calls file; write the
+/// outcome as JSON to the output file.
+#[test]
+fn child_probe_claims_only_when_a_parent_asks() {
+    let Some(ledger) = std::env::var_os("SLUICE_PROBE_LEDGER") else {
+        return;
+    };
+    let id = std::env::var("SLUICE_PROBE_ID").unwrap();
+    let calls = std::env::var_os("SLUICE_PROBE_CALLS").unwrap();
+    let output = std::env::var_os("SLUICE_PROBE_OUT").unwrap();
+    if std::env::var_os("SLUICE_PROBE_WAIT").is_some() {
+        // The start line: the parent releases every child at once by
+        // closing its stdin.
+        let mut sink = Vec::new();
+        std::io::stdin().read_to_end(&mut sink).unwrap();
+    }
+    let (builder, _clock) = manual_builder();
+    let policy: Policy = builder.ledger(Arc::new(FileLedger::new(ledger))).build();
+    let out = policy.run(read_op(Bounds::default()).id(id), |_ctx| {
+        let mut f = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&calls)
+            .unwrap();
+        writeln!(f, "{}", std::process::id()).unwrap();
+        Ok("child")
+    });
+    std::fs::write(output, serde_json::to_vec(&out).unwrap()).unwrap();
+}
+
+fn spawn_probe(ledger: &Path, id: &str, calls: &Path, out: &Path, wait: bool) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args([
+        "child_probe_claims_only_when_a_parent_asks",
+        "--exact",
+        "--test-threads=1",
+    ])
+    .env("SLUICE_PROBE_LEDGER", ledger)
+    .env("SLUICE_PROBE_ID", id)
+    .env("SLUICE_PROBE_CALLS", calls)
+    .env("SLUICE_PROBE_OUT", out)
+    .stdin(if wait { Stdio::piped() } else { Stdio::null() })
+    .stdout(Stdio::null());
+    if wait {
+        cmd.env("SLUICE_PROBE_WAIT", "1");
+    }
+    cmd.spawn().unwrap()
+}
+
+fn finish_probe(mut child: Child, out: &Path) -> serde_json::Value {
+    let status = child.wait().unwrap();
+    assert!(status.success(), "the probe failed: {status}");
+    serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap()
+}
+
+fn lines(path: &Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|s| s.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_second_process_asking_for_an_exhausted_or_succeeded_id_is_rejected() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.json");
+    let (builder, _clock) = manual_builder();
+    let policy = builder.ledger(Arc::new(FileLedger::new(&ledger))).build();
+    let rec = Recorder::default();
+    let exhausted = policy.run(
+        read_op(exhausting_bounds()).id("op-exhausted"),
+        failing(&rec),
+    );
+    assert_eq!(exhausted.kind, OutcomeKind::Unknown);
+    let done = policy.run(read_op(Bounds::default()).id("op-done"), |_ctx| {
+        Ok("parent")
+    });
+    assert!(done.is_success());
+
+    for (id, previous) in [("op-exhausted", "unknown"), ("op-done", "succeeded")] {
+        let calls = dir.path().join(format!("{id}.calls"));
+        let out = dir.path().join(format!("{id}.out"));
+        let child = spawn_probe(&ledger, id, &calls, &out, false);
+        let v = finish_probe(child, &out);
+        assert_eq!(v["result"], "rejected", "{id}: {v}");
+        assert_eq!(v["previous"]["result"], previous, "{id}: {v}");
+        assert_eq!(v["attempts"], serde_json::json!([]));
+        assert_eq!(
+            lines(&calls),
+            0,
+            "{id}: the second process called the operation"
+        );
+    }
+    let v = {
+        let out = dir.path().join("fresh.out");
+        let calls = dir.path().join("fresh.calls");
+        let v = finish_probe(spawn_probe(&ledger, "op-fresh", &calls, &out, false), &out);
+        assert_eq!(lines(&calls), 1);
+        v
+    };
+    assert_eq!(v["result"], "succeeded", "a fresh id runs: {v}");
+}
+
+#[test]
+fn processes_claiming_one_id_at_the_same_instant_call_the_operation_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let ledger = dir.path().join("ledger.json");
+    let calls = dir.path().join("calls");
+    let n = 8;
+    let mut children = Vec::new();
+    for i in 0..n {
+        let out = dir.path().join(format!("out-{i}"));
+        let child = spawn_probe(&ledger, "op-race", &calls, &out, true);
+        children.push((child, out));
+    }
+    // Release them all at once.
+    for (child, _) in &mut children {
+        drop(child.stdin.take());
+    }
+    let results: Vec<serde_json::Value> = children
+        .into_iter()
+        .map(|(child, out)| finish_probe(child, &out))
+        .collect();
+    let succeeded = results
+        .iter()
+        .filter(|v| v["result"] == "succeeded")
+        .count();
+    let rejected = results.iter().filter(|v| v["result"] == "rejected").count();
+    let kinds: Vec<_> = results.iter().map(|v| v["result"].to_string()).collect();
+    assert_eq!((succeeded, rejected), (1, n - 1), "{kinds:?}");
+    assert_eq!(lines(&calls), 1, "exactly one process called the operation");
+}
