@@ -136,6 +136,7 @@ pub struct GitClient {
     pub(crate) http: reqwest::blocking::Client,
     pub(crate) http_write: reqwest::blocking::Client,
     pub(crate) agent: String,
+    pub(crate) git_program: std::path::PathBuf,
 }
 
 impl std::fmt::Debug for GitClient {
@@ -184,7 +185,16 @@ impl GitClient {
             http,
             http_write,
             agent: format!("sluice-remote/{}", env!("CARGO_PKG_VERSION")),
+            git_program: "git".into(),
         }
+    }
+
+    /// The git program spawned as the server of `file://` remotes
+    /// (`<program> upload-pack <dir>`, `<program> receive-pack <dir>`);
+    /// `git` on the PATH by default.
+    pub fn with_git_program(mut self, program: impl Into<std::path::PathBuf>) -> Self {
+        self.git_program = program.into();
+        self
     }
 
     /// The policy every call runs under.
@@ -232,6 +242,7 @@ impl GitClient {
             cancel: ctx.cancel_flag(),
             secret: ctx.credential().map(|c| c.secret()),
             http_client: if write { &self.http_write } else { &self.http },
+            git_program: &self.git_program,
         }
     }
 
@@ -293,6 +304,7 @@ impl GitClient {
             cancel,
             secret,
             http_client: &self.http,
+            git_program: &self.git_program,
         })?;
         let hs = gix::protocol::handshake(
             &mut s.transport,

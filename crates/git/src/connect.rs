@@ -49,6 +49,8 @@ pub(crate) struct Dial<'a> {
     /// The credential's secret (http only).
     pub secret: Option<&'a SecretString>,
     pub http_client: &'a reqwest::blocking::Client,
+    /// The git program spawned for file:// remotes.
+    pub git_program: &'a std::path::Path,
 }
 
 impl Session {
@@ -186,12 +188,13 @@ fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
     let io_err = |e: std::io::Error| fail(format!("socket: {e}"), &wire);
     let read = stream.try_clone().map_err(io_err)?;
     let killer = stream.try_clone().map_err(io_err)?;
+    let probe = stream.try_clone().map_err(io_err)?;
     let watchdog = Watchdog::arm(left, d.cancel.clone(), wire.clone(), move || {
         let _ = killer.shutdown(Shutdown::Both);
     });
     let conn = gix::protocol::transport::client::git::blocking_io::Connection::new(
         TrackedRead::new(read, wire.clone()),
-        TrackedWrite::new(stream, wire.clone()),
+        TrackedWrite::new(stream, wire.clone()).with_probe(probe),
         d.version,
         d.remote.path(),
         Some((host, Some(port))),
@@ -221,7 +224,7 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         Service::ReceivePack => "receive-pack",
     };
     let mut cmd = if d.remote.kind == TransportKind::File {
-        let mut c = Command::new("git");
+        let mut c = Command::new(d.git_program);
         c.arg(program).arg(d.remote.path());
         c
     } else {

@@ -213,6 +213,7 @@ pub(crate) struct TrackedWrite<W: Write> {
     inner: W,
     buf: Vec<u8>,
     wire: Wire,
+    probe: Option<std::net::TcpStream>,
 }
 
 impl<W: Write> TrackedWrite<W> {
@@ -221,7 +222,28 @@ impl<W: Write> TrackedWrite<W> {
             inner,
             buf: Vec::with_capacity(8 * 1024),
             wire,
+            probe: None,
         }
+    }
+
+    /// Before each request leaves, look (without blocking) whether the
+    /// server already closed the connection: a request written into a
+    /// closed connection never reached anyone, and must not count as
+    /// complete.
+    pub fn with_probe(mut self, socket: std::net::TcpStream) -> Self {
+        self.probe = Some(socket);
+        self
+    }
+
+    fn peer_closed(&self) -> bool {
+        let Some(s) = &self.probe else { return false };
+        if s.set_nonblocking(true).is_err() {
+            return false;
+        }
+        let mut b = [0u8; 1];
+        let closed = matches!(s.peek(&mut b), Ok(0));
+        let _ = s.set_nonblocking(false);
+        closed
     }
 }
 
@@ -241,6 +263,12 @@ impl<W: Write> Write for TrackedWrite<W> {
     }
 
     fn flush(&mut self) -> io::Result<()> {
+        if !self.buf.is_empty() && self.peer_closed() {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the server closed the connection before the request was sent",
+            ));
+        }
         if !self.buf.is_empty() {
             self.inner.write_all(&self.buf)?;
         }

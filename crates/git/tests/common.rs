@@ -97,3 +97,46 @@ pub fn update(src: Option<&str>, dst: &str) -> sluice_git::RefUpdate {
         force: false,
     }
 }
+
+/// A commit on `branch` (of bare `repo`) adding one incompressible file of
+/// `size` bytes: a pack too large to sit in socket buffers, so a cut in the
+/// middle of it reaches the writer.
+pub fn big_commit(repo: &Path, branch: &str, size: usize, seed: u64) -> String {
+    use sluice_testkit::repo::{git, try_git_with_input};
+    let mut x = seed | 1;
+    let mut data = Vec::with_capacity(size);
+    while data.len() < size {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        data.extend_from_slice(&x.to_le_bytes());
+    }
+    let blob = try_git_with_input(repo, &["hash-object", "-w", "--stdin"], &data).expect("blob");
+    let parent = sluice_testkit::repo::rev_parse(repo, &format!("refs/heads/{branch}"));
+    let base_tree = parent
+        .as_ref()
+        .map(|p| git(repo, &["rev-parse", &format!("{p}^{{tree}}")]));
+    let mut entries = match &base_tree {
+        Some(t) => git(repo, &["ls-tree", t]),
+        None => String::new(),
+    };
+    entries.push_str(&format!("\n100644 blob {}\tbig-{seed}.bin\n", blob.trim()));
+    let entries: String = entries
+        .lines()
+        .filter(|l| !l.trim().is_empty())
+        .map(|l| format!("{l}\n"))
+        .collect();
+    let tree = try_git_with_input(repo, &["mktree"], entries.as_bytes()).expect("tree");
+    let mut args = vec!["commit-tree", tree.trim(), "-m", "big"];
+    let p;
+    if let Some(parent) = &parent {
+        p = parent.clone();
+        args.extend(["-p", p.as_str()]);
+    }
+    let commit = git(repo, &args);
+    git(
+        repo,
+        &["update-ref", &format!("refs/heads/{branch}"), commit.trim()],
+    );
+    commit.trim().to_string()
+}
