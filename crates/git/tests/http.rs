@@ -1,0 +1,241 @@
+//! The smart-HTTP transport against git http-backend behind lighttpd, with
+//! basic auth required for push, and through the proxy in http mode.
+
+mod common;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::*;
+use secrecy::SecretString;
+use sluice_git::{GitClient, PushOptions};
+use sluice_policy::{
+    Class, Credential, CredentialError, CredentialSource, OutcomeKind, Policy, StaticSource,
+    Verdict,
+};
+use sluice_testkit::{repo, Fault, FaultProxy, HttpBackend};
+
+const USER: &str = "x-access-token";
+const PASSWORD: &str = "good-token-123";
+
+struct Tokens {
+    list: Vec<&'static str>,
+    calls: AtomicUsize,
+}
+
+impl CredentialSource for Tokens {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        let n = self.calls.fetch_add(1, Ordering::SeqCst);
+        let t = self.list[n.min(self.list.len() - 1)];
+        Ok(Credential::new(SecretString::from(t.to_string())))
+    }
+}
+
+fn backend(w: &World) -> HttpBackend {
+    HttpBackend::start_with_auth(&w.dir.path().join("srv"), USER, PASSWORD)
+        .expect("lighttpd starts")
+}
+
+fn with_token(
+    mut o: sluice_git::CallOptions,
+    source: Arc<dyn CredentialSource>,
+) -> sluice_git::CallOptions {
+    o.credentials = Some(source);
+    o
+}
+
+#[test]
+fn ls_refs_and_fetch_work_over_http() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let http = backend(&w);
+    let url = http.url("s.git");
+    let out = client()
+        .ls_refs(&url, &[], &quick(10_000, 5_000, 3))
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    let theirs = repo::ls_remote(w.dir.path(), &url).expect("git ls-remote");
+    let ours: std::collections::BTreeMap<_, _> = out
+        .value
+        .expect("refs")
+        .into_iter()
+        .flat_map(|r| {
+            let mut v = vec![(r.name.clone(), r.oid.expect("born").to_string())];
+            if let Some(p) = r.peeled {
+                v.push((format!("{}^{{}}", r.name), p.to_string()));
+            }
+            v
+        })
+        .collect();
+    assert_eq!(ours, theirs);
+    let dst = w.path("dst.git");
+    let r = empty_repo(&dst);
+    let out = client()
+        .fetch(
+            &url,
+            &["+refs/heads/*:refs/heads/*".into()],
+            &r,
+            &quick(20_000, 10_000, 3),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(
+        repo::rev_parse(&dst, "refs/heads/main"),
+        repo::rev_parse(&srv, "refs/heads/main")
+    );
+    repo::fsck(&dst).expect("fsck clean");
+}
+
+#[test]
+fn a_503_once_is_retried_and_a_404_is_answered() {
+    let w = World::new();
+    w.small("s.git");
+    let http = backend(&w);
+    let proxy = FaultProxy::http(http.addr()).expect("proxy");
+    proxy.set_fault(Fault::http_status(503, "info/refs"), 1);
+    let out = client()
+        .ls_refs(&proxy.http_url("/git/s.git"), &[], &quick(10_000, 5_000, 3))
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
+    assert!(out.attempts[0]
+        .cause
+        .as_deref()
+        .unwrap_or_default()
+        .contains("503"));
+    let out = client()
+        .ls_refs(&http.url("absent.git"), &[], &quick(10_000, 5_000, 3))
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
+    assert_eq!(out.attempts.len(), 1);
+}
+
+#[test]
+fn a_push_with_basic_auth_lands() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let http = backend(&w);
+    let local = local_clone(&srv, &w.path("local.git"));
+    let tip = repo::commit_on(&local, "main", "over http");
+    let source = Arc::new(StaticSource::new(SecretString::from(PASSWORD.to_string())));
+    let out = client()
+        .push(
+            &http.url("s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &with_token(quick(20_000, 10_000, 3), source),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(
+        repo::rev_parse(&srv, "refs/heads/main").as_deref(),
+        Some(tip.as_str())
+    );
+}
+
+#[test]
+fn a_refused_token_is_bought_afresh_after_the_settle_pause_and_never_sent_again() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let http = backend(&w);
+    let local = local_clone(&srv, &w.path("local.git"));
+    let tip = repo::commit_on(&local, "main", "x");
+    let tokens = Arc::new(Tokens {
+        list: vec!["refused-token-1", PASSWORD],
+        calls: AtomicUsize::new(0),
+    });
+    let settle = Duration::from_millis(400);
+    let c = GitClient::new(Arc::new(Policy::builder().settle(settle).build()));
+    let out = c
+        .push(
+            &http.url("s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &with_token(quick(20_000, 10_000, 3), tokens.clone()),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(tokens.calls.load(Ordering::SeqCst), 2);
+    assert_eq!(out.attempts.len(), 2);
+    assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
+    assert!(out.attempts[0].delay_ms.expect("a delay") >= settle.as_millis() as u64);
+    assert_eq!(
+        out.refused_credentials,
+        vec![sluice_policy::fingerprint("refused-token-1")]
+    );
+    assert_eq!(
+        repo::rev_parse(&srv, "refs/heads/main").as_deref(),
+        Some(tip.as_str())
+    );
+}
+
+#[test]
+fn a_refusal_that_stands_names_the_fingerprint_and_is_answered() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let http = backend(&w);
+    let local = local_clone(&srv, &w.path("local.git"));
+    let tip = repo::commit_on(&local, "main", "x");
+    let source = Arc::new(StaticSource::new(SecretString::from(
+        "always-wrong".to_string(),
+    )));
+    let out = client()
+        .push(
+            &http.url("s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &with_token(quick(20_000, 10_000, 3), source),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
+    assert_eq!(
+        out.refused_credentials,
+        vec![sluice_policy::fingerprint("always-wrong")]
+    );
+    assert_eq!(out.attempts.len(), 1);
+}
+
+#[test]
+fn a_push_whose_http_answer_is_cut_is_settled_by_reading_without_a_second_post() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let http = backend(&w);
+    let proxy = FaultProxy::http(http.addr()).expect("proxy");
+    proxy.set_fault(Fault::http_cut_response("s.git/git-receive-pack"), 1);
+    let local = local_clone(&srv, &w.path("local.git"));
+    let tip = repo::commit_on(&local, "main", "x");
+    let source = Arc::new(StaticSource::new(SecretString::from(PASSWORD.to_string())));
+    let out = client()
+        .push(
+            &proxy.http_url("/git/s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &with_token(quick(20_000, 5_000, 3), source),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(
+        out.attempts[0].class,
+        Some(Class::Unknown),
+        "{:?}",
+        out.attempts
+    );
+    assert_eq!(out.reconciled.expect("settled").verdict, Verdict::Landed);
+    proxy.wait_idle(Duration::from_secs(2));
+    let posts = proxy
+        .connections()
+        .iter()
+        .flat_map(|c| c.http_requests.clone())
+        .filter(|r| r.method == "POST" && r.path.contains("git-receive-pack"))
+        .count();
+    assert_eq!(posts, 1, "the pack was POSTed again");
+    assert_eq!(
+        repo::rev_parse(&srv, "refs/heads/main").as_deref(),
+        Some(tip.as_str())
+    );
+}
