@@ -439,7 +439,10 @@ impl GitClient {
             .with_reflog_message(gix::remote::fetch::RefLogMessage::Prefixed {
                 action: "sluice-remote fetch".into(),
             })
-            .receive(gix::progress::Discard, ctx.cancel_flag().as_atomic())
+            .receive(
+                crate::progress::Sink::new(opts.progress.clone()),
+                ctx.cancel_flag().as_atomic(),
+            )
             .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
         if let gix::remote::fetch::Status::Change {
             write_pack_bundle, ..

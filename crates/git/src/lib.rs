@@ -30,6 +30,7 @@ mod client;
 mod connect;
 mod error;
 mod http;
+mod progress;
 pub mod push;
 mod remote;
 mod watchdog;

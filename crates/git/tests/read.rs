@@ -140,3 +140,49 @@ fn fetch_with_a_catch_all_refspec_brings_every_ref() {
         sluice_testkit::repo::refs(&src)
     );
 }
+
+#[test]
+fn an_incremental_fetch_transfers_only_the_new_objects_and_reports_progress() {
+    use std::sync::{Arc, Mutex};
+    let w = World::new();
+    let src = w.small("small.git");
+    let dst = w.path("dst.git");
+    let repo = empty_repo(&dst);
+    let url = w.daemon.url("small.git");
+    let specs = vec!["+refs/heads/*:refs/remotes/origin/*".to_string()];
+    let first = client()
+        .fetch(&url, &specs, &repo, &quick(20_000, 10_000, 3))
+        .expect("valid input");
+    assert_eq!(first.kind, OutcomeKind::Succeeded, "{:?}", first.error);
+    let old = sluice_testkit::repo::rev_parse(&src, "refs/heads/main").expect("main");
+    sluice_testkit::repo::commit_on(&src, "main", "one");
+    let new = sluice_testkit::repo::commit_on(&src, "main", "two");
+    let expected =
+        sluice_testkit::repo::git(&src, &["rev-list", "--objects", &new, &format!("^{old}")])
+            .lines()
+            .count() as u64;
+    let seen: Arc<Mutex<Vec<sluice_git::Progress>>> = Arc::default();
+    let mut opts = quick(20_000, 10_000, 3);
+    let sink = Arc::clone(&seen);
+    opts.progress = Some(Arc::new(move |p: &sluice_git::Progress| {
+        sink.lock().expect("lock").push(p.clone())
+    }));
+    let repo = gix::open(&dst).expect("reopen");
+    let second = client()
+        .fetch(&url, &specs, &repo, &opts)
+        .expect("valid input");
+    assert_eq!(second.kind, OutcomeKind::Succeeded, "{:?}", second.error);
+    let events = seen.lock().expect("lock").clone();
+    let received = events
+        .iter()
+        .rev()
+        .find(|p| p.stage == "received")
+        .expect("a final progress event")
+        .objects;
+    assert_eq!(received, expected, "{events:?}");
+    assert_eq!(
+        sluice_testkit::repo::rev_parse(&dst, "refs/remotes/origin/main").as_deref(),
+        Some(new.as_str())
+    );
+    sluice_testkit::repo::fsck(&dst).expect("fsck clean");
+}
