@@ -465,12 +465,16 @@ fn dropping_the_proxy_ends_every_connection_thread() {
 }
 
 #[test]
-fn another_installations_git_daemon_serves_when_named_by_the_environment() {
-    // Set SLUICE_TESTKIT_OTHER_GIT_DAEMON to a `git-daemon` (or `git`) of
-    // another installation to run this; it passes vacuously otherwise.
-    let Some(program) = std::env::var_os("SLUICE_TESTKIT_OTHER_GIT_DAEMON") else {
-        return;
-    };
+fn a_git_daemon_named_by_its_path_serves_through_the_proxy() {
+    // `start_with` takes a `git-daemon` binary of any installation (the
+    // vendor suite passes Debian's 2.39); here the PATH's own one.
+    let exec_path = std::process::Command::new("git")
+        .arg("--exec-path")
+        .output()
+        .expect("git --exec-path");
+    let exec_path = String::from_utf8(exec_path.stdout).expect("utf-8");
+    let program = Path::new(exec_path.trim()).join("git-daemon");
+    assert!(program.exists(), "{} is missing", program.display());
     let s = scene();
     let daemon = GitDaemon::start_with(Path::new(&program), &s.base).unwrap();
     let proxy = FaultProxy::git(daemon.addr()).unwrap();
