@@ -448,3 +448,52 @@ fn eight_leased_pushers_race_and_exactly_one_lands_each_round() {
     }
     assert_eq!(updates_of_main(&srv), before + rounds);
 }
+
+#[test]
+fn a_push_cancelled_while_waiting_for_its_report_is_settled_by_reading() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let local = local_clone(&srv, &w.path("local.git"));
+    let tip = repo::commit_on(&local, "main", "x");
+    let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
+    proxy.set_fault(Fault::StallBeforeReport, 1);
+    let opts = quick(20_000, 10_000, 3);
+    let cancel = opts.cancel.clone();
+    let url = proxy.url("s.git");
+    let pusher = std::thread::spawn({
+        let local = local.clone();
+        let tip = tip.clone();
+        move || {
+            client()
+                .push(
+                    &url,
+                    &[update(Some(&tip), "refs/heads/main")],
+                    &PushOptions::default(),
+                    &open(&local),
+                    &opts,
+                )
+                .expect("valid input")
+        }
+    });
+    let t0 = Instant::now();
+    while repo::rev_parse(&srv, "refs/heads/main").as_deref() != Some(tip.as_str()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(10),
+            "the push never reached the server"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    cancel.cancel();
+    let out = pusher.join().expect("push thread");
+    assert!(
+        t0.elapsed() < Duration::from_secs(5),
+        "cancel was not prompt"
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(out.attempts.len(), 1);
+    assert_eq!(
+        class_of(&out, 0),
+        ("pack-sent".to_string(), Some(Class::Unknown))
+    );
+    assert_eq!(out.reconciled.expect("settled").verdict, Verdict::Landed);
+}

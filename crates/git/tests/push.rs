@@ -362,3 +362,26 @@ fn a_thousand_commit_history_into_an_empty_repo_equals_git_push() {
     assert_eq!(objects(&w.srv("ours.git")), objects(&w.srv("theirs.git")));
     repo::fsck(&w.srv("ours.git")).expect("fsck clean");
 }
+
+#[test]
+fn a_branch_at_an_object_the_remote_has_goes_with_an_empty_pack() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let local = local_clone(&srv, &w.path("local.git"));
+    let main = repo::rev_parse(&local, "refs/heads/main").expect("main");
+    let out = client()
+        .push(
+            &w.daemon.url("s.git"),
+            &[update(Some(&main), "refs/heads/copy")],
+            &PushOptions::default(),
+            &open(&local),
+            &quick(20_000, 10_000, 3),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+    assert_eq!(out.value.expect("report").pack.expect("a pack").objects, 0);
+    assert_eq!(
+        repo::rev_parse(&srv, "refs/heads/copy").as_deref(),
+        Some(main.as_str())
+    );
+}

@@ -633,12 +633,15 @@ impl GitClient {
             ));
         };
         let prefixes: Vec<String> = updates.iter().map(|u| u.dst.clone()).collect();
+        // A cancelled push is still settled: the read ignores the caller's
+        // cancel flag and is bounded by the remaining budget alone.
+        let _ = rctx.cancel_flag();
         let refs = self
             .ls_refs_once(
                 remote,
                 &prefixes,
                 rctx.remaining,
-                rctx.cancel_flag(),
+                &sluice_policy::CancelFlag::new(),
                 credential.as_ref().map(|c| c.secret()),
             )
             .map_err(|e| e.to_attempt())?;
