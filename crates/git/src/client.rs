@@ -16,6 +16,9 @@ use crate::connect::{Dial, Meta, Session};
 use crate::error::{GitError, Phase};
 use crate::remote::{BadUrl, Remote, TransportKind};
 
+/// A caller's progress callback.
+pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
+
 /// What a caller gives one call besides its arguments.
 #[derive(Clone)]
 pub struct CallOptions {
@@ -29,7 +32,7 @@ pub struct CallOptions {
     /// The caller's cancel flag.
     pub cancel: CancelFlag,
     /// Called with fetch and push progress.
-    pub progress: Option<Arc<dyn Fn(&Progress) + Send + Sync>>,
+    pub progress: Option<ProgressCallback>,
 }
 
 impl Default for CallOptions {
@@ -335,7 +338,7 @@ impl GitClient {
                 gix::protocol::LsRefsCommand::new(
                     pfx,
                     &hs.capabilities,
-                    ("agent", Some(self.agent.clone().into())),
+                    ("agent", Some(self.agent.clone())),
                 )
                 .invoke_blocking(&mut s.transport, &mut gix::progress::Discard, false)
                 .map_err(|e| read_fail(&s.meta, &error_text(&e)))?

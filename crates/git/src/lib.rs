@@ -36,7 +36,9 @@ mod remote;
 mod watchdog;
 mod wire;
 
-pub use client::{CallOptions, FetchedRef, GitClient, InputError, Progress, RemoteRef};
+pub use client::{
+    CallOptions, FetchedRef, GitClient, InputError, Progress, ProgressCallback, RemoteRef,
+};
 pub use error::{GitError, Phase};
 pub use push::{
     check_ref_name, parse_lease, parse_oid, Lease, PackStats, PushOptions, PushReport, PushSpec,

@@ -9,7 +9,7 @@ use gix::progress::{prodash, MessageLevel, Step, StepShared, Unit};
 
 use crate::client::Progress;
 
-type Callback = Arc<dyn Fn(&Progress) + Send + Sync>;
+type Callback = crate::client::ProgressCallback;
 
 /// One progress task; children share the callback.
 pub(crate) struct Sink {

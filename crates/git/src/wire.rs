@@ -158,7 +158,7 @@ impl Sniffer {
             match len {
                 Some(0) => on(Event::Flush),
                 Some(1) | Some(2) => {}
-                Some(n) if n >= 4 && n <= 65520 => {
+                Some(n) if (4..=65520).contains(&n) => {
                     self.remaining = n - 4;
                     self.prefix.clear();
                     if self.remaining == 0 {
