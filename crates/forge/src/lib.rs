@@ -1,1 +1,67 @@
-//! placeholder
+//! The forge's HTTP API (GitHub's REST API, or GitHub Enterprise's) through
+//! blocking `reqwest`, every call under the one retry policy of
+//! [`sluice_policy`].
+//!
+//! * [`ForgeClient`] — one value per forge, `Send + Sync`, shared: it holds
+//!   the policy (retry budget, ledger), the credential source, a cap on
+//!   concurrent requests per host and the write pacing (writes to one host
+//!   one at a time, each at least a second after the previous one ended).
+//! * Every call is one operation and ends with an [`Outcome`](sluice_policy::Outcome): GET is a
+//!   read, POST/PATCH/PUT/DELETE are writes. Failures are classed from the
+//!   exchange by one pure table, [`classify`]; the policy decides on
+//!   retries, credential refusals and waits.
+//! * The typed calls ([`ForgeClient::get_pull`],
+//!   [`ForgeClient::create_pull`], [`ForgeClient::list_pulls_by_head`],
+//!   [`ForgeClient::ci_status`], [`ForgeClient::create_issue_comment`],
+//!   [`ForgeClient::create_check_run`]) carry their settling reads; the
+//!   generic [`ForgeClient::request`], [`ForgeClient::request_write`] and
+//!   [`ForgeClient::get_url`] serve the rest.
+//! * Credentials: the policy's sources (static, command), and
+//!   [`GitHubAppSource`] (a JWT buys installation tokens, cached until
+//!   shortly before they expire). The API gets `Authorization: Bearer`;
+//!   secrets stay in `secrecy` types and only fingerprints are logged. A
+//!   redirect to another host never carries the credential (reqwest drops
+//!   `Authorization` when the host, port or scheme changes), and writes never
+//!   follow redirects.
+//!
+//! Phases: `connect` → `request-sent` → `response-headers` → `body`.
+//!
+//! ```no_run
+//! use sluice_forge::{CallOptions, ForgeClient, RepoRef};
+//! use sluice_policy::{Bounds, OutcomeKind};
+//! use std::time::Duration;
+//!
+//! let client = ForgeClient::new("https://api.github.com").expect("client");
+//! let opts = CallOptions::new().bounds(Bounds::new(Duration::from_secs(12), Duration::from_secs(5), 2));
+//! let out = client.ci_status(&RepoRef::new("octo", "repo"), "main", opts);
+//! if out.kind == OutcomeKind::Succeeded {
+//!     println!("{:?}", out.value.expect("value").state());
+//! }
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod app;
+mod calls;
+mod classify;
+mod client;
+mod error;
+mod gate;
+mod types;
+
+pub use app::{AppClaims, GitHubAppSource, JWT_BACKDATE, JWT_LIFETIME};
+pub use classify::{
+    api_message, classify, is_secondary_rate_limit, retry_hint, Exchange, Phase,
+    SECONDARY_LIMIT_WAIT,
+};
+pub use client::{
+    effect_of, redact, split_user_info, CallOptions, ForgeClient, ForgeClientBuilder, HttpResponse,
+    Reading, API_VERSION, DEFAULT_USER_AGENT,
+};
+pub use error::ForgeError;
+pub use reqwest::header::HeaderMap;
+pub use reqwest::{Method, Url};
+pub use types::{
+    CheckRun, CheckRunList, CiState, CiStatus, CombinedStatus, IssueComment, NewCheckRun,
+    NewPullRequest, PullEnd, PullRequest, RepoRef, StatusContext,
+};

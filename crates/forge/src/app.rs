@@ -1,0 +1,297 @@
+//! Credentials bought from a GitHub App: a JWT signed with the app's private
+//! key (RS256) buys an installation token, cached until shortly before it
+//! expires.
+//!
+//! The JWT's `iat` is 60 s in the past (clock drift) and its `exp` 9 minutes
+//! ahead (GitHub refuses more than 10). The installation token is opaque: its
+//! length and format are never assumed; its lifetime comes from the answer's
+//! `expires_at`, and a token whose answer names no expiry is used once.
+//!
+//! After a refusal the policy buys again and must get a token it has not
+//! seen: [`GitHubAppSource::operation_source`] gives each operation a source
+//! whose first purchase may come from the cache and every later one (the
+//! policy buys again only after a refusal) is minted afresh.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION};
+use secrecy::{ExposeSecret, SecretString};
+use serde::{Deserialize, Serialize};
+use sluice_policy::{Credential, CredentialError, CredentialSource};
+
+use crate::error::ForgeError;
+
+/// How far in the past the JWT's `iat` is put.
+pub const JWT_BACKDATE: Duration = Duration::from_secs(60);
+/// How far ahead the JWT's `exp` is put (GitHub allows at most 10 minutes).
+pub const JWT_LIFETIME: Duration = Duration::from_secs(9 * 60);
+
+/// The claims of the app's JWT.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct AppClaims {
+    /// Issued at: `now - 60 s`, epoch seconds.
+    pub iat: u64,
+    /// Expires: `now + 9 min`, epoch seconds.
+    pub exp: u64,
+    /// The app's id (or client id).
+    pub iss: String,
+}
+
+impl AppClaims {
+    /// The claims for `app_id` at `now`.
+    pub fn at(app_id: &str, now: SystemTime) -> Self {
+        let secs = now
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0);
+        AppClaims {
+            iat: secs.saturating_sub(JWT_BACKDATE.as_secs()),
+            exp: secs + JWT_LIFETIME.as_secs(),
+            iss: app_id.to_string(),
+        }
+    }
+}
+
+#[derive(Deserialize)]
+struct TokenAnswer {
+    token: String,
+    #[serde(default)]
+    expires_at: Option<String>,
+}
+
+struct Cached {
+    credential: Credential,
+    expires_at: SystemTime,
+}
+
+/// A [`CredentialSource`] that buys GitHub App installation tokens.
+///
+/// `Send + Sync`; share it (in an `Arc`) so the cache is shared. Purchases
+/// are serialised, so threads that find the cache empty at once mint one
+/// token, not one each.
+pub struct GitHubAppSource {
+    api_base: reqwest::Url,
+    app_id: String,
+    installation_id: u64,
+    key: EncodingKey,
+    http: reqwest::blocking::Client,
+    timeout: Duration,
+    refresh_margin: Duration,
+    cache: Mutex<Option<Cached>>,
+    mints: AtomicU32,
+}
+
+impl std::fmt::Debug for GitHubAppSource {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let cached = self
+            .cache
+            .lock()
+            .ok()
+            .and_then(|c| c.as_ref().map(|c| c.credential.fingerprint().to_string()));
+        f.debug_struct("GitHubAppSource")
+            .field("api_base", &self.api_base.as_str())
+            .field("app_id", &self.app_id)
+            .field("installation_id", &self.installation_id)
+            .field("cached", &cached)
+            .finish_non_exhaustive()
+    }
+}
+
+impl GitHubAppSource {
+    /// A source for `installation_id` of app `app_id`, signing with the
+    /// app's RSA private key (`pem`, PKCS#1 or PKCS#8), against the API at
+    /// `api_base` (`https://api.github.com`, or GitHub Enterprise's
+    /// `https://HOST/api/v3`).
+    ///
+    /// # Default
+    /// 10 s per token request; tokens refreshed 5 minutes before they expire.
+    pub fn new(
+        api_base: &str,
+        app_id: impl Into<String>,
+        installation_id: u64,
+        pem: &SecretString,
+    ) -> Result<Self, ForgeError> {
+        let api_base = crate::client::parse_base(api_base)?;
+        let key = EncodingKey::from_rsa_pem(pem.expose_secret().as_bytes())
+            .map_err(|e| ForgeError::Key(e.to_string()))?;
+        let http = reqwest::blocking::Client::builder()
+            .user_agent(crate::client::DEFAULT_USER_AGENT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ForgeError::Http(crate::client::error_chain(&e)))?;
+        Ok(GitHubAppSource {
+            api_base,
+            app_id: app_id.into(),
+            installation_id,
+            key,
+            http,
+            timeout: Duration::from_secs(10),
+            refresh_margin: Duration::from_secs(300),
+            cache: Mutex::new(None),
+            mints: AtomicU32::new(0),
+        })
+    }
+
+    /// The timeout of one token request.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// Refresh a cached token this long before its `expires_at`.
+    pub fn with_refresh_margin(mut self, margin: Duration) -> Self {
+        self.refresh_margin = margin;
+        self
+    }
+
+    /// How many installation tokens this source has minted.
+    pub fn mint_count(&self) -> u32 {
+        self.mints.load(Ordering::SeqCst)
+    }
+
+    /// The app's JWT at `now` (a secret: it buys tokens).
+    pub fn jwt(&self, now: SystemTime) -> Result<SecretString, CredentialError> {
+        let claims = AppClaims::at(&self.app_id, now);
+        jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &self.key)
+            .map(SecretString::from)
+            .map_err(|e| CredentialError(format!("could not sign the app's JWT: {e}")))
+    }
+
+    /// A token from the cache when it is good for longer than the refresh
+    /// margin; else a new one.
+    pub fn cached_or_new(&self) -> Result<Credential, CredentialError> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(c) = cache.as_ref() {
+            if SystemTime::now() + self.refresh_margin < c.expires_at {
+                return Ok(c.credential.clone());
+            }
+        }
+        self.mint_into(&mut cache)
+    }
+
+    /// A token minted now, replacing the cached one.
+    pub fn fresh(&self) -> Result<Credential, CredentialError> {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        self.mint_into(&mut cache)
+    }
+
+    /// A source for one operation: its first purchase may come from the
+    /// cache, every later one (after a refusal) is minted afresh.
+    pub fn operation_source(self: &Arc<Self>) -> Arc<dyn CredentialSource> {
+        Arc::new(OperationAppSource {
+            app: Arc::clone(self),
+            calls: AtomicU32::new(0),
+        })
+    }
+
+    fn mint_into(&self, cache: &mut Option<Cached>) -> Result<Credential, CredentialError> {
+        let jwt = self.jwt(SystemTime::now())?;
+        let mut url = self.api_base.clone();
+        url.path_segments_mut()
+            .map_err(|_| CredentialError("the API base cannot take a path".into()))?
+            .pop_if_empty()
+            .extend([
+                "app",
+                "installations",
+                &self.installation_id.to_string(),
+                "access_tokens",
+            ]);
+        let mut auth = HeaderValue::from_str(&format!("Bearer {}", jwt.expose_secret()))
+            .map_err(|_| CredentialError("the app's JWT is not a valid header value".into()))?;
+        auth.set_sensitive(true);
+        let resp = self
+            .http
+            .post(url)
+            .header(AUTHORIZATION, auth)
+            .header(ACCEPT, "application/vnd.github+json")
+            .header("x-github-api-version", crate::client::API_VERSION)
+            .timeout(self.timeout)
+            .send()
+            .map_err(|e| {
+                CredentialError(format!(
+                    "installation token request failed: {}",
+                    crate::client::error_chain(&e)
+                ))
+            })?;
+        let status = resp.status().as_u16();
+        let body = resp.text().map_err(|e| {
+            CredentialError(format!(
+                "installation token answer was cut: {}",
+                crate::client::error_chain(&e)
+            ))
+        })?;
+        if !(200..300).contains(&status) {
+            return Err(CredentialError(format!(
+                "installation token request answered HTTP {status}: {}",
+                crate::classify::api_message(&body)
+            )));
+        }
+        let answer: TokenAnswer = serde_json::from_str(&body).map_err(|e| {
+            CredentialError(format!(
+                "installation token answer is not the expected JSON: {e}"
+            ))
+        })?;
+        drop(body);
+        if answer.token.is_empty() {
+            return Err(CredentialError(
+                "installation token answer holds an empty token".into(),
+            ));
+        }
+        let expires_at = answer
+            .expires_at
+            .as_deref()
+            .and_then(|s| humantime::parse_rfc3339(s).ok());
+        let credential = Credential::new(SecretString::from(answer.token));
+        self.mints.fetch_add(1, Ordering::SeqCst);
+        tracing::debug!(
+            installation = self.installation_id,
+            credential = %credential.fingerprint(),
+            expires_at = ?answer.expires_at,
+            "bought an installation token"
+        );
+        *cache = expires_at.map(|expires_at| Cached {
+            credential: credential.clone(),
+            expires_at,
+        });
+        Ok(credential)
+    }
+}
+
+impl CredentialSource for GitHubAppSource {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        self.cached_or_new()
+    }
+}
+
+struct OperationAppSource {
+    app: Arc<GitHubAppSource>,
+    calls: AtomicU32,
+}
+
+impl CredentialSource for OperationAppSource {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
+            self.app.cached_or_new()
+        } else {
+            self.app.fresh()
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_jwt_is_issued_a_minute_ago_and_expires_within_ten_minutes() {
+        let now = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let c = AppClaims::at("12345", now);
+        assert_eq!(c.iat, 1_700_000_000 - 60);
+        assert!(c.exp > 1_700_000_000);
+        assert!(c.exp <= 1_700_000_000 + 600);
+        assert_eq!(c.iss, "12345");
+    }
+}

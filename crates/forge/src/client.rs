@@ -1,0 +1,1008 @@
+//! The forge client: one value per forge, shared by threads, running every
+//! call under the policy.
+
+use std::cell::RefCell;
+use std::collections::BTreeMap;
+use std::sync::{mpsc, Arc};
+use std::time::{Duration, Instant, SystemTime};
+
+use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::{Method, Url};
+use secrecy::{ExposeSecret, SecretString};
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+use sluice_policy::{
+    AttemptCtx, AttemptError, Bounds, CancelFlag, Credential, CredentialSource, Effect, Operation,
+    Outcome, OutcomeKind, Policy, Settlement, StaticSource,
+};
+
+use crate::app::GitHubAppSource;
+use crate::classify::{api_message, classify, Exchange, Phase};
+use crate::error::ForgeError;
+use crate::gate::{GateRefusal, Gates};
+
+/// The user agent sent unless the builder sets another.
+pub const DEFAULT_USER_AGENT: &str = concat!("sluice-remote/", env!("CARGO_PKG_VERSION"));
+/// The REST API version asked for (`X-GitHub-Api-Version`).
+pub const API_VERSION: &str = "2022-11-28";
+
+/// How often a read waiting for its answer looks at the cancel flag.
+const CANCEL_POLL: Duration = Duration::from_millis(25);
+
+/// An HTTP answer: status and body text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct HttpResponse {
+    /// The status code.
+    pub status: u16,
+    /// The body, as text.
+    pub body: String,
+}
+
+/// Per-call options: bounds, operation id, credentials, cancel flag. Unset
+/// members take the client's.
+#[derive(Clone, Default)]
+pub struct CallOptions {
+    /// The operation's bounds (the client's default when `None`).
+    pub bounds: Option<Bounds>,
+    /// The operation id (generated when `None`); a claimed id is rejected.
+    pub id: Option<String>,
+    /// Where this call buys credentials (before user info in the URL and
+    /// before the client's source).
+    pub credentials: Option<Arc<dyn CredentialSource>>,
+    /// The caller's cancel flag.
+    pub cancel: Option<CancelFlag>,
+}
+
+impl CallOptions {
+    /// No options: the client's defaults.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set the bounds.
+    pub fn bounds(mut self, bounds: Bounds) -> Self {
+        self.bounds = Some(bounds);
+        self
+    }
+
+    /// Set the operation id.
+    pub fn id(mut self, id: impl Into<String>) -> Self {
+        self.id = Some(id.into());
+        self
+    }
+
+    /// Set the credential source.
+    pub fn credentials(mut self, source: Arc<dyn CredentialSource>) -> Self {
+        self.credentials = Some(source);
+        self
+    }
+
+    /// Set the cancel flag.
+    pub fn cancel(mut self, flag: CancelFlag) -> Self {
+        self.cancel = Some(flag);
+        self
+    }
+}
+
+impl std::fmt::Debug for CallOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallOptions")
+            .field("bounds", &self.bounds)
+            .field("id", &self.id)
+            .field(
+                "credentials",
+                &self.credentials.as_ref().map(|_| "<source>"),
+            )
+            .field("cancel", &self.cancel)
+            .finish()
+    }
+}
+
+#[derive(Clone)]
+enum Creds {
+    Plain(Arc<dyn CredentialSource>),
+    App(Arc<GitHubAppSource>),
+}
+
+impl Creds {
+    fn for_operation(&self) -> Arc<dyn CredentialSource> {
+        match self {
+            Creds::Plain(s) => Arc::clone(s),
+            Creds::App(a) => a.operation_source(),
+        }
+    }
+}
+
+/// Builds a [`ForgeClient`].
+///
+/// # Default
+/// user agent `sluice-remote/<version>`, a fresh [`Policy::default`], no
+/// credentials, the `command` profile's bounds, writes to one host at least
+/// 1 s apart, at most 8 concurrent requests per host, 5 s to connect.
+pub struct ForgeClientBuilder {
+    base: String,
+    user_agent: String,
+    policy: Option<Arc<Policy>>,
+    creds: Option<Creds>,
+    bounds: Bounds,
+    write_spacing: Duration,
+    max_concurrent: usize,
+    connect_timeout: Duration,
+}
+
+impl ForgeClientBuilder {
+    /// Send this user agent.
+    pub fn user_agent(mut self, ua: impl Into<String>) -> Self {
+        self.user_agent = ua.into();
+        self
+    }
+
+    /// Run calls under this (shared) policy.
+    pub fn policy(mut self, policy: Arc<Policy>) -> Self {
+        self.policy = Some(policy);
+        self
+    }
+
+    /// Buy credentials from this source.
+    pub fn credentials(mut self, source: Arc<dyn CredentialSource>) -> Self {
+        self.creds = Some(Creds::Plain(source));
+        self
+    }
+
+    /// Buy credentials from this GitHub App installation (each operation
+    /// gets a fresh token after a refusal, see
+    /// [`GitHubAppSource::operation_source`]).
+    pub fn github_app(mut self, app: Arc<GitHubAppSource>) -> Self {
+        self.creds = Some(Creds::App(app));
+        self
+    }
+
+    /// The bounds of calls whose options name none.
+    pub fn bounds(mut self, bounds: Bounds) -> Self {
+        self.bounds = bounds;
+        self
+    }
+
+    /// The least time between the end of one write to a host and the start
+    /// of the next (GitHub asks for one second).
+    pub fn write_spacing(mut self, spacing: Duration) -> Self {
+        self.write_spacing = spacing;
+        self
+    }
+
+    /// The most requests in flight to one host at once (GitHub asks for few;
+    /// 1 makes them serial).
+    pub fn max_concurrent_per_host(mut self, n: usize) -> Self {
+        self.max_concurrent = n.max(1);
+        self
+    }
+
+    /// The longest a connection (TCP and TLS) may take: a connect that takes
+    /// longer is classed `connect`, unjudged. (An attempt whose own timeout
+    /// is shorter ends first, as a timeout after sending: unknown.)
+    pub fn connect_timeout(mut self, timeout: Duration) -> Self {
+        self.connect_timeout = timeout;
+        self
+    }
+
+    /// Build the client. User info in the base URL is a static credential
+    /// (the password, or the user name when there is no password), used
+    /// when no source was set, and is removed from the URL.
+    pub fn build(self) -> Result<ForgeClient, ForgeError> {
+        let (base, url_secret) = split_user_info(&self.base)?;
+        let base = parse_base(base.as_str())?;
+        let creds = self
+            .creds
+            .or_else(|| url_secret.map(|s| Creds::Plain(Arc::new(StaticSource::new(s)))));
+        let build = |redirects: reqwest::redirect::Policy| {
+            reqwest::blocking::Client::builder()
+                .user_agent(self.user_agent.clone())
+                .redirect(redirects)
+                .connect_timeout(self.connect_timeout)
+                .build()
+                .map_err(|e| ForgeError::Http(error_chain(&e)))
+        };
+        Ok(ForgeClient {
+            inner: Arc::new(Inner {
+                base,
+                // Reads follow redirects (reqwest drops the credential when
+                // one leads to another host); writes never do.
+                read_http: build(reqwest::redirect::Policy::limited(10))?,
+                write_http: build(reqwest::redirect::Policy::none())?,
+                policy: self.policy.unwrap_or_else(|| Arc::new(Policy::default())),
+                creds,
+                bounds: self.bounds,
+                gates: Gates::new(self.max_concurrent, self.write_spacing),
+                user_agent: self.user_agent,
+            }),
+        })
+    }
+}
+
+struct Inner {
+    base: Url,
+    read_http: reqwest::blocking::Client,
+    write_http: reqwest::blocking::Client,
+    policy: Arc<Policy>,
+    creds: Option<Creds>,
+    bounds: Bounds,
+    gates: Gates,
+    user_agent: String,
+}
+
+/// A client of one forge's REST API (GitHub or GitHub Enterprise).
+///
+/// Cheap to clone and `Send + Sync`: clones share the policy (retry budget,
+/// ledger), the credential source, the per-host concurrency cap and the
+/// write pacing. Every call is one policy operation and returns an
+/// [`Outcome`]; GET is a read, POST/PATCH/PUT/DELETE are writes.
+#[derive(Clone)]
+pub struct ForgeClient {
+    inner: Arc<Inner>,
+}
+
+impl std::fmt::Debug for ForgeClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("ForgeClient")
+            .field("base", &self.inner.base.as_str())
+            .field("user_agent", &self.inner.user_agent)
+            .field("bounds", &self.inner.bounds)
+            .field(
+                "credentials",
+                &self.inner.creds.as_ref().map(|_| "<source>"),
+            )
+            .finish_non_exhaustive()
+    }
+}
+
+/// One HTTP request of an attempt, ready to send.
+pub(crate) struct Prepared<'a> {
+    pub(crate) method: Method,
+    pub(crate) url: &'a Url,
+    pub(crate) body: Option<&'a [u8]>,
+}
+
+impl Prepared<'_> {
+    pub(crate) fn effect(&self) -> Effect {
+        effect_of(&self.method)
+    }
+}
+
+/// The effect of an HTTP method: GET and HEAD read, anything else writes.
+pub fn effect_of(method: &Method) -> Effect {
+    if method == Method::GET || method == Method::HEAD || method == Method::OPTIONS {
+        Effect::Read
+    } else {
+        Effect::Write
+    }
+}
+
+/// A fully read answer, not judged yet.
+pub(crate) struct Answer {
+    pub(crate) status: u16,
+    pub(crate) headers: HeaderMap,
+    pub(crate) body: String,
+}
+
+impl Answer {
+    fn response(&self) -> HttpResponse {
+        HttpResponse {
+            status: self.status,
+            body: self.body.clone(),
+        }
+    }
+}
+
+/// Judge a fully read answer with the table of [`classify`].
+pub(crate) fn judge(effect: Effect, a: &Answer) -> Result<(), AttemptError> {
+    let message = if (200..300).contains(&a.status) {
+        String::new()
+    } else {
+        api_message(&a.body)
+    };
+    classify(
+        &Exchange {
+            effect,
+            phase: Phase::Body,
+            status: Some(a.status),
+            headers: &a.headers,
+            text: &message,
+        },
+        SystemTime::now(),
+    )
+}
+
+/// Parse a judged answer's JSON. A read whose answer cannot be parsed is
+/// answered; a write's is unknown (it landed, but its value was not read:
+/// settle by reading).
+pub(crate) fn decode<T: DeserializeOwned>(effect: Effect, a: &Answer) -> Result<T, AttemptError> {
+    serde_json::from_str(&a.body).map_err(|e| {
+        let cause = format!(
+            "HTTP {}: the answer is not the expected JSON: {e}",
+            a.status
+        );
+        match effect {
+            Effect::Read => AttemptError::answered(Phase::Body.as_str(), cause),
+            Effect::Write => AttemptError::unknown(Phase::Body.as_str(), cause),
+        }
+    })
+}
+
+/// Reads made while settling a write: GETs with the operation's credential,
+/// within the settling read's deadline.
+pub struct Reading<'a> {
+    client: &'a ForgeClient,
+    credential: Option<Credential>,
+    deadline: Instant,
+    cancel: CancelFlag,
+}
+
+impl Reading<'_> {
+    /// What remains of this read's time.
+    pub fn remaining(&self) -> Duration {
+        self.deadline.saturating_duration_since(Instant::now())
+    }
+
+    /// GET a path under the base URL (or an absolute URL); anything but a
+    /// 2xx is an error classed by the table.
+    pub fn get(&self, path_or_url: &str) -> Result<HttpResponse, AttemptError> {
+        let (url, _) = self
+            .client
+            .resolve(path_or_url)
+            .map_err(|e| AttemptError::answered(Phase::Connect.as_str(), e.to_string()))?;
+        self.get_answer(&url).map(|a| a.response())
+    }
+
+    /// GET and parse JSON.
+    pub fn get_json<T: DeserializeOwned>(&self, path_or_url: &str) -> Result<T, AttemptError> {
+        let (url, _) = self
+            .client
+            .resolve(path_or_url)
+            .map_err(|e| AttemptError::answered(Phase::Connect.as_str(), e.to_string()))?;
+        let a = self.get_answer(&url)?;
+        decode(Effect::Read, &a)
+    }
+
+    pub(crate) fn get_json_url<T: DeserializeOwned>(&self, url: &Url) -> Result<T, AttemptError> {
+        let a = self.get_answer(url)?;
+        decode(Effect::Read, &a)
+    }
+
+    fn get_answer(&self, url: &Url) -> Result<Answer, AttemptError> {
+        let p = Prepared {
+            method: Method::GET,
+            url,
+            body: None,
+        };
+        let a = self.client.exchange(
+            &p,
+            self.credential.as_ref(),
+            self.deadline,
+            &self.cancel,
+            &mut |_| {},
+        )?;
+        judge(Effect::Read, &a)?;
+        Ok(a)
+    }
+}
+
+impl ForgeClient {
+    /// A builder for the API at `base_url` (`https://api.github.com`, or
+    /// GitHub Enterprise's `https://HOST/api/v3`).
+    pub fn builder(base_url: &str) -> ForgeClientBuilder {
+        ForgeClientBuilder {
+            base: base_url.to_string(),
+            user_agent: DEFAULT_USER_AGENT.to_string(),
+            policy: None,
+            creds: None,
+            bounds: Bounds::default(),
+            write_spacing: Duration::from_secs(1),
+            max_concurrent: 8,
+            connect_timeout: Duration::from_secs(5),
+        }
+    }
+
+    /// A client for `base_url` with the builder's defaults.
+    pub fn new(base_url: &str) -> Result<Self, ForgeError> {
+        Self::builder(base_url).build()
+    }
+
+    /// The base URL (without user info).
+    pub fn base_url(&self) -> &Url {
+        &self.inner.base
+    }
+
+    /// The policy every call runs under.
+    pub fn policy(&self) -> &Arc<Policy> {
+        &self.inner.policy
+    }
+
+    /// GET an absolute URL (`sluice-remote http get <URL>`), kind `http-get`.
+    /// User info in the URL is a static credential (sent as a bearer token
+    /// unless `opts` names a source) and never appears in the outcome.
+    /// A non-2xx answer ends `answered` with its status and body kept as the
+    /// value. Bad input (not an absolute http(s) URL) is an `Err`.
+    pub fn get_url(
+        &self,
+        url: &str,
+        opts: CallOptions,
+    ) -> Result<Outcome<HttpResponse>, ForgeError> {
+        if !(url.starts_with("http://") || url.starts_with("https://")) {
+            return Err(ForgeError::InvalidUrl(format!(
+                "{:?}: not an absolute http(s) URL",
+                redact(url)
+            )));
+        }
+        self.request(Method::GET, url, None, opts)
+    }
+
+    /// Any call: `path_or_url` is a path under the base URL (with its
+    /// query) or an absolute URL. Kind `http-<method>`. A write runs without
+    /// a settling read: an unknown answer ends `unknown` with
+    /// `may_have_applied: true` (use [`ForgeClient::request_write`] to
+    /// settle it). A non-2xx answer ends `answered` with its status and body
+    /// kept as the value.
+    pub fn request(
+        &self,
+        method: Method,
+        path_or_url: &str,
+        body: Option<&serde_json::Value>,
+        opts: CallOptions,
+    ) -> Result<Outcome<HttpResponse>, ForgeError> {
+        self.raw(
+            method,
+            path_or_url,
+            body,
+            opts,
+            None::<fn(&Reading<'_>) -> _>,
+        )
+    }
+
+    /// A write settled by `reconcile` when its answer is unknown (see
+    /// [`Policy::run_write`]): the closure reads through the [`Reading`]
+    /// it is given and says whether the write landed.
+    pub fn request_write(
+        &self,
+        method: Method,
+        path_or_url: &str,
+        body: Option<&serde_json::Value>,
+        opts: CallOptions,
+        reconcile: impl FnMut(&Reading<'_>) -> Result<Settlement<HttpResponse>, AttemptError>,
+    ) -> Result<Outcome<HttpResponse>, ForgeError> {
+        self.raw(method, path_or_url, body, opts, Some(reconcile))
+    }
+
+    fn raw<R>(
+        &self,
+        method: Method,
+        path_or_url: &str,
+        body: Option<&serde_json::Value>,
+        opts: CallOptions,
+        reconcile: Option<R>,
+    ) -> Result<Outcome<HttpResponse>, ForgeError>
+    where
+        R: FnMut(&Reading<'_>) -> Result<Settlement<HttpResponse>, AttemptError>,
+    {
+        let (url, url_secret) = self.resolve(path_or_url)?;
+        let kind = format!("http-{}", method.as_str().to_ascii_lowercase());
+        let body = body.map(|b| serde_json::to_vec(b).unwrap_or_default());
+        let p = Prepared {
+            method,
+            url: &url,
+            body: body.as_deref(),
+        };
+        let effect = p.effect();
+        let op = self.operation(&kind, effect, &url, &opts, url_secret);
+        let last_answer: RefCell<Option<HttpResponse>> = RefCell::new(None);
+        let last_cred: RefCell<Option<Credential>> = RefCell::new(None);
+        let attempt = |ctx: &mut AttemptCtx<'_>| {
+            last_answer.borrow_mut().take();
+            let a = self.attempt_exchange(ctx, &p, &last_cred)?;
+            if let Err(e) = judge(effect, &a) {
+                *last_answer.borrow_mut() = Some(a.response());
+                return Err(e);
+            }
+            Ok(a.response())
+        };
+        let mut out = match (effect, reconcile) {
+            (Effect::Write, Some(mut r)) => self.inner.policy.run_write(op, attempt, |rctx| {
+                let reading = self.reading(&last_cred, rctx.remaining, &opts);
+                r(&reading)
+            }),
+            _ => self.inner.policy.run(op, attempt),
+        };
+        if out.kind == OutcomeKind::Answered && out.value.is_none() {
+            out.value = last_answer.into_inner();
+        }
+        Ok(out)
+    }
+
+    /// Run one typed read.
+    pub(crate) fn typed_read<T>(
+        &self,
+        kind: &str,
+        remote: &Url,
+        opts: &CallOptions,
+        mut body: impl FnMut(
+            &ForgeClient,
+            &mut AttemptCtx<'_>,
+            &RefCell<Option<Credential>>,
+        ) -> Result<T, AttemptError>,
+    ) -> Outcome<T> {
+        let op = self.operation(kind, Effect::Read, remote, opts, None);
+        let last_cred = RefCell::new(None);
+        self.inner.policy.run(op, |ctx| body(self, ctx, &last_cred))
+    }
+
+    /// Run one typed write with its settling read.
+    pub(crate) fn typed_write<T: DeserializeOwned>(
+        &self,
+        kind: &str,
+        p: &Prepared<'_>,
+        opts: &CallOptions,
+        mut reconcile: Option<impl FnMut(&Reading<'_>) -> Result<Settlement<T>, AttemptError>>,
+    ) -> Outcome<T> {
+        let op = self.operation(kind, Effect::Write, p.url, opts, None);
+        let last_cred = RefCell::new(None);
+        let attempt = |ctx: &mut AttemptCtx<'_>| {
+            let a = self.attempt_exchange(ctx, p, &last_cred)?;
+            judge(Effect::Write, &a)?;
+            decode::<T>(Effect::Write, &a)
+        };
+        match reconcile.as_mut() {
+            Some(r) => self.inner.policy.run_write(op, attempt, |rctx| {
+                let reading = self.reading(&last_cred, rctx.remaining, opts);
+                r(&reading)
+            }),
+            None => self.inner.policy.run(op, attempt),
+        }
+    }
+
+    fn reading<'a>(
+        &'a self,
+        last_cred: &RefCell<Option<Credential>>,
+        remaining: Duration,
+        opts: &CallOptions,
+    ) -> Reading<'a> {
+        let attempt_timeout = opts.bounds.unwrap_or(self.inner.bounds).attempt_timeout;
+        Reading {
+            client: self,
+            credential: last_cred.borrow().clone(),
+            deadline: Instant::now() + remaining.min(attempt_timeout),
+            cancel: opts.cancel.clone().unwrap_or_default(),
+        }
+    }
+
+    /// One exchange inside an attempt: the attempt's credential, its hard
+    /// deadline, its phases.
+    pub(crate) fn attempt_exchange(
+        &self,
+        ctx: &mut AttemptCtx<'_>,
+        p: &Prepared<'_>,
+        last_cred: &RefCell<Option<Credential>>,
+    ) -> Result<Answer, AttemptError> {
+        let deadline = Instant::now() + ctx.timeout;
+        self.attempt_exchange_until(ctx, p, last_cred, deadline)
+    }
+
+    /// As [`Self::attempt_exchange`], with the attempt's deadline given (for
+    /// attempts of several requests).
+    pub(crate) fn attempt_exchange_until(
+        &self,
+        ctx: &mut AttemptCtx<'_>,
+        p: &Prepared<'_>,
+        last_cred: &RefCell<Option<Credential>>,
+        deadline: Instant,
+    ) -> Result<Answer, AttemptError> {
+        let cred = ctx.credential().cloned();
+        last_cred.replace(cred.clone());
+        let cancel = ctx.cancel_flag().clone();
+        self.exchange(p, cred.as_ref(), deadline, &cancel, &mut |ph| {
+            ctx.reached(ph.as_str())
+        })
+    }
+
+    fn operation(
+        &self,
+        kind: &str,
+        effect: Effect,
+        url: &Url,
+        opts: &CallOptions,
+        url_secret: Option<SecretString>,
+    ) -> Operation {
+        let mut op = Operation::new(kind, effect, url.as_str())
+            .bounds(opts.bounds.unwrap_or(self.inner.bounds));
+        if let Some(id) = &opts.id {
+            op = op.id(id.clone());
+        }
+        let source = opts
+            .credentials
+            .clone()
+            .or_else(|| {
+                url_secret.map(|s| Arc::new(StaticSource::new(s)) as Arc<dyn CredentialSource>)
+            })
+            .or_else(|| self.inner.creds.as_ref().map(Creds::for_operation));
+        if let Some(s) = source {
+            op = op.credentials(s);
+        }
+        if let Some(c) = &opts.cancel {
+            op = op.cancel(c.clone());
+        }
+        op
+    }
+
+    /// A path under the base URL, or an absolute URL with its user info
+    /// taken out.
+    pub(crate) fn resolve(
+        &self,
+        path_or_url: &str,
+    ) -> Result<(Url, Option<SecretString>), ForgeError> {
+        if path_or_url.starts_with("http://") || path_or_url.starts_with("https://") {
+            let (url, secret) = split_user_info(path_or_url)?;
+            return Ok((url, secret));
+        }
+        let joined = format!(
+            "{}/{}",
+            self.inner.base.as_str().trim_end_matches('/'),
+            path_or_url.trim_start_matches('/')
+        );
+        let url = Url::parse(&joined)
+            .map_err(|e| ForgeError::InvalidUrl(format!("{path_or_url:?}: {e}")))?;
+        Ok((url, None))
+    }
+
+    /// The URL of an API path made of `segments` (each percent-encoded).
+    pub(crate) fn api_url(&self, segments: &[&str]) -> Url {
+        let mut url = self.inner.base.clone();
+        if let Ok(mut p) = url.path_segments_mut() {
+            p.pop_if_empty().extend(segments);
+        }
+        url
+    }
+
+    /// Send one request and read its whole answer. Transport failures are
+    /// classed here (by the phase they happened in); a fully read answer is
+    /// returned for [`judge`].
+    ///
+    /// The request runs on a helper thread holding the host's permit, so a
+    /// read can stop waiting when the caller cancels (the abandoned request
+    /// ends by its own timeout). A write is waited for to its answer or its
+    /// timeout, then settled as usual: abandoning it would leave it in
+    /// flight while the settling read looks for it.
+    pub(crate) fn exchange(
+        &self,
+        p: &Prepared<'_>,
+        credential: Option<&Credential>,
+        deadline: Instant,
+        cancel: &CancelFlag,
+        reached: &mut dyn FnMut(Phase),
+    ) -> Result<Answer, AttemptError> {
+        let effect = p.effect();
+        let connect = Phase::Connect.as_str();
+        let host = host_key(p.url);
+        let started = Instant::now();
+        let permit = self
+            .inner
+            .gates
+            .acquire(&host, effect == Effect::Write, deadline, cancel)
+            .map_err(|r| {
+                let waited = started.elapsed().as_millis();
+                AttemptError::unjudged(
+                    connect,
+                    match r {
+                        GateRefusal::Deadline => format!(
+                            "no free slot to {host} within the attempt's time ({waited} ms waited for the concurrency cap or the write pacing)"
+                        ),
+                        GateRefusal::Cancelled => "cancelled before sending".to_string(),
+                    },
+                )
+            })?;
+        let remaining = deadline.saturating_duration_since(Instant::now());
+        if remaining.is_zero() {
+            return Err(AttemptError::unjudged(
+                connect,
+                "no time left in the attempt before sending",
+            ));
+        }
+        let http = match effect {
+            Effect::Read => &self.inner.read_http,
+            Effect::Write => &self.inner.write_http,
+        };
+        let mut req = http
+            .request(p.method.clone(), p.url.clone())
+            .header(ACCEPT, "application/vnd.github+json")
+            .header("x-github-api-version", API_VERSION)
+            .timeout(remaining);
+        let fingerprint = credential.map(|c| c.fingerprint().to_string());
+        if let Some(c) = credential {
+            let mut v = HeaderValue::from_str(&format!("Bearer {}", c.secret().expose_secret()))
+                .map_err(|_| {
+                    AttemptError::answered(
+                        connect,
+                        format!(
+                            "credential {} is not a valid HTTP header value",
+                            c.fingerprint()
+                        ),
+                    )
+                })?;
+            v.set_sensitive(true);
+            req = req.header(AUTHORIZATION, v);
+        }
+        if let Some(b) = p.body {
+            req = req
+                .header(CONTENT_TYPE, "application/json")
+                .body(b.to_vec());
+        }
+        let request = req
+            .build()
+            .map_err(|e| AttemptError::answered(connect, error_chain(&e.without_url())))?;
+        let sent_at = Instant::now();
+        let (tx, rx) = mpsc::channel();
+        let client = http.clone();
+        std::thread::Builder::new()
+            .name("sluice-forge-request".into())
+            .spawn(move || {
+                // The permit is held until the request has truly ended.
+                let _permit = permit;
+                let result = client.execute(request).map(|resp| {
+                    let status = resp.status().as_u16();
+                    let headers = resp.headers().clone();
+                    (status, headers, resp.text())
+                });
+                let _ = tx.send(result);
+            })
+            .map_err(|e| {
+                AttemptError::unjudged(connect, format!("could not start the request: {e}"))
+            })?;
+        let result = loop {
+            match rx.recv_timeout(CANCEL_POLL) {
+                Ok(r) => break r,
+                Err(mpsc::RecvTimeoutError::Timeout) => {
+                    if effect == Effect::Read && cancel.is_cancelled() {
+                        reached(Phase::RequestSent);
+                        return Err(AttemptError::unknown(
+                            Phase::RequestSent.as_str(),
+                            "cancelled while waiting for the answer",
+                        ));
+                    }
+                }
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    reached(Phase::RequestSent);
+                    return Err(AttemptError::unknown(
+                        Phase::RequestSent.as_str(),
+                        "the request ended without an answer",
+                    ));
+                }
+            }
+        };
+        let (status, headers, body) = match result {
+            Ok(r) => r,
+            Err(e) => {
+                // A connect error (refused, DNS, TLS, connect timeout) never
+                // reached the server; anything later may have.
+                let phase = if e.is_connect() {
+                    Phase::Connect
+                } else {
+                    reached(Phase::RequestSent);
+                    if e.is_redirect() {
+                        return Err(AttemptError::answered(
+                            Phase::ResponseHeaders.as_str(),
+                            error_chain(&e.without_url()),
+                        ));
+                    }
+                    Phase::RequestSent
+                };
+                let text = error_chain(&e.without_url());
+                tracing::debug!(
+                    method = %p.method, url = %p.url, credential = ?fingerprint, phase = phase.as_str(),
+                    elapsed_ms = sent_at.elapsed().as_millis() as u64, error = %text, "forge request failed"
+                );
+                let empty = HeaderMap::new();
+                return Err(classify(
+                    &Exchange {
+                        effect,
+                        phase,
+                        status: None,
+                        headers: &empty,
+                        text: &text,
+                    },
+                    SystemTime::now(),
+                )
+                .expect_err("no status is never a success"));
+            }
+        };
+        reached(Phase::RequestSent);
+        reached(Phase::ResponseHeaders);
+        let body = match body {
+            Ok(b) => b,
+            Err(e) => {
+                let text = error_chain(&e.without_url());
+                tracing::debug!(
+                    method = %p.method, url = %p.url, credential = ?fingerprint, status,
+                    elapsed_ms = sent_at.elapsed().as_millis() as u64, error = %text, "forge answer cut"
+                );
+                return Err(classify(
+                    &Exchange {
+                        effect,
+                        phase: Phase::ResponseHeaders,
+                        status: Some(status),
+                        headers: &headers,
+                        text: &text,
+                    },
+                    SystemTime::now(),
+                )
+                .err()
+                .unwrap_or_else(|| AttemptError::unknown(Phase::ResponseHeaders.as_str(), text)));
+            }
+        };
+        reached(Phase::Body);
+        tracing::debug!(
+            method = %p.method, url = %p.url, credential = ?fingerprint, status,
+            elapsed_ms = sent_at.elapsed().as_millis() as u64, "forge answered"
+        );
+        Ok(Answer {
+            status,
+            headers,
+            body,
+        })
+    }
+
+    pub(crate) fn observed(key: &str, value: impl Into<String>) -> BTreeMap<String, String> {
+        BTreeMap::from([(key.to_string(), value.into())])
+    }
+}
+
+/// `host:port` of a URL: the key of its pacing gate.
+fn host_key(url: &Url) -> String {
+    format!(
+        "{}:{}",
+        url.host_str().unwrap_or(""),
+        url.port_or_known_default().unwrap_or(0)
+    )
+}
+
+/// Parse a base URL: absolute http(s), no user info, no query.
+pub(crate) fn parse_base(s: &str) -> Result<Url, ForgeError> {
+    let url = Url::parse(s).map_err(|e| ForgeError::InvalidUrl(format!("{:?}: {e}", redact(s))))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(ForgeError::InvalidUrl(format!(
+            "{:?}: not an http(s) URL",
+            redact(s)
+        )));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(ForgeError::InvalidUrl(format!(
+            "{:?}: user info is not allowed here",
+            redact(s)
+        )));
+    }
+    Ok(url)
+}
+
+/// Split user info off an absolute URL: the URL without it, and the secret
+/// it held (the password, or the user name when there is no password).
+pub fn split_user_info(s: &str) -> Result<(Url, Option<SecretString>), ForgeError> {
+    let mut url =
+        Url::parse(s).map_err(|e| ForgeError::InvalidUrl(format!("{:?}: {e}", redact(s))))?;
+    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
+        return Err(ForgeError::InvalidUrl(format!(
+            "{:?}: not an http(s) URL",
+            redact(s)
+        )));
+    }
+    let secret = match (url.username(), url.password()) {
+        ("", None) => None,
+        (_, Some(p)) if !p.is_empty() => Some(percent_decode(p)),
+        (u, _) if !u.is_empty() => Some(percent_decode(u)),
+        _ => None,
+    };
+    let _ = url.set_username("");
+    let _ = url.set_password(None);
+    Ok((url, secret.map(SecretString::from)))
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let Ok(v) =
+                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
+            {
+                out.push(v);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A URL-ish string with anything between `://` and `@` replaced, for
+/// error messages.
+pub fn redact(s: &str) -> String {
+    match s.split_once("://") {
+        Some((scheme, rest)) => {
+            let end = rest.find('/').unwrap_or(rest.len());
+            match rest[..end].rfind('@') {
+                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
+                None => s.to_string(),
+            }
+        }
+        None => s.to_string(),
+    }
+}
+
+/// An error and its sources, joined with `: ` (repeats skipped).
+pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
+    let mut s = e.to_string();
+    let mut src = e.source();
+    while let Some(x) = src {
+        let t = x.to_string();
+        if !s.contains(&t) {
+            s.push_str(": ");
+            s.push_str(&t);
+        }
+        src = x.source();
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn user_info_is_split_off_and_redacted() {
+        let (u, s) =
+            split_user_info("https://x-access-token:s3cr%40t@example.invalid/a?b=c").expect("url");
+        assert_eq!(u.as_str(), "https://example.invalid/a?b=c");
+        assert_eq!(s.expect("secret").expose_secret(), "s3cr@t");
+        let (u, s) = split_user_info("https://tok3n@example.invalid/").expect("url");
+        assert_eq!(u.as_str(), "https://example.invalid/");
+        assert_eq!(s.expect("secret").expose_secret(), "tok3n");
+        let (_, s) = split_user_info("http://example.invalid/").expect("url");
+        assert!(s.is_none());
+        assert!(split_user_info("ftp://example.invalid/").is_err());
+        assert_eq!(redact("https://u:p@h/x@y"), "https://***@h/x@y");
+        assert_eq!(redact("https://h/x@y"), "https://h/x@y");
+    }
+
+    #[test]
+    fn methods_have_effects() {
+        assert_eq!(effect_of(&Method::GET), Effect::Read);
+        for m in [Method::POST, Method::PATCH, Method::PUT, Method::DELETE] {
+            assert_eq!(effect_of(&m), Effect::Write);
+        }
+    }
+
+    #[test]
+    fn api_paths_are_joined_under_the_base_and_encoded() {
+        let c = ForgeClient::new("https://ghe.invalid/api/v3/").expect("client");
+        assert_eq!(
+            c.api_url(&["repos", "o", "r", "commits", "feature/x", "status"])
+                .as_str(),
+            "https://ghe.invalid/api/v3/repos/o/r/commits/feature%2Fx/status"
+        );
+        let (u, _) = c.resolve("/repos/o/r/pulls?state=all").expect("path");
+        assert_eq!(
+            u.as_str(),
+            "https://ghe.invalid/api/v3/repos/o/r/pulls?state=all"
+        );
+        assert!(ForgeClient::new("https://u:p@ghe.invalid/").is_ok());
+        assert!(ForgeClient::new("not a url").is_err());
+    }
+
+    #[test]
+    fn the_client_is_send_sync_and_its_debug_names_no_secret() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<ForgeClient>();
+        let c = ForgeClient::new("https://x-access-token:hunter2@ghe.invalid/").expect("client");
+        let d = format!("{c:?}");
+        assert!(!d.contains("hunter2"), "{d}");
+        assert!(d.contains("ghe.invalid"));
+    }
+}

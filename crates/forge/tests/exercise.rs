@@ -1,0 +1,484 @@
+//! The exercise, against the fake forge over loopback: a CI-status
+//! read under a policy of two attempts, five seconds each, inside a
+//! twelve-second budget (and the writes of points 8–10).
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::*;
+use sluice_forge::{CallOptions, NewCheckRun, NewPullRequest};
+use sluice_policy::{fingerprint, Bounds, Class, OutcomeKind, Stopped, Verdict};
+use sluice_testkit::fake_forge::{Behaviour, Endpoint, Event, FakeForge};
+
+fn opts() -> CallOptions {
+    CallOptions::new().bounds(exercise())
+}
+
+fn seed_ci(forge: &FakeForge) {
+    forge.set_commit_statuses(REPO, SHA, &[("build", "success"), ("lint", "success")]);
+    forge.add_check_run(
+        REPO,
+        "test",
+        SHA,
+        "completed",
+        Some("success"),
+        Some("ext-1"),
+    );
+}
+
+// 1
+#[test]
+fn an_ok_ci_status_read_returns_the_real_status_with_one_request_each() {
+    let forge = FakeForge::start().expect("fake forge");
+    seed_ci(&forge);
+    let out = client(&forge).ci_status(&repo(), SHA, opts());
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{:?}\n{}",
+        out.error,
+        forge.log_text()
+    );
+    let ci = out.value.expect("value");
+    assert_eq!(ci.combined.state, "success");
+    assert_eq!(ci.combined.sha, SHA);
+    let contexts: Vec<_> = ci
+        .combined
+        .statuses
+        .iter()
+        .map(|s| s.context.as_str())
+        .collect();
+    assert_eq!(contexts, ["build", "lint"]);
+    assert_eq!(ci.check_runs.len(), 1);
+    assert_eq!(ci.check_runs[0].name, "test");
+    assert_eq!(ci.check_runs[0].conclusion.as_deref(), Some("success"));
+    assert_eq!(ci.state(), sluice_forge::CiState::Success);
+    assert_eq!(out.attempts.len(), 1);
+    assert_eq!(out.attempts[0].phase, "body");
+    assert_eq!(forge.arrivals(Endpoint::CombinedStatus).len(), 1);
+    assert_eq!(forge.arrivals(Endpoint::ListCheckRuns).len(), 1);
+    assert_eq!(forge.all_arrivals().len(), 2);
+    assert_eq!(out.may_have_applied, None);
+    assert_eq!(out.operation.kind, "ci-status");
+}
+
+// 2
+#[test]
+fn a_delay_beyond_the_attempt_timeout_ends_unknown_after_both_attempts_and_the_late_answers_never_become_the_result(
+) {
+    let forge = FakeForge::start().expect("fake forge");
+    seed_ci(&forge);
+    forge.set(
+        Endpoint::CombinedStatus,
+        Behaviour::Delay(Duration::from_secs(6)),
+    );
+    let client = client(&forge);
+    let started = Instant::now();
+    let out = client.ci_status(&repo(), SHA, opts());
+    let returned = Instant::now();
+    let took = returned - started;
+    assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
+    assert!(out.value.is_none());
+    assert!(took <= Duration::from_millis(12_500), "took {took:?}");
+    assert_eq!(out.attempts.len(), 2, "{:?}", out.attempts);
+    for a in &out.attempts {
+        assert_eq!(a.class, Some(Class::Unknown), "{a:?}");
+        assert_eq!(a.phase, "request-sent");
+        assert!(a.timeout_ms <= 5_000);
+        assert!(a.elapsed_ms >= 4_900 && a.elapsed_ms <= 5_600, "{a:?}");
+    }
+    assert_eq!(out.stopped, Some(Stopped::MaxAttempts));
+    // The fake forge went on with the delayed work after the caller stopped
+    // waiting: both requests complete, each about 6 s after it arrived, the
+    // last one after the outcome was returned.
+    assert!(
+        forge.wait_for_completions(Endpoint::CombinedStatus, 2, Duration::from_secs(5)),
+        "{}",
+        forge.log_text()
+    );
+    let arrivals = forge.arrivals(Endpoint::CombinedStatus);
+    let done = forge.completions(Endpoint::CombinedStatus);
+    assert_eq!(arrivals.len(), 2);
+    for (a, d) in arrivals.iter().zip(&done) {
+        assert!(
+            gap(a.at, d.at) >= Duration::from_secs(6),
+            "{}",
+            forge.log_text()
+        );
+        assert!(
+            matches!(d.event, Event::Answered(200) | Event::ClientGone(200)),
+            "{d}"
+        );
+    }
+    // The first answer came after the first attempt had given up (5 s).
+    assert!(gap(arrivals[0].at, done[0].at) > Duration::from_millis(out.attempts[0].elapsed_ms));
+    assert!(done[1].at > returned, "{}", forge.log_text());
+    // The late answers were never read: the check runs were never asked for.
+    assert!(forge.arrivals(Endpoint::ListCheckRuns).is_empty());
+}
+
+// 3
+#[test]
+fn a_persistent_5xx_ends_unknown_after_at_most_two_requests_within_the_budget() {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.set(Endpoint::CombinedStatus, Behaviour::Fail5xx);
+    let client = client(&forge);
+    let started = Instant::now();
+    let out = client.ci_status(&repo(), SHA, opts());
+    assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
+    assert!(started.elapsed() < Duration::from_secs(12));
+    assert!(forge.arrivals(Endpoint::CombinedStatus).len() <= 2);
+    assert_eq!(out.attempts.len(), 2);
+    assert!(out
+        .attempts
+        .iter()
+        .all(|a| a.class == Some(Class::Unjudged)));
+    assert_eq!(out.stopped, Some(Stopped::MaxAttempts));
+    assert!(out.error.expect("error").cause.starts_with("HTTP 500"));
+}
+
+// 4
+#[test]
+fn an_invalid_request_is_answered_after_exactly_one_request() {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.set(Endpoint::CombinedStatus, Behaviour::Invalid);
+    let out = client(&forge).ci_status(&repo(), SHA, opts());
+    assert_eq!(out.kind, OutcomeKind::Answered, "{out:?}");
+    let err = out.error.expect("error");
+    assert_eq!(err.class, Class::Answered);
+    assert!(
+        err.cause.starts_with("HTTP 422: Validation Failed"),
+        "{}",
+        err.cause
+    );
+    assert_eq!(forge.all_arrivals().len(), 1);
+    assert_eq!(out.stopped, None);
+}
+
+// 5
+#[test]
+fn asking_again_for_an_exhausted_read_by_its_operation_id_is_rejected_without_a_request() {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.set(Endpoint::CombinedStatus, Behaviour::Fail5xx);
+    let client = client(&forge);
+    let first = client.ci_status(&repo(), SHA, opts().id("ci-read-7"));
+    assert_eq!(first.kind, OutcomeKind::Unknown);
+    let before = forge.all_arrivals().len();
+    assert_eq!(before, 2);
+    let again = client.ci_status(&repo(), SHA, opts().id("ci-read-7"));
+    assert_eq!(again.kind, OutcomeKind::Rejected);
+    assert!(again.attempts.is_empty());
+    let previous = again.previous.expect("the earlier run");
+    assert_eq!(previous.result, OutcomeKind::Unknown);
+    assert_eq!(previous.attempts.len(), 2);
+    assert_eq!(forge.all_arrivals().len(), before, "{}", forge.log_text());
+}
+
+// 6
+#[test]
+fn a_429_with_retry_after_two_seconds_is_retried_no_sooner_than_two_seconds_later() {
+    let forge = FakeForge::start().expect("fake forge");
+    seed_ci(&forge);
+    forge.push(
+        Endpoint::CombinedStatus,
+        Behaviour::RateLimited { retry_after: 2 },
+    );
+    let out = client(&forge).ci_status(&repo(), SHA, opts());
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    let a = forge.arrivals(Endpoint::CombinedStatus);
+    assert_eq!(a.len(), 2);
+    assert!(
+        gap(a[0].at, a[1].at) >= Duration::from_secs(2),
+        "{}",
+        forge.log_text()
+    );
+    assert_eq!(out.attempts[0].delay_ms, Some(2_000));
+}
+
+// 6
+#[test]
+fn a_retry_after_beyond_the_budget_stops_at_once_without_a_second_request() {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.set(
+        Endpoint::CombinedStatus,
+        Behaviour::RateLimited { retry_after: 30 },
+    );
+    let client = client(&forge);
+    let started = Instant::now();
+    let out = client.ci_status(&repo(), SHA, opts());
+    assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
+    assert_eq!(out.stopped, Some(Stopped::RetryHintExceedsBudget));
+    assert_eq!(forge.all_arrivals().len(), 1);
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+// 7
+#[test]
+fn a_refused_token_is_bought_afresh_and_the_next_attempt_waits_the_settle_pause_and_succeeds() {
+    let forge = FakeForge::start().expect("fake forge");
+    seed_ci(&forge);
+    let valid = Behaviour::Token {
+        valid: vec!["tok-fresh-B".into()],
+    };
+    forge.set(Endpoint::CombinedStatus, valid.clone());
+    forge.set(Endpoint::ListCheckRuns, valid);
+    let source = Scripted::new(&["tok-stale-A", "tok-fresh-B"]);
+    let settle = Duration::from_secs(1);
+    let client = client_with(&forge, policy(settle), Some(source.clone()));
+    let (out, logs) = capture(|| client.ci_status(&repo(), SHA, opts()));
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{out:?}\n{}",
+        forge.log_text()
+    );
+    assert_eq!(source.calls(), 2, "the token source is called twice");
+    let a = forge.arrivals(Endpoint::CombinedStatus);
+    assert_eq!(a.len(), 2);
+    assert_eq!(
+        a[0].token.as_deref(),
+        Some(fingerprint("tok-stale-A").as_str())
+    );
+    assert_eq!(
+        a[1].token.as_deref(),
+        Some(fingerprint("tok-fresh-B").as_str())
+    );
+    assert!(gap(a[0].at, a[1].at) >= settle, "{}", forge.log_text());
+    assert_eq!(out.refused_credentials, vec![fingerprint("tok-stale-A")]);
+    assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
+    assert!(out.attempts[0].delay_ms.expect("delay") >= 1_000);
+    // The token text is nowhere; its fingerprint is in the logs.
+    let everything = format!(
+        "{logs}\n{out:?}\n{}\n{client:?}",
+        serde_json::to_string(&out).expect("json")
+    );
+    for t in ["tok-stale-A", "tok-fresh-B"] {
+        assert!(!everything.contains(t), "{t} leaked:\n{everything}");
+    }
+    assert!(logs.contains(&fingerprint("tok-stale-A")), "{logs}");
+}
+
+// 7
+#[test]
+fn a_refusal_that_stands_is_answered_with_the_fingerprint_of_every_refused_token_and_no_token_text()
+{
+    let forge = FakeForge::start().expect("fake forge");
+    forge.set(
+        Endpoint::CombinedStatus,
+        Behaviour::Token {
+            valid: vec!["never-handed-out".into()],
+        },
+    );
+    let source = Scripted::new(&["tok-one-x", "tok-two-y", "tok-three-z"]);
+    let client = client_with(
+        &forge,
+        policy(Duration::from_millis(300)),
+        Some(source.clone()),
+    );
+    let (out, logs) = capture(|| client.ci_status(&repo(), SHA, opts()));
+    assert_eq!(out.kind, OutcomeKind::Answered, "{out:?}");
+    assert_eq!(out.stopped, Some(Stopped::CredentialRefused));
+    assert_eq!(
+        out.refused_credentials,
+        vec![fingerprint("tok-one-x"), fingerprint("tok-two-y")]
+    );
+    let err = out.error.clone().expect("error");
+    assert!(err.cause.contains("401"), "{}", err.cause);
+    assert_eq!(forge.all_arrivals().len(), 2);
+    let everything = format!(
+        "{logs}\n{out:?}\n{err}\n{err:?}\n{}",
+        serde_json::to_string(&out).expect("json")
+    );
+    for t in ["tok-one-x", "tok-two-y", "tok-three-z"] {
+        assert!(!everything.contains(t), "{t} leaked:\n{everything}");
+    }
+    assert!(logs.contains("credential refusal stands"), "{logs}");
+}
+
+// 8
+#[test]
+fn a_created_pull_request_whose_answer_is_cut_is_not_sent_again_and_is_found_by_head_and_base() {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.set(Endpoint::CreatePull, Behaviour::ApplyThenCut);
+    let new = NewPullRequest::new("Land feature", "feature", "main").body("from sluice");
+    let out = client(&forge).create_pull(&repo(), &new, opts());
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{out:?}\n{}",
+        forge.log_text()
+    );
+    let pr = out.value.clone().expect("pull request");
+    assert_eq!(
+        (
+            pr.number,
+            pr.head.git_ref.as_str(),
+            pr.base.git_ref.as_str()
+        ),
+        (1, "feature", "main")
+    );
+    let r = out.reconciled.clone().expect("settled by reading");
+    assert_eq!(r.verdict, Verdict::Landed);
+    assert_eq!(r.observed.get("pull").map(String::as_str), Some("1"));
+    assert_eq!(
+        forge.arrivals(Endpoint::CreatePull).len(),
+        1,
+        "not sent again"
+    );
+    assert_eq!(forge.completions(Endpoint::CreatePull)[0].event, Event::Cut);
+    assert!(!forge.arrivals(Endpoint::ListPulls).is_empty());
+    assert_eq!(forge.pulls(REPO).len(), 1);
+    assert_eq!(out.attempts.len(), 1);
+    assert_eq!(out.attempts[0].class, Some(Class::Unknown));
+    assert_eq!(out.attempts[0].phase, "request-sent");
+}
+
+// 8
+#[test]
+fn a_created_check_run_whose_answer_is_cut_is_not_sent_again_and_is_found_by_its_external_id() {
+    let forge = FakeForge::start().expect("fake forge");
+    // Another run of the same name on the same commit must not be taken for it.
+    forge.add_check_run(
+        REPO,
+        "sluice",
+        SHA,
+        "completed",
+        Some("success"),
+        Some("other-run"),
+    );
+    forge.set(Endpoint::CreateCheckRun, Behaviour::ApplyThenCut);
+    let new = NewCheckRun::new("sluice", SHA, "land-42").status("in_progress", None);
+    let out = client(&forge).create_check_run(&repo(), &new, opts());
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{out:?}\n{}",
+        forge.log_text()
+    );
+    let run = out.value.clone().expect("check run");
+    assert_eq!(run.external_id.as_deref(), Some("land-42"));
+    assert_eq!(run.status, "in_progress");
+    let r = out.reconciled.clone().expect("settled by reading");
+    assert_eq!(r.verdict, Verdict::Landed);
+    assert_eq!(
+        r.observed.get("check-run:land-42"),
+        Some(&run.id.to_string())
+    );
+    assert_eq!(
+        forge.arrivals(Endpoint::CreateCheckRun).len(),
+        1,
+        "not sent again"
+    );
+    assert_eq!(forge.check_runs(REPO).len(), 2);
+}
+
+// 9
+#[test]
+fn a_502_answering_a_pull_request_the_forge_applied_is_settled_by_reading_and_not_sent_again() {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.set(Endpoint::CreatePull, Behaviour::ApplyThenStatus(502));
+    let new = NewPullRequest::new("Land feature", "feature", "main");
+    let out = client(&forge).create_pull(&repo(), &new, opts());
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{out:?}\n{}",
+        forge.log_text()
+    );
+    assert_eq!(out.reconciled.expect("settled").verdict, Verdict::Landed);
+    assert_eq!(out.attempts[0].class, Some(Class::Unknown));
+    assert!(out.attempts[0]
+        .cause
+        .as_deref()
+        .unwrap_or("")
+        .starts_with("HTTP 502"));
+    assert_eq!(
+        forge.arrivals(Endpoint::CreatePull).len(),
+        1,
+        "not sent again"
+    );
+    assert_eq!(forge.pulls(REPO).len(), 1);
+}
+
+// 9
+#[test]
+fn a_503_with_retry_after_answering_a_write_is_retried_after_the_hint() {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.push(
+        Endpoint::CreatePull,
+        Behaviour::Status {
+            status: 503,
+            retry_after: Some(1),
+        },
+    );
+    let new = NewPullRequest::new("Land feature", "feature", "main");
+    let out = client(&forge).create_pull(&repo(), &new, opts());
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{out:?}\n{}",
+        forge.log_text()
+    );
+    assert!(
+        out.reconciled.is_none(),
+        "a 503 is unjudged: nothing to settle"
+    );
+    let a = forge.arrivals(Endpoint::CreatePull);
+    assert_eq!(a.len(), 2);
+    assert!(
+        gap(a[0].at, a[1].at) >= Duration::from_secs(1),
+        "{}",
+        forge.log_text()
+    );
+    assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
+    assert_eq!(out.attempts[0].delay_ms, Some(1_000));
+    assert_eq!(forge.pulls(REPO).len(), 1);
+    assert!(forge.arrivals(Endpoint::ListPulls).is_empty());
+}
+
+// 10
+#[test]
+fn a_secondary_rate_limit_without_retry_after_under_a_ten_second_budget_stops_at_once_saying_the_wait_did_not_fit(
+) {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.set(Endpoint::CombinedStatus, Behaviour::SecondaryLimit);
+    let client = client(&forge);
+    let bounds = Bounds::new(Duration::from_secs(10), Duration::from_secs(5), 2);
+    let started = Instant::now();
+    let out = client.ci_status(&repo(), SHA, CallOptions::new().bounds(bounds));
+    assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
+    assert_eq!(out.stopped, Some(Stopped::RetryHintExceedsBudget));
+    assert_eq!(forge.all_arrivals().len(), 1, "no second request");
+    assert!(started.elapsed() < Duration::from_secs(2));
+    let err = out.error.expect("error");
+    assert_eq!(err.class, Class::Unjudged);
+    assert_eq!(err.retry_after, Some(Duration::from_secs(60)));
+    assert!(err.cause.contains("secondary rate limit"), "{}", err.cause);
+}
+
+// 10
+#[test]
+fn two_threads_writing_to_one_forge_arrive_at_least_a_second_apart() {
+    let forge = FakeForge::start().expect("fake forge");
+    let client = Arc::new(client(&forge));
+    std::thread::scope(|s| {
+        for i in 0..2 {
+            let client = Arc::clone(&client);
+            s.spawn(move || {
+                let new = NewCheckRun::new("sluice", SHA, format!("thread-{i}"));
+                let out = client.create_check_run(&repo(), &new, opts());
+                assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+            });
+        }
+    });
+    let a = forge.arrivals(Endpoint::CreateCheckRun);
+    assert_eq!(a.len(), 2);
+    assert!(
+        gap(a[0].at, a[1].at) >= Duration::from_secs(1),
+        "{}",
+        forge.log_text()
+    );
+    assert_eq!(forge.check_runs(REPO).len(), 2);
+}

@@ -1,0 +1,1211 @@
+//! A fake forge: a real HTTP/1.1 server on `127.0.0.1` (an ephemeral port,
+//! one thread per connection, keep-alive) speaking enough of GitHub's REST
+//! API for sluice's calls, with state and per-endpoint faults.
+//!
+//! * **State**: created pull requests, check runs and issue comments are
+//!   kept and listed by later reads; commit statuses and check runs can be
+//!   seeded.
+//! * **Behaviours** per [`Endpoint`] ([`Behaviour`]): `ok`, `delay`,
+//!   `fail5xx`, `fail5xx-then-ok(K)`, `status(S, retry-after)`,
+//!   `rate-limited(retry-after)` (429), `primary-limit(reset)` (403 with
+//!   `x-ratelimit-remaining: 0`), `secondary-limit` (403 naming GitHub's
+//!   secondary rate limit, no header), `token(valid=...)` (401 for any other
+//!   bearer token), `invalid` (422), `apply-then-cut` (the write is applied,
+//!   then the connection is closed unanswered), `apply-then-status(S)` (the
+//!   write is applied, then answered with `S`), and `redirect`.
+//!   [`FakeForge::set`] sets an endpoint's standing behaviour;
+//!   [`FakeForge::push`] queues one-shot behaviours used first.
+//! * **Log**: every arrival (request head read) and every completion
+//!   (answered, cut, client gone, or stopped) with the time, method, path
+//!   and the bearer token's fingerprint (first 12 hex digits of its
+//!   SHA-256; never the token).
+//! * **GitHub App**: `POST /app/installations/{id}/access_tokens` takes a
+//!   JWT-shaped bearer, records it, and mints a token with an `expires_at`.
+//!
+//! The server stops when the [`FakeForge`] is dropped: delayed answers are
+//! abandoned (logged as stopped) and every thread is joined.
+//!
+//! Routes:
+//!
+//! | method | path | endpoint |
+//! |---|---|---|
+//! | GET | `/repos/{o}/{r}/pulls/{n}` | [`Endpoint::GetPull`] |
+//! | GET | `/repos/{o}/{r}/pulls?head=&base=&state=` | [`Endpoint::ListPulls`] |
+//! | POST | `/repos/{o}/{r}/pulls` | [`Endpoint::CreatePull`] |
+//! | GET | `/repos/{o}/{r}/commits/{ref}/status` | [`Endpoint::CombinedStatus`] |
+//! | GET | `/repos/{o}/{r}/commits/{ref}/check-runs?check_name=` | [`Endpoint::ListCheckRuns`] |
+//! | POST | `/repos/{o}/{r}/check-runs` | [`Endpoint::CreateCheckRun`] |
+//! | POST | `/repos/{o}/{r}/issues/{n}/comments` | [`Endpoint::CreateIssueComment`] |
+//! | POST | `/app/installations/{id}/access_tokens` | [`Endpoint::AccessToken`] |
+//! | GET | `/zen` | [`Endpoint::Zen`] |
+//! | any | anything else | [`Endpoint::Other`] (404) |
+
+use std::collections::{HashMap, VecDeque};
+use std::io::{self, Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use serde_json::{json, Value};
+use sha2::{Digest, Sha256};
+
+/// GitHub's words for a secondary rate limit, as the fake forge answers them.
+pub const SECONDARY_LIMIT_MESSAGE: &str = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID 0000:0000:0000000:0000000:00000000.";
+
+/// The fake forge's endpoints.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Endpoint {
+    /// `GET /repos/{o}/{r}/pulls/{n}`.
+    GetPull,
+    /// `GET /repos/{o}/{r}/pulls`.
+    ListPulls,
+    /// `POST /repos/{o}/{r}/pulls`.
+    CreatePull,
+    /// `GET /repos/{o}/{r}/commits/{ref}/status`.
+    CombinedStatus,
+    /// `GET /repos/{o}/{r}/commits/{ref}/check-runs`.
+    ListCheckRuns,
+    /// `POST /repos/{o}/{r}/check-runs`.
+    CreateCheckRun,
+    /// `POST /repos/{o}/{r}/issues/{n}/comments`.
+    CreateIssueComment,
+    /// `POST /app/installations/{id}/access_tokens`.
+    AccessToken,
+    /// `GET /zen`: a line of text.
+    Zen,
+    /// Anything else: 404.
+    Other,
+}
+
+/// How an endpoint behaves.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Behaviour {
+    /// Answer as the API does.
+    Ok,
+    /// Wait, then answer as `Ok` (a write is applied after the wait).
+    Delay(Duration),
+    /// 500, every time, nothing applied.
+    Fail5xx,
+    /// 500 for the first `K` requests after this is set, then `Ok`.
+    Fail5xxThenOk(u32),
+    /// This status (nothing applied), with `Retry-After: S` when given.
+    Status {
+        /// The status code.
+        status: u16,
+        /// `Retry-After` in seconds.
+        retry_after: Option<u64>,
+    },
+    /// 429 with `Retry-After: S`, nothing applied.
+    RateLimited {
+        /// `Retry-After` in seconds.
+        retry_after: u64,
+    },
+    /// 403 with `x-ratelimit-remaining: 0` and `x-ratelimit-reset: T`
+    /// (epoch seconds), nothing applied.
+    PrimaryLimit {
+        /// When the limit resets.
+        reset: SystemTime,
+    },
+    /// 403 naming GitHub's secondary rate limit, no header, nothing applied.
+    SecondaryLimit,
+    /// `Ok` for a bearer token in `valid`; 401 for any other (or none).
+    Token {
+        /// The accepted tokens.
+        valid: Vec<String>,
+    },
+    /// 422 Validation Failed, nothing applied.
+    Invalid,
+    /// Apply the request, then close the connection without answering.
+    ApplyThenCut,
+    /// Apply the request, then answer this status instead.
+    ApplyThenStatus(u16),
+    /// Answer `status` with `Location: location`, nothing applied.
+    Redirect {
+        /// 301, 302, 307, ...
+        status: u16,
+        /// Where to.
+        location: String,
+    },
+}
+
+/// What a log entry records.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Event {
+    /// The request's head was read.
+    Arrival,
+    /// An answer with this status was written.
+    Answered(u16),
+    /// The connection was closed without an answer (`apply-then-cut`).
+    Cut,
+    /// An answer with this status could not be written: the client had gone.
+    ClientGone(u16),
+    /// The server stopped before answering.
+    Stopped,
+}
+
+/// One line of the fake forge's log.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct LogEntry {
+    /// The request's number (arrival and completion share it).
+    pub request: u64,
+    /// What happened.
+    pub event: Event,
+    /// When (monotonic, comparable with the test's own `Instant`s).
+    pub at: Instant,
+    /// Time since the server started.
+    pub since_start: Duration,
+    /// The method.
+    pub method: String,
+    /// The path with its query.
+    pub path: String,
+    /// The endpoint it was routed to.
+    pub endpoint: Endpoint,
+    /// The bearer token's fingerprint (SHA-256, first 12 hex digits).
+    pub token: Option<String>,
+}
+
+impl LogEntry {
+    /// Whether this entry is a completion (anything but an arrival).
+    pub fn is_completion(&self) -> bool {
+        self.event != Event::Arrival
+    }
+}
+
+impl std::fmt::Display for LogEntry {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{:>8.3}s #{} {:?} {} {} token={}",
+            self.since_start.as_secs_f64(),
+            self.request,
+            self.event,
+            self.method,
+            self.path,
+            self.token.as_deref().unwrap_or("-")
+        )
+    }
+}
+
+/// The first 12 hex digits of the SHA-256 of `secret`.
+pub fn fingerprint(secret: &str) -> String {
+    Sha256::digest(secret.as_bytes())[..6]
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
+}
+
+#[derive(Default)]
+struct Script {
+    once: VecDeque<Behaviour>,
+    standing: Option<Behaviour>,
+    seen: u32,
+}
+
+#[derive(Default)]
+struct State {
+    scripts: HashMap<Endpoint, Script>,
+    next_number: u64,
+    next_id: u64,
+    pulls: HashMap<String, Vec<Value>>,
+    check_runs: HashMap<String, Vec<Value>>,
+    comments: HashMap<String, Vec<Value>>,
+    statuses: HashMap<(String, String), Vec<Value>>,
+    app_tokens: VecDeque<String>,
+    app_token_lifetime: Option<Duration>,
+    app_jwts: Vec<String>,
+    minted: Vec<String>,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    log: Mutex<Vec<LogEntry>>,
+    logged: Condvar,
+    stop: AtomicBool,
+    started: Instant,
+    requests: AtomicU64,
+    port: u16,
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// The fake forge server; stops on drop.
+pub struct FakeForge {
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    accept: Option<JoinHandle<()>>,
+    conns: Arc<Mutex<Vec<JoinHandle<()>>>>,
+}
+
+impl std::fmt::Debug for FakeForge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FakeForge")
+            .field("addr", &self.addr)
+            .finish_non_exhaustive()
+    }
+}
+
+impl FakeForge {
+    /// Start a server on `127.0.0.1` with a free port; every endpoint `Ok`.
+    pub fn start() -> io::Result<FakeForge> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
+        let addr = listener.local_addr()?;
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            log: Mutex::new(Vec::new()),
+            logged: Condvar::new(),
+            stop: AtomicBool::new(false),
+            started: Instant::now(),
+            requests: AtomicU64::new(0),
+            port: addr.port(),
+        });
+        let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
+        let accept = {
+            let shared = Arc::clone(&shared);
+            let conns = Arc::clone(&conns);
+            std::thread::Builder::new()
+                .name("fake-forge-accept".into())
+                .spawn(move || {
+                    for stream in listener.incoming() {
+                        if shared.stop.load(Ordering::SeqCst) {
+                            break;
+                        }
+                        let Ok(stream) = stream else { continue };
+                        let shared = Arc::clone(&shared);
+                        let h = std::thread::Builder::new()
+                            .name("fake-forge-conn".into())
+                            .spawn(move || serve_connection(stream, &shared));
+                        if let Ok(h) = h {
+                            let mut c = lock(&conns);
+                            c.retain(|h| !h.is_finished());
+                            c.push(h);
+                        }
+                    }
+                })?
+        };
+        Ok(FakeForge {
+            addr,
+            shared,
+            accept: Some(accept),
+            conns,
+        })
+    }
+
+    /// `http://127.0.0.1:PORT`: the API's base URL.
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// The socket address.
+    pub fn addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    /// Set `endpoint`'s standing behaviour (and restart its request count
+    /// for [`Behaviour::Fail5xxThenOk`]).
+    pub fn set(&self, endpoint: Endpoint, behaviour: Behaviour) {
+        let mut st = lock(&self.shared.state);
+        let s = st.scripts.entry(endpoint).or_default();
+        s.standing = Some(behaviour);
+        s.seen = 0;
+    }
+
+    /// Queue a one-shot behaviour for `endpoint`'s next request (queued ones
+    /// are used, in order, before the standing one).
+    pub fn push(&self, endpoint: Endpoint, behaviour: Behaviour) {
+        lock(&self.shared.state)
+            .scripts
+            .entry(endpoint)
+            .or_default()
+            .once
+            .push_back(behaviour);
+    }
+
+    /// Seed the commit statuses of `git_ref` in `repo` (`owner/name`): pairs
+    /// of (context, state).
+    pub fn set_commit_statuses(&self, repo: &str, git_ref: &str, statuses: &[(&str, &str)]) {
+        let list = statuses
+            .iter()
+            .map(|(c, s)| {
+                json!({
+                    "context": c,
+                    "state": s,
+                    "description": format!("{c} is {s}"),
+                    "target_url": format!("https://ci.invalid/{c}"),
+                })
+            })
+            .collect();
+        lock(&self.shared.state)
+            .statuses
+            .insert((repo.to_string(), git_ref.to_string()), list);
+    }
+
+    /// Seed a check run in `repo` (`owner/name`); returns its id.
+    pub fn add_check_run(
+        &self,
+        repo: &str,
+        name: &str,
+        head_sha: &str,
+        status: &str,
+        conclusion: Option<&str>,
+        external_id: Option<&str>,
+    ) -> u64 {
+        let mut st = lock(&self.shared.state);
+        st.next_id += 1;
+        let id = st.next_id;
+        let run = json!({
+            "id": id,
+            "name": name,
+            "head_sha": head_sha,
+            "status": status,
+            "conclusion": conclusion,
+            "external_id": external_id,
+            "details_url": null,
+            "html_url": format!("https://forge.invalid/{repo}/runs/{id}"),
+        });
+        st.check_runs.entry(repo.to_string()).or_default().push(run);
+        id
+    }
+
+    /// The pull requests of `repo` (`owner/name`), oldest first.
+    pub fn pulls(&self, repo: &str) -> Vec<Value> {
+        lock(&self.shared.state)
+            .pulls
+            .get(repo)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The check runs of `repo`, oldest first.
+    pub fn check_runs(&self, repo: &str) -> Vec<Value> {
+        lock(&self.shared.state)
+            .check_runs
+            .get(repo)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The issue comments of `repo`, oldest first.
+    pub fn comments(&self, repo: &str) -> Vec<Value> {
+        lock(&self.shared.state)
+            .comments
+            .get(repo)
+            .cloned()
+            .unwrap_or_default()
+    }
+
+    /// The installation tokens the next purchases return, in order (after
+    /// them: generated ones).
+    pub fn script_app_tokens<S: Into<String>>(&self, tokens: impl IntoIterator<Item = S>) {
+        lock(&self.shared.state)
+            .app_tokens
+            .extend(tokens.into_iter().map(Into::into));
+    }
+
+    /// How long minted installation tokens live (`expires_at`); 1 hour by
+    /// default.
+    pub fn set_app_token_lifetime(&self, lifetime: Duration) {
+        lock(&self.shared.state).app_token_lifetime = Some(lifetime);
+    }
+
+    /// The JWTs presented to the access-token endpoint, in order.
+    pub fn app_jwts(&self) -> Vec<String> {
+        lock(&self.shared.state).app_jwts.clone()
+    }
+
+    /// The fingerprints of the installation tokens minted, in order.
+    pub fn minted_fingerprints(&self) -> Vec<String> {
+        lock(&self.shared.state)
+            .minted
+            .iter()
+            .map(|t| fingerprint(t))
+            .collect()
+    }
+
+    /// The whole log, in order.
+    pub fn log(&self) -> Vec<LogEntry> {
+        lock(&self.shared.log).clone()
+    }
+
+    /// The log, one line per entry.
+    pub fn log_text(&self) -> String {
+        self.log().iter().map(|e| format!("{e}\n")).collect()
+    }
+
+    /// The arrivals at `endpoint`, in order.
+    pub fn arrivals(&self, endpoint: Endpoint) -> Vec<LogEntry> {
+        self.log()
+            .into_iter()
+            .filter(|e| e.endpoint == endpoint && e.event == Event::Arrival)
+            .collect()
+    }
+
+    /// Every arrival, at any endpoint, in order.
+    pub fn all_arrivals(&self) -> Vec<LogEntry> {
+        self.log()
+            .into_iter()
+            .filter(|e| e.event == Event::Arrival)
+            .collect()
+    }
+
+    /// The completions at `endpoint`, in order.
+    pub fn completions(&self, endpoint: Endpoint) -> Vec<LogEntry> {
+        self.log()
+            .into_iter()
+            .filter(|e| e.endpoint == endpoint && e.is_completion())
+            .collect()
+    }
+
+    /// Wait until `endpoint` has at least `n` completions, or `timeout`
+    /// passes; whether it got there.
+    pub fn wait_for_completions(&self, endpoint: Endpoint, n: usize, timeout: Duration) -> bool {
+        let end = Instant::now() + timeout;
+        let mut log = lock(&self.shared.log);
+        loop {
+            let done = log
+                .iter()
+                .filter(|e| e.endpoint == endpoint && e.is_completion())
+                .count();
+            if done >= n {
+                return true;
+            }
+            let now = Instant::now();
+            if now >= end {
+                return false;
+            }
+            log = self
+                .shared
+                .logged
+                .wait_timeout(log, end - now)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+    }
+}
+
+impl Drop for FakeForge {
+    fn drop(&mut self) {
+        self.shared.stop.store(true, Ordering::SeqCst);
+        // Wake the accept loop.
+        let _ = TcpStream::connect_timeout(&self.addr, Duration::from_millis(200));
+        if let Some(h) = self.accept.take() {
+            let _ = h.join();
+        }
+        let conns = std::mem::take(&mut *lock(&self.conns));
+        for h in conns {
+            let _ = h.join();
+        }
+    }
+}
+
+// ---------------------------------------------------------------- the wire
+
+struct Request {
+    method: String,
+    target: String,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn bearer(&self) -> Option<&str> {
+        let v = self.header("authorization")?.trim();
+        let (scheme, token) = v.split_once(' ')?;
+        (scheme.eq_ignore_ascii_case("bearer") || scheme.eq_ignore_ascii_case("token"))
+            .then(|| token.trim())
+    }
+
+    fn path(&self) -> &str {
+        self.target.split('?').next().unwrap_or("")
+    }
+
+    fn query(&self, key: &str) -> Option<String> {
+        let q = self.target.split_once('?')?.1;
+        q.split('&').find_map(|kv| {
+            let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+            (decode(k) == key).then(|| decode(v))
+        })
+    }
+}
+
+fn decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'+' => out.push(b' '),
+            b'%' if i + 2 < b.len() => {
+                match std::str::from_utf8(&b[i + 1..i + 3])
+                    .ok()
+                    .and_then(|h| u8::from_str_radix(h, 16).ok())
+                {
+                    Some(v) => {
+                        out.push(v);
+                        i += 2;
+                    }
+                    None => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+enum ReadOutcome {
+    Request(Request),
+    Closed,
+}
+
+/// Read one request, polling the stop flag while idle.
+fn read_request(
+    stream: &mut TcpStream,
+    buf: &mut Vec<u8>,
+    stop: &AtomicBool,
+) -> io::Result<ReadOutcome> {
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        if let Some(p) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break p + 4;
+        }
+        if buf.len() > 64 * 1024 {
+            return Err(io::Error::new(
+                io::ErrorKind::InvalidData,
+                "request head too large",
+            ));
+        }
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(ReadOutcome::Closed),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                if stop.load(Ordering::SeqCst) {
+                    return Ok(ReadOutcome::Closed);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let mut lines = head.split("\r\n");
+    let mut first = lines.next().unwrap_or("").split_whitespace();
+    let method = first.next().unwrap_or("").to_string();
+    let target = first.next().unwrap_or("/").to_string();
+    let headers: Vec<(String, String)> = lines
+        .filter(|l| !l.is_empty())
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    let len: usize = headers
+        .iter()
+        .find(|(k, _)| k == "content-length")
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    buf.drain(..head_end);
+    while buf.len() < len {
+        match stream.read(&mut chunk) {
+            Ok(0) => return Ok(ReadOutcome::Closed),
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    io::ErrorKind::WouldBlock | io::ErrorKind::TimedOut
+                ) =>
+            {
+                if stop.load(Ordering::SeqCst) {
+                    return Ok(ReadOutcome::Closed);
+                }
+            }
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    let body: Vec<u8> = buf.drain(..len).collect();
+    Ok(ReadOutcome::Request(Request {
+        method,
+        target,
+        headers,
+        body,
+    }))
+}
+
+/// What the handler decided to do with the connection.
+enum Reply {
+    Answer {
+        status: u16,
+        headers: Vec<(String, String)>,
+        body: String,
+    },
+    Cut,
+    Stopped,
+}
+
+fn reason(status: u16) -> &'static str {
+    match status {
+        200 => "OK",
+        201 => "Created",
+        204 => "No Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        422 => "Unprocessable Entity",
+        429 => "Too Many Requests",
+        500 => "Internal Server Error",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        _ => "Status",
+    }
+}
+
+fn serve_connection(mut stream: TcpStream, shared: &Shared) {
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+    let _ = stream.set_nodelay(true);
+    let mut buf = Vec::new();
+    loop {
+        if shared.stop.load(Ordering::SeqCst) {
+            return;
+        }
+        let req = match read_request(&mut stream, &mut buf, &shared.stop) {
+            Ok(ReadOutcome::Request(r)) => r,
+            Ok(ReadOutcome::Closed) | Err(_) => return,
+        };
+        let n = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
+        let endpoint = route(&req.method, req.path()).0;
+        let token = req.bearer().map(fingerprint);
+        let entry = |event: Event| LogEntry {
+            request: n,
+            event,
+            at: Instant::now(),
+            since_start: shared.started.elapsed(),
+            method: req.method.clone(),
+            path: req.target.clone(),
+            endpoint,
+            token: token.clone(),
+        };
+        push_log(shared, entry(Event::Arrival));
+        let close = req
+            .header("connection")
+            .is_some_and(|v| v.eq_ignore_ascii_case("close"));
+        match handle(shared, &req) {
+            Reply::Answer {
+                status,
+                headers,
+                body,
+            } => {
+                let mut out = format!(
+                    "HTTP/1.1 {status} {}\r\nContent-Type: application/json; charset=utf-8\r\nContent-Length: {}\r\n",
+                    reason(status),
+                    body.len()
+                );
+                for (k, v) in &headers {
+                    out.push_str(&format!("{k}: {v}\r\n"));
+                }
+                if close {
+                    out.push_str("Connection: close\r\n");
+                }
+                out.push_str("\r\n");
+                out.push_str(&body);
+                let written = stream
+                    .write_all(out.as_bytes())
+                    .and_then(|_| stream.flush());
+                push_log(
+                    shared,
+                    entry(match written {
+                        Ok(()) => Event::Answered(status),
+                        Err(_) => Event::ClientGone(status),
+                    }),
+                );
+                if written.is_err() || close {
+                    let _ = stream.shutdown(Shutdown::Both);
+                    return;
+                }
+            }
+            Reply::Cut => {
+                let _ = stream.shutdown(Shutdown::Both);
+                push_log(shared, entry(Event::Cut));
+                return;
+            }
+            Reply::Stopped => {
+                push_log(shared, entry(Event::Stopped));
+                let _ = stream.shutdown(Shutdown::Both);
+                return;
+            }
+        }
+    }
+}
+
+fn push_log(shared: &Shared, e: LogEntry) {
+    lock(&shared.log).push(e);
+    shared.logged.notify_all();
+}
+
+/// The endpoint, and the path's parts: repository (`owner/name`) and the
+/// rest of the segments after it.
+fn route(method: &str, path: &str) -> (Endpoint, String, Vec<String>) {
+    let segs: Vec<String> = path
+        .split('/')
+        .filter(|s| !s.is_empty())
+        .map(decode)
+        .collect();
+    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let get = method == "GET";
+    let post = method == "POST";
+    let (endpoint, repo, rest) = match s.as_slice() {
+        ["repos", o, r, rest @ ..] => {
+            let repo = format!("{o}/{r}");
+            let rest: Vec<String> = rest.iter().map(|x| x.to_string()).collect();
+            let e = match rest
+                .iter()
+                .map(String::as_str)
+                .collect::<Vec<_>>()
+                .as_slice()
+            {
+                ["pulls"] if get => Endpoint::ListPulls,
+                ["pulls"] if post => Endpoint::CreatePull,
+                ["pulls", _] if get => Endpoint::GetPull,
+                ["commits", .., "status"] if get && rest.len() >= 3 => Endpoint::CombinedStatus,
+                ["commits", .., "check-runs"] if get && rest.len() >= 3 => Endpoint::ListCheckRuns,
+                ["check-runs"] if post => Endpoint::CreateCheckRun,
+                ["issues", _, "comments"] if post => Endpoint::CreateIssueComment,
+                _ => Endpoint::Other,
+            };
+            (e, repo, rest)
+        }
+        ["app", "installations", _, "access_tokens"] if post => {
+            (Endpoint::AccessToken, String::new(), Vec::new())
+        }
+        ["zen"] if get => (Endpoint::Zen, String::new(), Vec::new()),
+        _ => (Endpoint::Other, String::new(), Vec::new()),
+    };
+    (endpoint, repo, rest)
+}
+
+fn json_reply(status: u16, v: Value) -> Reply {
+    Reply::Answer {
+        status,
+        headers: Vec::new(),
+        body: v.to_string(),
+    }
+}
+
+fn message(status: u16, m: &str) -> Reply {
+    json_reply(
+        status,
+        json!({ "message": m, "documentation_url": "https://docs.github.com/rest" }),
+    )
+}
+
+fn handle(shared: &Shared, req: &Request) -> Reply {
+    let (endpoint, _, _) = route(&req.method, req.path());
+    let behaviour = {
+        let mut st = lock(&shared.state);
+        let script = st.scripts.entry(endpoint).or_default();
+        let b = script
+            .once
+            .pop_front()
+            .or_else(|| script.standing.clone())
+            .unwrap_or(Behaviour::Ok);
+        script.seen += 1;
+        match b {
+            Behaviour::Fail5xxThenOk(k) if script.seen > k => Behaviour::Ok,
+            b => b,
+        }
+    };
+    match behaviour {
+        Behaviour::Ok => apply(shared, req),
+        Behaviour::Delay(d) => {
+            let end = Instant::now() + d;
+            while Instant::now() < end {
+                if shared.stop.load(Ordering::SeqCst) {
+                    return Reply::Stopped;
+                }
+                std::thread::sleep((end - Instant::now()).min(Duration::from_millis(20)));
+            }
+            apply(shared, req)
+        }
+        Behaviour::Fail5xx | Behaviour::Fail5xxThenOk(_) => message(500, "Server Error"),
+        Behaviour::Status {
+            status,
+            retry_after,
+        } => Reply::Answer {
+            status,
+            headers: retry_after
+                .map(|s| vec![("Retry-After".to_string(), s.to_string())])
+                .unwrap_or_default(),
+            body: json!({ "message": reason(status) }).to_string(),
+        },
+        Behaviour::RateLimited { retry_after } => Reply::Answer {
+            status: 429,
+            headers: vec![("Retry-After".into(), retry_after.to_string())],
+            body: json!({ "message": "Too Many Requests" }).to_string(),
+        },
+        Behaviour::PrimaryLimit { reset } => {
+            let t = reset
+                .duration_since(UNIX_EPOCH)
+                .map(|d| d.as_secs())
+                .unwrap_or(0);
+            Reply::Answer {
+                status: 403,
+                headers: vec![
+                    ("x-ratelimit-limit".into(), "5000".into()),
+                    ("x-ratelimit-remaining".into(), "0".into()),
+                    ("x-ratelimit-used".into(), "5000".into()),
+                    ("x-ratelimit-reset".into(), t.to_string()),
+                ],
+                body: json!({ "message": "API rate limit exceeded for installation ID 1." })
+                    .to_string(),
+            }
+        }
+        Behaviour::SecondaryLimit => message(403, SECONDARY_LIMIT_MESSAGE),
+        Behaviour::Token { valid } => match req.bearer() {
+            Some(t) if valid.iter().any(|v| v == t) => apply(shared, req),
+            _ => message(401, "Bad credentials"),
+        },
+        Behaviour::Invalid => json_reply(
+            422,
+            json!({
+                "message": "Validation Failed",
+                "errors": [{ "resource": "Issue", "code": "custom", "message": "the fake forge was told to refuse this" }],
+                "documentation_url": "https://docs.github.com/rest",
+            }),
+        ),
+        Behaviour::ApplyThenCut => {
+            let _ = apply(shared, req);
+            Reply::Cut
+        }
+        Behaviour::ApplyThenStatus(s) => {
+            let _ = apply(shared, req);
+            message(s, reason(s))
+        }
+        Behaviour::Redirect { status, location } => Reply::Answer {
+            status,
+            headers: vec![("Location".into(), location)],
+            body: String::new(),
+        },
+    }
+}
+
+fn body_json(req: &Request) -> Option<Value> {
+    serde_json::from_slice(&req.body).ok()
+}
+
+fn str_field<'v>(v: &'v Value, k: &str) -> Option<&'v str> {
+    v.get(k).and_then(Value::as_str).filter(|s| !s.is_empty())
+}
+
+fn missing(field: &str) -> Reply {
+    json_reply(
+        422,
+        json!({
+            "message": "Validation Failed",
+            "errors": [{ "field": field, "code": "missing_field" }],
+        }),
+    )
+}
+
+/// Do what the API does.
+fn apply(shared: &Shared, req: &Request) -> Reply {
+    let (endpoint, repo, rest) = route(&req.method, req.path());
+    let base = format!("http://127.0.0.1:{}", shared.port);
+    let mut st = lock(&shared.state);
+    match endpoint {
+        Endpoint::Zen => Reply::Answer {
+            status: 200,
+            headers: Vec::new(),
+            body: "\"Keep it logically awesome.\"".into(),
+        },
+        Endpoint::GetPull => {
+            let n: u64 = rest[1].parse().unwrap_or(0);
+            match st
+                .pulls
+                .get(&repo)
+                .and_then(|ps| ps.iter().find(|p| p["number"] == n))
+            {
+                Some(p) => json_reply(200, p.clone()),
+                None => message(404, "Not Found"),
+            }
+        }
+        Endpoint::ListPulls => {
+            let head = req.query("head");
+            let base_ref = req.query("base");
+            let state = req.query("state").unwrap_or_else(|| "open".into());
+            let list: Vec<Value> = st
+                .pulls
+                .get(&repo)
+                .map(|ps| {
+                    ps.iter()
+                        .filter(|p| {
+                            head.as_ref()
+                                .is_none_or(|h| p["head"]["label"] == h.as_str())
+                        })
+                        .filter(|p| {
+                            base_ref
+                                .as_ref()
+                                .is_none_or(|b| p["base"]["ref"] == b.as_str())
+                        })
+                        .filter(|p| state == "all" || p["state"] == state.as_str())
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            json_reply(200, Value::Array(list))
+        }
+        Endpoint::CreatePull => {
+            let Some(b) = body_json(req) else {
+                return message(400, "Problems parsing JSON");
+            };
+            let (Some(title), Some(head), Some(base_ref)) = (
+                str_field(&b, "title"),
+                str_field(&b, "head"),
+                str_field(&b, "base"),
+            ) else {
+                return missing("title/head/base");
+            };
+            let owner = repo.split('/').next().unwrap_or("");
+            let (label, head_ref) = match head.split_once(':') {
+                Some((_, r)) => (head.to_string(), r.to_string()),
+                None => (format!("{owner}:{head}"), head.to_string()),
+            };
+            let exists = st.pulls.get(&repo).is_some_and(|ps| {
+                ps.iter().any(|p| {
+                    p["state"] == "open"
+                        && p["head"]["label"] == label.as_str()
+                        && p["base"]["ref"] == base_ref
+                })
+            });
+            if exists {
+                return json_reply(
+                    422,
+                    json!({
+                        "message": "Validation Failed",
+                        "errors": [{ "resource": "PullRequest", "code": "custom", "message": format!("A pull request already exists for {label}.") }],
+                    }),
+                );
+            }
+            st.next_number += 1;
+            st.next_id += 1;
+            let number = st.next_number;
+            let pr = json!({
+                "id": st.next_id,
+                "number": number,
+                "state": "open",
+                "title": title,
+                "body": b.get("body").cloned().unwrap_or(Value::Null),
+                "draft": b.get("draft").and_then(Value::as_bool).unwrap_or(false),
+                "merged": false,
+                "head": { "ref": head_ref, "label": label, "sha": "0".repeat(40) },
+                "base": { "ref": base_ref, "label": format!("{owner}:{base_ref}"), "sha": "0".repeat(40) },
+                "url": format!("{base}/repos/{repo}/pulls/{number}"),
+                "html_url": format!("https://forge.invalid/{repo}/pull/{number}"),
+            });
+            st.pulls.entry(repo).or_default().push(pr.clone());
+            json_reply(201, pr)
+        }
+        Endpoint::CombinedStatus => {
+            let git_ref = rest[1..rest.len() - 1].join("/");
+            let statuses = st
+                .statuses
+                .get(&(repo.clone(), git_ref.clone()))
+                .cloned()
+                .unwrap_or_default();
+            let states: Vec<&str> = statuses
+                .iter()
+                .filter_map(|s| s["state"].as_str())
+                .collect();
+            let state = if states.iter().any(|s| *s == "error" || *s == "failure") {
+                "failure"
+            } else if states.is_empty() || states.contains(&"pending") {
+                "pending"
+            } else {
+                "success"
+            };
+            json_reply(
+                200,
+                json!({
+                    "state": state,
+                    "sha": git_ref,
+                    "total_count": statuses.len(),
+                    "statuses": statuses,
+                }),
+            )
+        }
+        Endpoint::ListCheckRuns => {
+            let git_ref = rest[1..rest.len() - 1].join("/");
+            let name = req.query("check_name");
+            let runs: Vec<Value> = st
+                .check_runs
+                .get(&repo)
+                .map(|rs| {
+                    rs.iter()
+                        .filter(|r| r["head_sha"] == git_ref.as_str())
+                        .filter(|r| name.as_ref().is_none_or(|n| r["name"] == n.as_str()))
+                        .cloned()
+                        .collect()
+                })
+                .unwrap_or_default();
+            json_reply(
+                200,
+                json!({ "total_count": runs.len(), "check_runs": runs }),
+            )
+        }
+        Endpoint::CreateCheckRun => {
+            let Some(b) = body_json(req) else {
+                return message(400, "Problems parsing JSON");
+            };
+            let (Some(name), Some(head_sha)) = (str_field(&b, "name"), str_field(&b, "head_sha"))
+            else {
+                return missing("name/head_sha");
+            };
+            st.next_id += 1;
+            let id = st.next_id;
+            let run = json!({
+                "id": id,
+                "name": name,
+                "head_sha": head_sha,
+                "status": str_field(&b, "status").unwrap_or("queued"),
+                "conclusion": b.get("conclusion").cloned().unwrap_or(Value::Null),
+                "external_id": b.get("external_id").cloned().unwrap_or(Value::Null),
+                "details_url": b.get("details_url").cloned().unwrap_or(Value::Null),
+                "html_url": format!("https://forge.invalid/{repo}/runs/{id}"),
+            });
+            st.check_runs.entry(repo).or_default().push(run.clone());
+            json_reply(201, run)
+        }
+        Endpoint::CreateIssueComment => {
+            let Some(b) = body_json(req) else {
+                return message(400, "Problems parsing JSON");
+            };
+            let Some(text) = str_field(&b, "body") else {
+                return missing("body");
+            };
+            st.next_id += 1;
+            let id = st.next_id;
+            let c = json!({
+                "id": id,
+                "body": text,
+                "issue_number": rest[1].parse::<u64>().unwrap_or(0),
+                "html_url": format!("https://forge.invalid/{repo}/issues/{}#issuecomment-{id}", rest[1]),
+            });
+            st.comments.entry(repo).or_default().push(c.clone());
+            json_reply(201, c)
+        }
+        Endpoint::AccessToken => {
+            let jwt = req.bearer().unwrap_or("");
+            if jwt.split('.').count() != 3 || jwt.split('.').any(str::is_empty) {
+                return message(401, "A JSON web token could not be decoded");
+            }
+            st.app_jwts.push(jwt.to_string());
+            let n = st.minted.len() + 1;
+            let token = st.app_tokens.pop_front().unwrap_or_else(|| {
+                let salt = SystemTime::now()
+                    .duration_since(UNIX_EPOCH)
+                    .map(|d| d.as_nanos())
+                    .unwrap_or(0);
+                format!(
+                    "ghs_fake{n:04}{}",
+                    &fingerprint(&format!("{salt}/{n}"))[..8]
+                )
+            });
+            st.minted.push(token.clone());
+            let lifetime = st.app_token_lifetime.unwrap_or(Duration::from_secs(3600));
+            let expires = SystemTime::now() + lifetime;
+            json_reply(
+                201,
+                json!({
+                    "token": token,
+                    "expires_at": humantime::format_rfc3339_seconds(expires).to_string(),
+                    "permissions": { "pull_requests": "write", "checks": "write" },
+                    "repository_selection": "all",
+                }),
+            )
+        }
+        Endpoint::Other => message(404, "Not Found"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn roundtrip(addr: SocketAddr, raw: &str) -> String {
+        let mut s = TcpStream::connect(addr).expect("connect");
+        s.write_all(raw.as_bytes()).expect("write");
+        let mut out = String::new();
+        let _ = s.read_to_string(&mut out);
+        out
+    }
+
+    #[test]
+    fn the_fake_forge_keeps_created_pull_requests_and_lists_them_by_head() {
+        let f = FakeForge::start().expect("start");
+        let body = r#"{"title":"t","head":"feature","base":"main"}"#;
+        let out = roundtrip(
+            f.addr(),
+            &format!(
+                "POST /repos/o/r/pulls HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer tok\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        );
+        assert!(out.starts_with("HTTP/1.1 201"), "{out}");
+        let out = roundtrip(
+            f.addr(),
+            "GET /repos/o/r/pulls?head=o%3Afeature&base=main&state=open HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n",
+        );
+        assert!(out.contains("\"number\":1"), "{out}");
+        assert_eq!(f.pulls("o/r").len(), 1);
+        let log = f.log();
+        assert_eq!(log.len(), 4, "{}", f.log_text());
+        assert_eq!(log[0].token.as_deref(), Some(fingerprint("tok").as_str()));
+        assert!(!f.log_text().contains("tok "));
+    }
+
+    #[test]
+    fn apply_then_cut_applies_the_write_and_closes_unanswered() {
+        let f = FakeForge::start().expect("start");
+        f.set(Endpoint::CreateCheckRun, Behaviour::ApplyThenCut);
+        let body = r#"{"name":"ci","head_sha":"abc","external_id":"x1"}"#;
+        let out = roundtrip(
+            f.addr(),
+            &format!(
+                "POST /repos/o/r/check-runs HTTP/1.1\r\nHost: x\r\nContent-Length: {}\r\n\r\n{body}",
+                body.len()
+            ),
+        );
+        assert_eq!(out, "");
+        assert_eq!(f.check_runs("o/r").len(), 1);
+        assert_eq!(f.completions(Endpoint::CreateCheckRun)[0].event, Event::Cut);
+    }
+
+    #[test]
+    fn fail5xx_then_ok_fails_k_times() {
+        let f = FakeForge::start().expect("start");
+        f.set(Endpoint::Zen, Behaviour::Fail5xxThenOk(2));
+        let req = "GET /zen HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n";
+        assert!(roundtrip(f.addr(), req).starts_with("HTTP/1.1 500"));
+        assert!(roundtrip(f.addr(), req).starts_with("HTTP/1.1 500"));
+        assert!(roundtrip(f.addr(), req).starts_with("HTTP/1.1 200"));
+    }
+}
