@@ -1,1 +1,976 @@
-//! placeholder
+//! The `sluice-remote` command line, as a library: argument parsing and
+//! validation (so both can be fuzzed and tested without a process), the
+//! JSON document of the design's CLI contract, and the human summaries.
+//!
+//! Order of operations for one command line:
+//!
+//! 1. [`parse`] runs clap over the arguments ([`Cli`]): unknown flags and
+//!    missing arguments are clap's usage errors (exit 2; `--help` and
+//!    `--version` exit 0);
+//! 2. [`validate`] turns the raw strings into a [`Config`]: durations,
+//!    attempt counts, profile, URL, refspecs, push specs, leases, push
+//!    options; every bad input is a [`UsageError`] naming the argument
+//!    (exit 2, nothing on stdout);
+//! 3. the binary opens `--repo` ([`open_repo`]) and resolves push sources
+//!    ([`resolve_updates`]) — still bad input when they fail — and only then
+//!    calls the remote;
+//! 4. the [`Outcome`](sluice_policy::Outcome) is printed as one JSON
+//!    document ([`contract`]) or a short human summary ([`human`]), and its
+//!    result is the exit code ([`exit_code`]).
+//!
+//! ```
+//! let config = sluice_cli::parse([
+//!     "sluice-remote", "ls-refs", "git://127.0.0.1:9418/r.git",
+//!     "--prefix", "refs/heads/", "--deadline", "12s", "--json",
+//! ])
+//! .expect("valid");
+//! assert!(config.common.json);
+//! assert_eq!(config.common.bounds.deadline, std::time::Duration::from_secs(12));
+//!
+//! let err = sluice_cli::parse(["sluice-remote", "ls-refs", "git://h/r", "--max-attempts", "0"])
+//!     .unwrap_err();
+//! assert!(err.to_string().starts_with("invalid value for --max-attempts"));
+//! ```
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+pub mod contract;
+pub mod human;
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+use sluice_git::{Lease, PushOptions, PushSpec, RefUpdate, Remote, TransportKind};
+use sluice_policy::{Bounds, OutcomeKind, Profile};
+
+/// Exit code: the operation succeeded.
+pub const EXIT_SUCCEEDED: u8 = 0;
+/// Exit code: the remote answered (a rejection, an error of its own).
+pub const EXIT_ANSWERED: u8 = 1;
+/// Exit code: usage error or bad input; nothing was asked of the remote.
+pub const EXIT_USAGE: u8 = 2;
+/// Exit code: no answer within the bounds (never a claim that it failed).
+pub const EXIT_UNKNOWN: u8 = 3;
+/// Exit code: the operation id had been claimed before.
+pub const EXIT_REJECTED: u8 = 4;
+
+/// The exit code of an outcome: 0 succeeded · 1 answered · 3 unknown · 4 rejected.
+pub fn exit_code(kind: OutcomeKind) -> u8 {
+    match kind {
+        OutcomeKind::Succeeded => EXIT_SUCCEEDED,
+        OutcomeKind::Answered => EXIT_ANSWERED,
+        OutcomeKind::Unknown => EXIT_UNKNOWN,
+        OutcomeKind::Rejected => EXIT_REJECTED,
+    }
+}
+
+/// The command line as clap sees it: raw strings, checked by [`validate`].
+#[derive(Parser)]
+#[command(
+    name = "sluice-remote",
+    version,
+    about = "Talk to git remotes and forge APIs under one retry policy.",
+    long_about = "Talk to git remotes and forge APIs under one retry policy: what the remote \
+                  never judged is tried again, what it answered is not, and a write whose \
+                  answer was lost is settled by reading.",
+    after_help = "exit: 0 succeeded · 1 answered · 2 usage or bad input · 3 unknown · 4 rejected"
+)]
+pub struct Cli {
+    /// The flags every command takes, anywhere on the line.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// The command.
+    #[command(subcommand)]
+    pub command: CommandArgs,
+}
+
+/// The flags every command takes, anywhere on the line (raw).
+#[derive(Args, Default)]
+pub struct GlobalArgs {
+    /// The operation's overall deadline (`500ms`, `12s`, `5m`); sleeps count.
+    #[arg(long, global = true, value_name = "DUR")]
+    pub deadline: Option<String>,
+    /// The hard deadline of one attempt, capped by what remains.
+    #[arg(long, global = true, value_name = "DUR")]
+    pub attempt_timeout: Option<String>,
+    /// The most attempts (not retries), at least 1.
+    #[arg(long, global = true, value_name = "N", allow_negative_numbers = true)]
+    pub max_attempts: Option<String>,
+    /// Named bounds: wait, round, submit or command (the default).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// The operation id (generated when not given); asking twice is rejected.
+    #[arg(long, global = true, value_name = "ID")]
+    pub operation_id: Option<String>,
+    /// A ledger file shared by processes, where operation ids are claimed.
+    #[arg(long, global = true, value_name = "FILE")]
+    pub ledger: Option<PathBuf>,
+    /// http(s) only: a command run with `sh -c` whose trimmed stdout is the token.
+    #[arg(long, global = true, value_name = "CMD")]
+    pub token_command: Option<String>,
+    /// The least pause before a credential bought after a refusal (default 5s).
+    #[arg(long, global = true, value_name = "DUR")]
+    pub settle: Option<String>,
+    /// Print one JSON document on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// Tracing to stderr (debug for the sluice crates; -vv: trace).
+    #[arg(short = 'v', long = "verbose", global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+}
+
+impl std::fmt::Debug for GlobalArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token command may hold a literal secret: never shown.
+        f.debug_struct("GlobalArgs")
+            .field("deadline", &self.deadline)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("max_attempts", &self.max_attempts)
+            .field("profile", &self.profile)
+            .field("operation_id", &self.operation_id)
+            .field("ledger", &self.ledger)
+            .field(
+                "token_command",
+                &self.token_command.as_ref().map(|_| "<hidden>"),
+            )
+            .field("settle", &self.settle)
+            .field("json", &self.json)
+            .field("verbose", &self.verbose)
+            .finish()
+    }
+}
+
+/// The commands (raw).
+#[derive(Subcommand, Debug)]
+pub enum CommandArgs {
+    /// List the remote's refs (printed like `git ls-remote`).
+    LsRefs {
+        /// The remote: git://, http(s)://, ssh://, file:// or a path.
+        #[arg(value_name = "URL")]
+        url: String,
+        /// A literal ref prefix (`refs/heads/`); repeatable; no `*`.
+        #[arg(long = "prefix", value_name = "P")]
+        prefixes: Vec<String>,
+    },
+    /// Fetch refspecs into a local repository.
+    Fetch {
+        /// The remote.
+        #[arg(value_name = "URL")]
+        url: String,
+        /// What to fetch (`+refs/heads/*:refs/remotes/origin/*`).
+        #[arg(value_name = "REFSPEC", required = true)]
+        refspecs: Vec<String>,
+        /// The local repository.
+        #[arg(long, value_name = "DIR")]
+        repo: PathBuf,
+    },
+    /// Push revisions of a local repository.
+    Push {
+        /// The remote.
+        #[arg(value_name = "URL")]
+        url: String,
+        /// `[+]SRC:DST` (`+` forces; `:DST` deletes; DST a full ref name).
+        #[arg(value_name = "[+]SRC:DST", required = true)]
+        specs: Vec<String>,
+        /// The local repository the sources are read from.
+        #[arg(long, value_name = "DIR")]
+        repo: PathBuf,
+        /// `DST=OID` or `DST=absent`: what the remote ref must hold (implies force).
+        #[arg(long = "lease", value_name = "DST=OID|DST=absent")]
+        leases: Vec<String>,
+        /// All refs or none.
+        #[arg(long)]
+        atomic: bool,
+        /// A push option (`-o` of git push); repeatable.
+        #[arg(long = "push-option", value_name = "S")]
+        push_options: Vec<String>,
+    },
+    /// HTTP calls through the forge client.
+    Http {
+        /// The HTTP method.
+        #[command(subcommand)]
+        method: HttpArgs,
+    },
+    /// Show, on loopback, what the retry policy does (needs only git).
+    Demo,
+}
+
+/// `http` subcommands (raw).
+#[derive(Subcommand, Debug)]
+pub enum HttpArgs {
+    /// GET an absolute http(s) URL.
+    Get {
+        /// The URL; user info in it is a static credential.
+        #[arg(value_name = "URL")]
+        url: String,
+    },
+}
+
+/// Bad input, found before any call to a remote: exit 2.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UsageError {
+    /// The argument, as the help names it (`--deadline`, `<URL>`, ...).
+    pub arg: String,
+    /// What is wrong with it.
+    pub message: String,
+}
+
+impl UsageError {
+    /// A usage error of `arg`.
+    pub fn new(arg: impl Into<String>, message: impl Into<String>) -> Self {
+        UsageError {
+            arg: arg.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl std::fmt::Display for UsageError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "invalid value for {}: {}", self.arg, self.message)
+    }
+}
+
+impl std::error::Error for UsageError {}
+
+/// Why a command line was not accepted.
+#[derive(Debug)]
+pub enum ParseError {
+    /// clap's own error (unknown flag, missing argument) — or `--help` /
+    /// `--version`, which clap reports the same way.
+    Clap(clap::Error),
+    /// A value that does not validate.
+    Usage(UsageError),
+}
+
+impl ParseError {
+    /// The exit code: 0 for `--help` / `--version`, 2 otherwise.
+    pub fn exit_code(&self) -> i32 {
+        match self {
+            ParseError::Clap(e) => e.exit_code(),
+            ParseError::Usage(_) => i32::from(EXIT_USAGE),
+        }
+    }
+}
+
+/// clap's message for a usage error, with a list of missing arguments
+/// pulled onto the first line, so that line names them:
+/// `error: the following required arguments were not provided: --repo <DIR>`.
+pub fn clap_message(e: &clap::Error) -> String {
+    let text = e.render().to_string();
+    if e.kind() != clap::error::ErrorKind::MissingRequiredArgument {
+        return text;
+    }
+    let mut lines = text.lines();
+    let mut first = lines.next().unwrap_or_default().to_string();
+    let mut rest = Vec::new();
+    let mut listing = true;
+    for line in lines {
+        if listing && line.starts_with("  ") && !line.trim().is_empty() {
+            first.push(' ');
+            first.push_str(line.trim());
+        } else {
+            listing = false;
+            rest.push(line);
+        }
+    }
+    let mut out = first;
+    for line in rest {
+        out.push('\n');
+        out.push_str(line);
+    }
+    out.push('\n');
+    out
+}
+
+impl std::fmt::Display for ParseError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ParseError::Clap(e) => write!(f, "{e}"),
+            ParseError::Usage(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ParseError {}
+
+/// What every command was given, validated.
+#[derive(Clone)]
+pub struct Common {
+    /// The profile's bounds with the explicit figures applied.
+    pub bounds: Bounds,
+    /// The profile chosen (`command` by default).
+    pub profile: Profile,
+    /// The operation id, when given.
+    pub operation_id: Option<String>,
+    /// The ledger file, when given.
+    pub ledger: Option<PathBuf>,
+    /// The token command (http(s) only). Never printed.
+    pub token_command: Option<String>,
+    /// The settle pause, when given.
+    pub settle: Option<Duration>,
+    /// One JSON document on stdout.
+    pub json: bool,
+    /// 0: quiet; 1: debug tracing; 2+: trace.
+    pub verbose: u8,
+}
+
+impl std::fmt::Debug for Common {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Common")
+            .field("bounds", &self.bounds)
+            .field("profile", &self.profile)
+            .field("operation_id", &self.operation_id)
+            .field("ledger", &self.ledger)
+            .field(
+                "token_command",
+                &self.token_command.as_ref().map(|_| "<hidden>"),
+            )
+            .field("settle", &self.settle)
+            .field("json", &self.json)
+            .field("verbose", &self.verbose)
+            .finish()
+    }
+}
+
+/// A validated command.
+#[derive(Clone, Debug)]
+pub enum Action {
+    /// `ls-refs <URL> [--prefix P]...`
+    LsRefs {
+        /// The remote URL (as given; user info is removed from every output).
+        url: String,
+        /// Literal prefixes.
+        prefixes: Vec<String>,
+    },
+    /// `fetch <URL> <REFSPEC>... --repo DIR`
+    Fetch {
+        /// The remote URL.
+        url: String,
+        /// Fetch refspecs, each parsed once.
+        refspecs: Vec<String>,
+        /// The local repository.
+        repo: PathBuf,
+    },
+    /// `push <URL> [+]SRC:DST... --repo DIR ...`
+    Push {
+        /// The remote URL.
+        url: String,
+        /// The parsed push specs, in order.
+        specs: Vec<PushSpec>,
+        /// Leases by destination ref.
+        leases: BTreeMap<String, Lease>,
+        /// The local repository.
+        repo: PathBuf,
+        /// `--atomic` and `--push-option`.
+        options: PushOptions,
+    },
+    /// `http get <URL>`
+    HttpGet {
+        /// The absolute http(s) URL.
+        url: String,
+    },
+    /// `demo`
+    Demo,
+}
+
+impl Action {
+    /// The operation kind of the contract (`ls-refs`, `fetch`, `push`,
+    /// `http-get`, `demo`).
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Action::LsRefs { .. } => "ls-refs",
+            Action::Fetch { .. } => "fetch",
+            Action::Push { .. } => "push",
+            Action::HttpGet { .. } => "http-get",
+            Action::Demo => "demo",
+        }
+    }
+}
+
+/// A validated command line.
+#[derive(Clone, Debug)]
+pub struct Config {
+    /// The global flags.
+    pub common: Common,
+    /// The command.
+    pub action: Action,
+}
+
+/// Parse and validate a command line (the first item is the program name).
+/// Never panics; never touches the file system except to check that the
+/// `--ledger` file's directory exists.
+pub fn parse<I, T>(args: I) -> Result<Config, ParseError>
+where
+    I: IntoIterator<Item = T>,
+    T: Into<OsString> + Clone,
+{
+    let cli = Cli::try_parse_from(args).map_err(ParseError::Clap)?;
+    validate(cli).map_err(ParseError::Usage)
+}
+
+/// Parse a duration (`500ms`, `12s`, `5m`, `1h 30m`).
+pub fn parse_duration(arg: &str, text: &str, allow_zero: bool) -> Result<Duration, UsageError> {
+    let d = humantime::parse_duration(text.trim()).map_err(|e| {
+        UsageError::new(
+            arg,
+            format!("{text:?} is not a duration like 500ms, 12s or 5m ({e})"),
+        )
+    })?;
+    if d.is_zero() && !allow_zero {
+        return Err(UsageError::new(
+            arg,
+            format!("{text:?}: must be more than zero"),
+        ));
+    }
+    Ok(d)
+}
+
+fn parse_max_attempts(text: &str) -> Result<u32, UsageError> {
+    let n: u32 = text.trim().parse().map_err(|e| {
+        UsageError::new(
+            "--max-attempts",
+            format!("{text:?} is not a whole number ({e})"),
+        )
+    })?;
+    if n == 0 {
+        return Err(UsageError::new(
+            "--max-attempts",
+            "0: at least 1 attempt is needed",
+        ));
+    }
+    Ok(n)
+}
+
+fn check_operation_id(id: &str) -> Result<(), UsageError> {
+    let bad = |why: &str| UsageError::new("--operation-id", format!("{id:?}: {why}"));
+    if id.is_empty() {
+        return Err(bad("empty"));
+    }
+    if id.chars().count() > 256 {
+        return Err(bad("longer than 256 characters"));
+    }
+    if id.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(bad("contains whitespace or control characters"));
+    }
+    Ok(())
+}
+
+fn check_ledger(path: &Path) -> Result<(), UsageError> {
+    let shown = path.display();
+    if path.as_os_str().is_empty() {
+        return Err(UsageError::new("--ledger", "empty path"));
+    }
+    if path.is_dir() {
+        return Err(UsageError::new(
+            "--ledger",
+            format!("{shown} is a directory, not a file"),
+        ));
+    }
+    if let Some(parent) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+        if !parent.is_dir() {
+            return Err(UsageError::new(
+                "--ledger",
+                format!("{shown}: its directory does not exist"),
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// Check a git remote URL; returns its transport.
+pub fn check_git_url(url: &str) -> Result<TransportKind, UsageError> {
+    Remote::parse(url)
+        .map(|r| r.kind)
+        .map_err(|e| UsageError::new("<URL>", format!("{:?}: {}", e.url, e.reason)))
+}
+
+/// Check an absolute http(s) URL for `http get`.
+pub fn check_http_url(url: &str) -> Result<(), UsageError> {
+    let shown = sluice_git::redact(url);
+    if !(url.starts_with("http://") || url.starts_with("https://")) {
+        return Err(UsageError::new(
+            "<URL>",
+            format!("{shown:?}: not an absolute http:// or https:// URL"),
+        ));
+    }
+    if url.chars().any(char::is_control) {
+        return Err(UsageError::new(
+            "<URL>",
+            format!("{shown:?}: contains control characters"),
+        ));
+    }
+    sluice_forge::split_user_info(url)
+        .map(|_| ())
+        .map_err(|e| UsageError::new("<URL>", e.to_string()))
+}
+
+fn check_fetch_refspec(spec: &str) -> Result<(), UsageError> {
+    use gix::bstr::ByteSlice;
+    gix::refspec::parse(
+        spec.as_bytes().as_bstr(),
+        gix::refspec::parse::Operation::Fetch,
+    )
+    .map(|_| ())
+    .map_err(|e| UsageError::new("<REFSPEC>", format!("{spec:?}: {e}")))
+}
+
+/// Validate a parsed command line into a [`Config`].
+pub fn validate(cli: Cli) -> Result<Config, UsageError> {
+    let g = cli.global;
+    let profile = match &g.profile {
+        Some(p) => p
+            .parse::<Profile>()
+            .map_err(|e| UsageError::new("--profile", e.to_string()))?,
+        None => Profile::Command,
+    };
+    let mut bounds = profile.bounds();
+    if let Some(d) = &g.deadline {
+        bounds = bounds.with_deadline(parse_duration("--deadline", d, false)?);
+    }
+    if let Some(d) = &g.attempt_timeout {
+        bounds = bounds.with_attempt_timeout(parse_duration("--attempt-timeout", d, false)?);
+    }
+    if let Some(n) = &g.max_attempts {
+        bounds = bounds.with_max_attempts(parse_max_attempts(n)?);
+    }
+    let settle = match &g.settle {
+        Some(s) => Some(parse_duration("--settle", s, true)?),
+        None => None,
+    };
+    if let Some(id) = &g.operation_id {
+        check_operation_id(id)?;
+    }
+    if let Some(l) = &g.ledger {
+        check_ledger(l)?;
+    }
+    if let Some(t) = &g.token_command {
+        if t.trim().is_empty() {
+            return Err(UsageError::new("--token-command", "empty command"));
+        }
+    }
+    let common = Common {
+        bounds,
+        profile,
+        operation_id: g.operation_id.clone(),
+        ledger: g.ledger.clone(),
+        token_command: g.token_command.clone(),
+        settle,
+        json: g.json,
+        verbose: g.verbose,
+    };
+    let needs_http_for_token = |url: &str, kind: TransportKind| {
+        if common.token_command.is_some() && kind != TransportKind::Http {
+            Err(UsageError::new(
+                "--token-command",
+                format!(
+                    "only http(s) remotes take a token; {:?} is not one",
+                    sluice_git::redact(url)
+                ),
+            ))
+        } else {
+            Ok(())
+        }
+    };
+    let action = match cli.command {
+        CommandArgs::LsRefs { url, prefixes } => {
+            let kind = check_git_url(&url)?;
+            needs_http_for_token(&url, kind)?;
+            for p in &prefixes {
+                if p.contains('*') {
+                    return Err(UsageError::new(
+                        "--prefix",
+                        format!("{p:?}: a prefix is literal and may not contain '*'"),
+                    ));
+                }
+                if p.chars().any(char::is_control) {
+                    return Err(UsageError::new(
+                        "--prefix",
+                        format!("{p:?}: contains control characters"),
+                    ));
+                }
+            }
+            Action::LsRefs { url, prefixes }
+        }
+        CommandArgs::Fetch {
+            url,
+            refspecs,
+            repo,
+        } => {
+            let kind = check_git_url(&url)?;
+            needs_http_for_token(&url, kind)?;
+            for s in &refspecs {
+                check_fetch_refspec(s)?;
+            }
+            Action::Fetch {
+                url,
+                refspecs,
+                repo,
+            }
+        }
+        CommandArgs::Push {
+            url,
+            specs,
+            repo,
+            leases,
+            atomic,
+            push_options,
+        } => {
+            let kind = check_git_url(&url)?;
+            needs_http_for_token(&url, kind)?;
+            let mut parsed = Vec::with_capacity(specs.len());
+            for s in &specs {
+                let spec = PushSpec::parse(s).map_err(|e| {
+                    UsageError::new("[+]SRC:DST", strip_invalid_prefix(&e.to_string()))
+                })?;
+                if parsed.iter().any(|p: &PushSpec| p.dst == spec.dst) {
+                    return Err(UsageError::new(
+                        "[+]SRC:DST",
+                        format!("{s:?}: {} is named twice", spec.dst),
+                    ));
+                }
+                parsed.push(spec);
+            }
+            let mut by_dst = BTreeMap::new();
+            for l in &leases {
+                let (dst, lease) = sluice_git::parse_lease(l).map_err(|e| {
+                    UsageError::new("--lease", strip_invalid_prefix(&e.to_string()))
+                })?;
+                if !parsed.iter().any(|p| p.dst == dst) {
+                    return Err(UsageError::new(
+                        "--lease",
+                        format!("{l:?}: {dst} is not the destination of any push spec"),
+                    ));
+                }
+                if by_dst.insert(dst.clone(), lease).is_some() {
+                    return Err(UsageError::new(
+                        "--lease",
+                        format!("{l:?}: {dst} has two leases"),
+                    ));
+                }
+            }
+            for o in &push_options {
+                if o.contains('\n') || o.contains('\0') {
+                    return Err(UsageError::new(
+                        "--push-option",
+                        format!("{o:?}: may not contain a newline or NUL"),
+                    ));
+                }
+            }
+            Action::Push {
+                url,
+                specs: parsed,
+                leases: by_dst,
+                repo,
+                options: PushOptions {
+                    atomic,
+                    push_options,
+                },
+            }
+        }
+        CommandArgs::Http {
+            method: HttpArgs::Get { url },
+        } => {
+            check_http_url(&url)?;
+            Action::HttpGet { url }
+        }
+        CommandArgs::Demo => {
+            let given = [
+                ("--deadline", g.deadline.is_some()),
+                ("--attempt-timeout", g.attempt_timeout.is_some()),
+                ("--max-attempts", g.max_attempts.is_some()),
+                ("--profile", g.profile.is_some()),
+                ("--operation-id", g.operation_id.is_some()),
+                ("--ledger", g.ledger.is_some()),
+                ("--token-command", g.token_command.is_some()),
+                ("--settle", g.settle.is_some()),
+                ("--json", g.json),
+            ];
+            if let Some((flag, _)) = given.iter().find(|(_, on)| *on) {
+                return Err(UsageError::new(
+                    *flag,
+                    "demo chooses its own bounds and prints prose; only -v applies",
+                ));
+            }
+            Action::Demo
+        }
+    };
+    Ok(Config { common, action })
+}
+
+/// `invalid refspec "x": why` → `"x": why` (the argument is named already).
+fn strip_invalid_prefix(message: &str) -> String {
+    message
+        .strip_prefix("invalid refspec ")
+        .unwrap_or(message)
+        .to_string()
+}
+
+/// Open `--repo`: a git repository (bare or not), or a usage error.
+pub fn open_repo(path: &Path) -> Result<gix::Repository, UsageError> {
+    if !path.exists() {
+        return Err(UsageError::new(
+            "--repo",
+            format!("{}: no such directory", path.display()),
+        ));
+    }
+    gix::open(path).map_err(|e| {
+        UsageError::new(
+            "--repo",
+            format!("{} is not a git repository ({e})", path.display()),
+        )
+    })
+}
+
+/// Resolve the push specs against `repo`, with their leases.
+pub fn resolve_updates(
+    specs: &[PushSpec],
+    leases: &BTreeMap<String, Lease>,
+    repo: &gix::Repository,
+) -> Result<Vec<RefUpdate>, UsageError> {
+    specs
+        .iter()
+        .map(|s| {
+            RefUpdate::resolve(s, leases.get(&s.dst).copied(), repo).map_err(|e| {
+                let shown = format!(
+                    "{}{}:{}",
+                    if s.force { "+" } else { "" },
+                    s.src.as_deref().unwrap_or(""),
+                    s.dst
+                );
+                UsageError::new("[+]SRC:DST", format!("{shown:?}: {e}"))
+            })
+        })
+        .collect()
+}
+
+/// A [`sluice_git::InputError`] returned by a client call, as a usage error.
+pub fn input_error(e: &sluice_git::InputError) -> UsageError {
+    use sluice_git::InputError as E;
+    let arg = match e {
+        E::Url(_) => "<URL>",
+        E::Refspec { .. } => "<REFSPEC>",
+        E::Prefix(_) => "--prefix",
+        E::RefName { .. } | E::Revision { .. } | E::Push(_) => "[+]SRC:DST",
+    };
+    UsageError::new(arg, e.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn err(args: &[&str]) -> UsageError {
+        let mut v = vec!["sluice-remote"];
+        v.extend_from_slice(args);
+        match parse(v) {
+            Err(ParseError::Usage(e)) => e,
+            Err(ParseError::Clap(e)) => panic!("clap error instead: {e}"),
+            Ok(c) => panic!("accepted: {c:?}"),
+        }
+    }
+
+    fn ok(args: &[&str]) -> Config {
+        let mut v = vec!["sluice-remote"];
+        v.extend_from_slice(args);
+        parse(v).unwrap_or_else(|e| panic!("refused: {e}"))
+    }
+
+    #[test]
+    fn global_flags_are_accepted_before_and_after_the_command() {
+        let a = ok(&["--json", "--deadline", "500ms", "ls-refs", "git://h/r"]);
+        let b = ok(&["ls-refs", "git://h/r", "--deadline", "500ms", "--json"]);
+        assert!(a.common.json && b.common.json);
+        assert_eq!(a.common.bounds.deadline, Duration::from_millis(500));
+        assert_eq!(b.common.bounds.deadline, Duration::from_millis(500));
+    }
+
+    #[test]
+    fn explicit_figures_override_the_profile() {
+        let c = ok(&[
+            "--profile",
+            "wait",
+            "--max-attempts",
+            "2",
+            "ls-refs",
+            "git://h/r",
+        ]);
+        assert_eq!(c.common.profile, Profile::Wait);
+        assert_eq!(c.common.bounds.max_attempts, 2);
+        assert_eq!(c.common.bounds.deadline, Profile::Wait.bounds().deadline);
+        let d = ok(&["ls-refs", "git://h/r"]);
+        assert_eq!(d.common.bounds, Profile::Command.bounds());
+    }
+
+    #[test]
+    fn each_bad_value_names_its_argument() {
+        let cases: &[(&[&str], &str)] = &[
+            (
+                &["ls-refs", "git://h/r", "--deadline", "soon"],
+                "--deadline",
+            ),
+            (&["ls-refs", "git://h/r", "--deadline", "0s"], "--deadline"),
+            (
+                &["ls-refs", "git://h/r", "--attempt-timeout", "12"],
+                "--attempt-timeout",
+            ),
+            (&["ls-refs", "git://h/r", "--settle", "x"], "--settle"),
+            (
+                &["ls-refs", "git://h/r", "--max-attempts", "0"],
+                "--max-attempts",
+            ),
+            (
+                &["ls-refs", "git://h/r", "--max-attempts", "-1"],
+                "--max-attempts",
+            ),
+            (&["ls-refs", "git://h/r", "--profile", "fast"], "--profile"),
+            (&["ls-refs", "git://h/r", "--prefix", "refs/*"], "--prefix"),
+            (&["ls-refs", "ftp://h/r"], "<URL>"),
+            (&["ls-refs", "git://"], "<URL>"),
+            (
+                &["ls-refs", "git://h/r", "--token-command", "echo t"],
+                "--token-command",
+            ),
+            (
+                &["fetch", "git://h/r", "refs/heads/a:refs/b:c", "--repo", "."],
+                "<REFSPEC>",
+            ),
+            (&["push", "git://h/r", "main", "--repo", "."], "[+]SRC:DST"),
+            (
+                &["push", "git://h/r", "main:main", "--repo", "."],
+                "[+]SRC:DST",
+            ),
+            (
+                &[
+                    "push",
+                    "git://h/r",
+                    "a:refs/heads/x",
+                    "--repo",
+                    ".",
+                    "--lease",
+                    "refs/heads/x=12",
+                ],
+                "--lease",
+            ),
+            (
+                &[
+                    "push",
+                    "git://h/r",
+                    "a:refs/heads/x",
+                    "--repo",
+                    ".",
+                    "--lease",
+                    "refs/heads/y=absent",
+                ],
+                "--lease",
+            ),
+            (
+                &[
+                    "push",
+                    "git://h/r",
+                    "a:refs/heads/x",
+                    "--repo",
+                    ".",
+                    "--push-option",
+                    "a\nb",
+                ],
+                "--push-option",
+            ),
+            (&["http", "get", "ftp://h/x"], "<URL>"),
+            (
+                &["--operation-id", "a b", "ls-refs", "git://h/r"],
+                "--operation-id",
+            ),
+            (&["--json", "demo"], "--json"),
+        ];
+        for (args, arg) in cases {
+            let e = err(args);
+            assert_eq!(&e.arg, arg, "{args:?}: {e}");
+            assert!(e
+                .to_string()
+                .starts_with(&format!("invalid value for {arg}")));
+        }
+    }
+
+    #[test]
+    fn push_specs_and_leases_are_parsed() {
+        let oid = "0123456789abcdef0123456789abcdef01234567";
+        let lease = format!("refs/heads/main={oid}");
+        let c = ok(&[
+            "push",
+            "git://h/r",
+            "+HEAD~1:refs/heads/main",
+            ":refs/heads/old",
+            "--repo",
+            ".",
+            "--lease",
+            &lease,
+            "--atomic",
+            "--push-option",
+            "ci.skip",
+        ]);
+        let Action::Push {
+            specs,
+            leases,
+            options,
+            ..
+        } = c.action
+        else {
+            panic!("not a push");
+        };
+        assert_eq!(specs.len(), 2);
+        assert!(specs[0].force);
+        assert_eq!(specs[1].src, None);
+        assert!(matches!(leases.get("refs/heads/main"), Some(Lease::Oid(_))));
+        assert!(options.atomic);
+        assert_eq!(options.push_options, vec!["ci.skip".to_string()]);
+    }
+
+    #[test]
+    fn the_token_command_never_shows_in_debug_output() {
+        let c = ok(&[
+            "--token-command",
+            "echo s3cret-token",
+            "http",
+            "get",
+            "http://h/x",
+        ]);
+        assert!(!format!("{c:?}").contains("s3cret"));
+    }
+
+    #[test]
+    fn a_missing_argument_is_named_on_the_first_line() {
+        let Err(ParseError::Clap(e)) =
+            parse(["sluice-remote", "push", "git://h/r", "a:refs/heads/a"])
+        else {
+            panic!("accepted");
+        };
+        let msg = clap_message(&e);
+        let first = msg.lines().next().unwrap_or_default();
+        assert!(
+            first.starts_with("error:") && first.contains("--repo"),
+            "{msg}"
+        );
+    }
+
+    #[test]
+    fn clap_usage_errors_exit_2_and_help_exits_0() {
+        let e = parse(["sluice-remote", "ls-refs"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let e = parse(["sluice-remote", "--bogus", "ls-refs", "git://h/r"]).unwrap_err();
+        assert_eq!(e.exit_code(), 2);
+        let e = parse(["sluice-remote", "--help"]).unwrap_err();
+        assert_eq!(e.exit_code(), 0);
+        let e = parse(["sluice-remote", "--version"]).unwrap_err();
+        assert_eq!(e.exit_code(), 0);
+    }
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+    }
+}

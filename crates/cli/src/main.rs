@@ -1,1 +1,251 @@
-fn main() {}
+//! The `sluice-remote` binary: parses and validates the command line
+//! (`sluice_cli`), runs one operation through sluice-git or sluice-forge
+//! under the policy, prints the outcome (one JSON document with `--json`,
+//! a short human summary otherwise) and exits with the outcome's code:
+//! 0 succeeded · 1 answered · 2 usage or bad input · 3 unknown · 4 rejected.
+#![forbid(unsafe_code)]
+
+mod demo;
+mod progress;
+
+use std::io::{IsTerminal, Write};
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context as _;
+use serde::Serialize;
+use sluice_cli::{contract, human, Action, Common, Config, ParseError, UsageError};
+use sluice_git::{CallOptions, GitClient};
+use sluice_policy::{CommandSource, CredentialSource, FileLedger, Outcome, OutcomeKind, Policy};
+
+fn main() -> ExitCode {
+    // A bug must still end in one line on stderr, never a backtrace.
+    std::panic::set_hook(Box::new(|info| {
+        let msg = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "panic".into());
+        let at = info
+            .location()
+            .map(|l| format!(" at {}:{}", l.file(), l.line()))
+            .unwrap_or_default();
+        eprintln!("error: internal error{at}: {msg}");
+    }));
+    let config = match sluice_cli::parse(std::env::args_os()) {
+        Ok(c) => c,
+        Err(ParseError::Clap(e)) => {
+            // --help / --version print to stdout and exit 0; usage errors
+            // print to stderr and exit 2.
+            if e.kind() == clap::error::ErrorKind::MissingRequiredArgument {
+                eprint!("{}", sluice_cli::clap_message(&e));
+            } else {
+                let _ = e.print();
+            }
+            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
+        }
+        Err(ParseError::Usage(e)) => return usage(&e),
+    };
+    if config.common.verbose > 0 {
+        init_tracing(config.common.verbose);
+    }
+    if let Action::Demo = config.action {
+        return ExitCode::from(demo::run());
+    }
+    match run(&config) {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => match e.downcast_ref::<UsageError>() {
+            Some(u) => usage(u),
+            None => {
+                eprintln!("error: {e:#}");
+                ExitCode::from(sluice_cli::EXIT_USAGE)
+            }
+        },
+    }
+}
+
+fn usage(e: &UsageError) -> ExitCode {
+    eprintln!("error: {e}");
+    ExitCode::from(sluice_cli::EXIT_USAGE)
+}
+
+/// `-v`: debug tracing of the sluice crates to stderr (`-vv`: trace).
+fn init_tracing(verbose: u8) {
+    let level = if verbose >= 2 { "trace" } else { "debug" };
+    let filter = [
+        "sluice_policy",
+        "sluice_git",
+        "sluice_forge",
+        "sluice_cli",
+        "sluice_remote",
+        "sluice_testkit",
+    ]
+    .iter()
+    .fold(String::from("warn"), |acc, c| format!("{acc},{c}={level}"));
+    let _ = tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::stderr().is_terminal())
+        .try_init();
+}
+
+/// The policy of this process: the ledger file and settle pause given.
+fn policy(common: &Common) -> Arc<Policy> {
+    let mut b = Policy::builder();
+    if let Some(path) = &common.ledger {
+        b = b.ledger(Arc::new(FileLedger::new(path.clone())));
+    }
+    if let Some(settle) = common.settle {
+        b = b.settle(settle);
+    }
+    Arc::new(b.build())
+}
+
+fn credentials(common: &Common) -> Option<Arc<dyn CredentialSource>> {
+    common
+        .token_command
+        .as_ref()
+        .map(|c| Arc::new(CommandSource::new(c.clone())) as Arc<dyn CredentialSource>)
+}
+
+fn git_options(common: &Common) -> CallOptions {
+    CallOptions {
+        bounds: common.bounds,
+        id: common.operation_id.clone(),
+        credentials: credentials(common),
+        ..CallOptions::default()
+    }
+}
+
+fn run(config: &Config) -> anyhow::Result<u8> {
+    let common = &config.common;
+    match &config.action {
+        Action::LsRefs { url, prefixes } => {
+            let client = GitClient::new(policy(common));
+            let out = client
+                .ls_refs(url, prefixes, &git_options(common))
+                .map_err(|e| sluice_cli::input_error(&e))?;
+            let text = out.value.as_deref().map(human::ls_refs);
+            Ok(emit(
+                common,
+                out.map(|v| contract::ls_refs_value(&v)),
+                text,
+                false,
+            ))
+        }
+        Action::Fetch {
+            url,
+            refspecs,
+            repo,
+        } => {
+            let repo = sluice_cli::open_repo(repo)?;
+            let client = GitClient::new(policy(common));
+            let bar = progress::Bar::new("fetch", common.verbose > 0);
+            let mut opts = git_options(common);
+            opts.progress = bar.callback();
+            let out = client
+                .fetch(url, refspecs, &repo, &opts)
+                .map_err(|e| sluice_cli::input_error(&e));
+            bar.finish();
+            let out = out?;
+            let text = out.value.as_deref().map(human::fetch);
+            Ok(emit(
+                common,
+                out.map(|v| contract::fetch_value(&v)),
+                text,
+                true,
+            ))
+        }
+        Action::Push {
+            url,
+            specs,
+            leases,
+            repo,
+            options,
+        } => {
+            let repo = sluice_cli::open_repo(repo)?;
+            let updates = sluice_cli::resolve_updates(specs, leases, &repo)?;
+            let client = GitClient::new(policy(common));
+            let bar = progress::Bar::new("push", common.verbose > 0);
+            let mut opts = git_options(common);
+            opts.progress = bar.callback();
+            let out = client
+                .push(url, &updates, options, &repo, &opts)
+                .map_err(|e| sluice_cli::input_error(&e));
+            bar.finish();
+            let out = out?;
+            let text = out
+                .value
+                .as_ref()
+                .map(|r| human::push(&out.operation.remote, specs, r));
+            Ok(emit(
+                common,
+                out.map(|v| contract::push_value(&v)),
+                text,
+                true,
+            ))
+        }
+        Action::HttpGet { url } => {
+            let (parsed, _) = sluice_forge::split_user_info(url)
+                .map_err(|e| UsageError::new("<URL>", e.to_string()))?;
+            let base = format!("{}/", parsed.origin().ascii_serialization());
+            let client = sluice_forge::ForgeClient::builder(&base)
+                .policy(policy(common))
+                .bounds(common.bounds)
+                .build()
+                .context("building the HTTP client")?;
+            let opts = sluice_forge::CallOptions {
+                bounds: Some(common.bounds),
+                id: common.operation_id.clone(),
+                credentials: credentials(common),
+                cancel: None,
+            };
+            let out = client
+                .get_url(url, opts)
+                .map_err(|e| UsageError::new("<URL>", e.to_string()))?;
+            let text = out.value.as_ref().map(|r| {
+                let mut b = r.body.clone();
+                if !b.is_empty() && !b.ends_with('\n') {
+                    b.push('\n');
+                }
+                b
+            });
+            Ok(emit(
+                common,
+                out.map(|v| contract::http_value(&v)),
+                text,
+                false,
+            ))
+        }
+        Action::Demo => Ok(demo::run()),
+    }
+}
+
+/// Print the outcome and return its exit code. With `--json`, exactly one
+/// document on stdout; otherwise the value's text on stdout and the summary
+/// on stderr (always for fetch and push; for reads only when there was
+/// more than one attempt or the read did not succeed).
+fn emit<T: Serialize>(
+    common: &Common,
+    out: Outcome<T>,
+    text: Option<String>,
+    always_summary: bool,
+) -> u8 {
+    let code = sluice_cli::exit_code(out.kind);
+    let stdout = std::io::stdout();
+    let mut stdout = stdout.lock();
+    if common.json {
+        let _ = writeln!(stdout, "{}", contract::document(&out));
+    } else {
+        if let Some(t) = text {
+            let _ = stdout.write_all(t.as_bytes());
+        }
+        let notable = out.kind != OutcomeKind::Succeeded || out.attempts.len() > 1;
+        if always_summary || notable {
+            eprint!("{}", human::summary(&out));
+        }
+    }
+    let _ = stdout.flush();
+    code
+}

@@ -1,0 +1,220 @@
+//! The JSON document of the design's CLI contract.
+//!
+//! The evidence keys (`result`, `operation`, `deadline_ms`, `elapsed_ms`,
+//! `may_have_applied`, `stopped`, `attempts`, `reconciled`,
+//! `refused_credentials`, `previous`) come from the policy's `Outcome`
+//! serialisation; this module shapes `value` per command:
+//!
+//! | command | `value` |
+//! |---|---|
+//! | ls-refs | `[ { name, oid (null when unborn), peeled, symref_target } ]` |
+//! | fetch | `[ { remote_ref, local_ref, oid } ]` |
+//! | push | `[ { ref, status: ok\|rejected, reason } ]` |
+//! | http get | `{ status, body }` |
+
+use serde::Serialize;
+use sluice_forge::HttpResponse;
+use sluice_git::{FetchedRef, PushReport, RemoteRef};
+use sluice_policy::Outcome;
+
+/// Every top-level key of the document, in order.
+pub const KEYS: [&str; 11] = [
+    "result",
+    "operation",
+    "deadline_ms",
+    "elapsed_ms",
+    "may_have_applied",
+    "stopped",
+    "attempts",
+    "reconciled",
+    "refused_credentials",
+    "previous",
+    "value",
+];
+
+fn hex(oid: Option<&gix::ObjectId>) -> Option<String> {
+    oid.map(|o| o.to_hex().to_string())
+}
+
+/// One ref of ls-refs' `value`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LsRef {
+    /// The full name (`HEAD`, `refs/heads/main`).
+    pub name: String,
+    /// 40 lowercase hex; null when unborn.
+    pub oid: Option<String>,
+    /// For an annotated tag, the object it points to.
+    pub peeled: Option<String>,
+    /// For a symbolic ref, its target.
+    pub symref_target: Option<String>,
+}
+
+/// One ref of fetch's `value`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Fetched {
+    /// The remote's ref name.
+    pub remote_ref: String,
+    /// The local ref it was stored as, if any.
+    pub local_ref: Option<String>,
+    /// 40 lowercase hex.
+    pub oid: String,
+}
+
+/// One ref of push's `value`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Pushed {
+    /// The destination ref.
+    #[serde(rename = "ref")]
+    pub name: String,
+    /// `ok` or `rejected`.
+    pub status: &'static str,
+    /// Why (the remote's words for a rejection, `up to date`, ...).
+    pub reason: Option<String>,
+}
+
+/// `value` of http get.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HttpGet {
+    /// The status code.
+    pub status: u16,
+    /// The body, as text.
+    pub body: String,
+}
+
+/// `value` of ls-refs.
+pub fn ls_refs_value(refs: &[RemoteRef]) -> Vec<LsRef> {
+    refs.iter()
+        .map(|r| LsRef {
+            name: r.name.clone(),
+            oid: hex(r.oid.as_ref()),
+            peeled: hex(r.peeled.as_ref()),
+            symref_target: r.symref_target.clone(),
+        })
+        .collect()
+}
+
+/// `value` of fetch.
+pub fn fetch_value(refs: &[FetchedRef]) -> Vec<Fetched> {
+    refs.iter()
+        .map(|r| Fetched {
+            remote_ref: r.remote_ref.clone(),
+            local_ref: r.local_ref.clone(),
+            oid: r.oid.to_hex().to_string(),
+        })
+        .collect()
+}
+
+/// `value` of push.
+pub fn push_value(report: &PushReport) -> Vec<Pushed> {
+    report
+        .refs
+        .iter()
+        .map(|r| Pushed {
+            name: r.name.clone(),
+            status: r.status.as_str(),
+            reason: r.reason.clone(),
+        })
+        .collect()
+}
+
+/// `value` of http get.
+pub fn http_value(r: &HttpResponse) -> HttpGet {
+    HttpGet {
+        status: r.status,
+        body: r.body.clone(),
+    }
+}
+
+/// The whole document, on one line, keys in the contract's order: the
+/// policy's `Outcome` serialisation writes every key (null where it does not
+/// apply).
+pub fn document<T: Serialize>(outcome: &Outcome<T>) -> String {
+    serde_json::to_string(outcome).unwrap_or_else(|e| {
+        // Cannot happen for these types; still one JSON document.
+        serde_json::json!({ "result": outcome.kind.as_str(), "error": e.to_string() }).to_string()
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use sluice_git::{RefResult, RefStatus};
+    use sluice_policy::{Effect, OperationInfo, OutcomeKind};
+
+    fn blank() -> Outcome<Vec<Pushed>> {
+        Outcome {
+            kind: OutcomeKind::Answered,
+            value: None,
+            error: None,
+            operation: OperationInfo {
+                id: "op-1".into(),
+                kind: "push".into(),
+                effect: Effect::Write,
+                remote: "git://h/r".into(),
+            },
+            deadline_ms: 20_000,
+            elapsed_ms: 12,
+            may_have_applied: Some(false),
+            stopped: None,
+            attempts: vec![],
+            reconciled: None,
+            refused_credentials: vec![],
+            previous: None,
+        }
+    }
+
+    #[test]
+    fn every_key_is_present_even_when_null() {
+        let text = document(&blank());
+        let doc: serde_json::Value = serde_json::from_str(&text).expect("json");
+        let obj = doc.as_object().expect("object");
+        for k in KEYS {
+            assert!(obj.contains_key(k), "{k} missing: {doc}");
+        }
+        assert_eq!(doc["result"], "answered");
+        assert_eq!(doc["value"], serde_json::Value::Null);
+        let order: Vec<usize> = KEYS
+            .iter()
+            .map(|k| text.find(&format!("\"{k}\":")).expect("key"))
+            .collect();
+        assert!(
+            order.windows(2).all(|w| w[0] < w[1]),
+            "keys out of order: {text}"
+        );
+        assert_eq!(doc["operation"]["effect"], "write");
+    }
+
+    #[test]
+    fn values_are_shaped_per_the_contract() {
+        let oid =
+            gix::ObjectId::from_hex(b"0123456789abcdef0123456789abcdef01234567").expect("hex");
+        let v = ls_refs_value(&[RemoteRef {
+            name: "HEAD".into(),
+            oid: None,
+            peeled: None,
+            symref_target: Some("refs/heads/main".into()),
+        }]);
+        assert_eq!(v[0].oid, None);
+        assert_eq!(v[0].symref_target.as_deref(), Some("refs/heads/main"));
+        let v = push_value(&PushReport {
+            refs: vec![RefResult {
+                name: "refs/heads/main".into(),
+                status: RefStatus::Rejected,
+                reason: Some("stale info".into()),
+            }],
+            pack: None,
+        });
+        let j = serde_json::to_value(&v).expect("json");
+        assert_eq!(j[0]["ref"], "refs/heads/main");
+        assert_eq!(j[0]["status"], "rejected");
+        assert_eq!(j[0]["reason"], "stale info");
+        let v = fetch_value(&[FetchedRef {
+            remote_ref: "refs/heads/main".into(),
+            local_ref: None,
+            oid,
+        }]);
+        let j = serde_json::to_value(&v).expect("json");
+        assert_eq!(j[0]["oid"], "0123456789abcdef0123456789abcdef01234567");
+        assert_eq!(j[0]["local_ref"], serde_json::Value::Null);
+    }
+}

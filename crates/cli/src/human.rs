@@ -1,0 +1,226 @@
+//! The short human summaries printed without `--json`.
+//!
+//! The value goes to stdout in the form git prints it (`git ls-remote`'s
+//! `<oid>\t<name>` lines, `git push`'s per-ref lines); the evidence — how
+//! the operation ended, and the attempt history when there was more than
+//! one attempt or it did not succeed — goes to stderr ([`summary`]).
+
+use std::fmt::Write as _;
+
+use sluice_git::{FetchedRef, PushReport, PushSpec, RefStatus, RemoteRef};
+use sluice_policy::{Outcome, OutcomeKind};
+
+/// ls-refs as `git ls-remote` prints it: `<oid>\t<name>`, and
+/// `<peeled>\t<name>^{}` for annotated tags. Unborn refs have no line.
+pub fn ls_refs(refs: &[RemoteRef]) -> String {
+    let mut s = String::new();
+    for r in refs {
+        if let Some(oid) = r.oid {
+            let _ = writeln!(s, "{oid}\t{}", r.name);
+        }
+        if let Some(p) = r.peeled {
+            let _ = writeln!(s, "{p}\t{}^{{}}", r.name);
+        }
+    }
+    s
+}
+
+/// fetch: one line per ref, `<oid>\t<remote ref> -> <local ref>` (or just
+/// the remote ref when the refspec names no local one).
+pub fn fetch(refs: &[FetchedRef]) -> String {
+    let mut s = String::new();
+    for r in refs {
+        match &r.local_ref {
+            Some(l) => {
+                let _ = writeln!(s, "{}\t{} -> {l}", r.oid, r.remote_ref);
+            }
+            None => {
+                let _ = writeln!(s, "{}\t{}", r.oid, r.remote_ref);
+            }
+        }
+    }
+    s
+}
+
+/// push: `To <remote>` and one line per ref, as `git push` prints them
+/// (` ` updated, `+` forced, `-` deleted, `=` up to date, `!` rejected).
+pub fn push(remote: &str, specs: &[PushSpec], report: &PushReport) -> String {
+    let mut s = format!("To {remote}\n");
+    for r in &report.refs {
+        let spec = specs.iter().find(|p| p.dst == r.name);
+        let force = spec.is_some_and(|p| p.force);
+        let what = match spec.and_then(|p| p.src.as_deref()) {
+            Some(src) => format!("{src} -> {}", r.name),
+            None => r.name.clone(),
+        };
+        let deleting = spec.is_some_and(|p| p.src.is_none());
+        let (flag, label, reason) = match (r.status, r.reason.as_deref()) {
+            (RefStatus::Rejected, why) => ('!', "[rejected]", why.map(|w| format!(" ({w})"))),
+            (RefStatus::Ok, Some("up to date")) => ('=', "[up to date]", None),
+            (RefStatus::Ok, _) if deleting => ('-', "[deleted]", None),
+            (RefStatus::Ok, _) if force => ('+', "[forced update]", None),
+            (RefStatus::Ok, why) => (' ', "[updated]", why.map(|w| format!(" ({w})"))),
+        };
+        let _ = writeln!(
+            s,
+            " {flag} {label:<16} {what}{}",
+            reason.unwrap_or_default()
+        );
+    }
+    s
+}
+
+/// How the operation ended, for stderr: one line, then (when there was
+/// more than one attempt, or it did not succeed) the attempt history, the
+/// settling read and the earlier run of a rejected id.
+pub fn summary<T>(outcome: &Outcome<T>) -> String {
+    let mut s = String::new();
+    let n = outcome.attempts.len();
+    let op = &outcome.operation;
+    let attempts = if n == 1 {
+        "1 attempt".to_string()
+    } else {
+        format!("{n} attempts")
+    };
+    let _ = write!(
+        s,
+        "{}: {} {} — {attempts} in {} ms (deadline {} ms; operation {})",
+        outcome.kind.as_str(),
+        op.kind,
+        op.remote,
+        outcome.elapsed_ms,
+        outcome.deadline_ms,
+        op.id,
+    );
+    if let Some(stopped) = outcome.stopped {
+        let _ = write!(s, "; stopped: {}", stopped.as_str());
+    }
+    s.push('\n');
+    match outcome.kind {
+        OutcomeKind::Succeeded => {}
+        OutcomeKind::Answered => {
+            if let Some(e) = &outcome.error {
+                let _ = writeln!(s, "  the remote answered: {}", e.cause);
+            }
+        }
+        OutcomeKind::Unknown => {
+            let _ = writeln!(
+                s,
+                "  no answer within the bounds (not a claim that anything failed){}",
+                match outcome.may_have_applied {
+                    Some(true) => "; the write MAY HAVE APPLIED",
+                    Some(false) => "; the write did not apply",
+                    None => "",
+                }
+            );
+            if let Some(e) = &outcome.error {
+                let _ = writeln!(
+                    s,
+                    "  last: {} at {}: {}",
+                    e.class.as_str(),
+                    e.phase,
+                    e.cause
+                );
+            }
+        }
+        OutcomeKind::Rejected => {
+            if let Some(e) = &outcome.error {
+                let _ = writeln!(s, "  {}", e.cause);
+            }
+            match &outcome.previous {
+                Some(p) => {
+                    let _ = writeln!(
+                        s,
+                        "  the earlier run: {} in {} ms, {} attempt(s)",
+                        p.result.as_str(),
+                        p.elapsed_ms,
+                        p.attempts.len()
+                    );
+                }
+                None => {
+                    let _ = writeln!(s, "  the earlier run has not ended (or left no record)");
+                }
+            }
+        }
+    }
+    if let Some(r) = &outcome.reconciled {
+        let observed: Vec<String> = r
+            .observed
+            .iter()
+            .map(|(k, v)| format!("{k} = {v}"))
+            .collect();
+        let _ = writeln!(
+            s,
+            "  settled by reading: {} ({})",
+            r.verdict.as_str(),
+            observed.join(", ")
+        );
+    }
+    if !outcome.refused_credentials.is_empty() {
+        let _ = writeln!(
+            s,
+            "  refused credentials (fingerprints): {}",
+            outcome.refused_credentials.join(", ")
+        );
+    }
+    if n > 1 || (n == 1 && outcome.kind != OutcomeKind::Succeeded) {
+        s.push_str(&history(outcome));
+    }
+    s
+}
+
+/// The attempt history as a small table.
+pub fn history<T>(outcome: &Outcome<T>) -> String {
+    let mut s =
+        String::from("  attempt  phase          class      took      left      then      cause\n");
+    for a in &outcome.attempts {
+        let class = a.class.map_or("-", |c| c.as_str());
+        let wait = a
+            .delay_ms
+            .map_or_else(|| "-".to_string(), |d| format!("+{d}ms"));
+        let _ = writeln!(
+            s,
+            "  #{:<7} {:<14} {:<10} {:<9} {:<9} {:<9} {}",
+            a.n,
+            a.phase,
+            class,
+            format!("{}ms", a.elapsed_ms),
+            format!("{}ms", a.remaining_ms),
+            wait,
+            a.cause.as_deref().unwrap_or("-"),
+        );
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_print_like_git_ls_remote() {
+        let oid =
+            gix::ObjectId::from_hex(b"0123456789abcdef0123456789abcdef01234567").expect("hex");
+        let peeled =
+            gix::ObjectId::from_hex(b"89abcdef0123456789abcdef0123456789abcdef").expect("hex");
+        let out = ls_refs(&[
+            RemoteRef {
+                name: "refs/tags/v1".into(),
+                oid: Some(oid),
+                peeled: Some(peeled),
+                symref_target: None,
+            },
+            RemoteRef {
+                name: "HEAD".into(),
+                oid: None,
+                peeled: None,
+                symref_target: Some("refs/heads/main".into()),
+            },
+        ]);
+        assert_eq!(
+            out,
+            "0123456789abcdef0123456789abcdef01234567\trefs/tags/v1\n\
+             89abcdef0123456789abcdef0123456789abcdef\trefs/tags/v1^{}\n"
+        );
+    }
+}

@@ -1,0 +1,378 @@
+//! Shared helpers of the CLI's integration tests: run the built binary,
+//! serve fixtures with the testkit's daemon and proxy, check JSON documents.
+#![allow(dead_code)]
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+use serde_json::Value;
+use sluice_testkit::{fixtures, repo, FaultProxy, GitDaemon};
+
+/// What one run of the binary gave.
+#[derive(Debug)]
+pub struct Run {
+    pub code: i32,
+    pub stdout: String,
+    pub stderr: String,
+}
+
+impl Run {
+    /// The single JSON document on stdout.
+    pub fn json(&self) -> Value {
+        assert_eq!(
+            self.stdout.trim_end().lines().count(),
+            1,
+            "one document on one line: {self:?}"
+        );
+        serde_json::from_str(&self.stdout).unwrap_or_else(|e| panic!("not JSON ({e}): {self:?}"))
+    }
+
+    /// The first line of stderr.
+    pub fn first_err_line(&self) -> &str {
+        self.stderr.lines().next().unwrap_or("")
+    }
+}
+
+/// Run `sluice-remote args...` (no stdin, no RUST_LOG).
+pub fn sluice(args: &[&str]) -> Run {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice-remote"))
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("RUST_BACKTRACE")
+        .stdin(Stdio::null())
+        .output()
+        .expect("the binary runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// A temporary directory with the `small` fixture served by `git daemon`
+/// (as `small.git`) and a fault proxy in front of it.
+pub struct World {
+    pub dir: tempfile::TempDir,
+    pub daemon: GitDaemon,
+    pub proxy: FaultProxy,
+}
+
+impl World {
+    pub fn new() -> World {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let srv = dir.path().join("srv");
+        std::fs::create_dir_all(&srv).expect("srv");
+        fixtures::copy_of("small", &srv.join("small.git")).expect("the small fixture");
+        let daemon = GitDaemon::start(&srv).expect("git daemon starts");
+        let proxy = FaultProxy::git(daemon.addr()).expect("proxy starts");
+        World { dir, daemon, proxy }
+    }
+
+    pub fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    /// The served repository on disk.
+    pub fn server(&self) -> PathBuf {
+        self.path("srv/small.git")
+    }
+
+    /// `git://` straight to the daemon.
+    pub fn url(&self) -> String {
+        self.daemon.url("small.git")
+    }
+
+    /// `git://` through the proxy.
+    pub fn proxied(&self) -> String {
+        self.proxy.url("small.git")
+    }
+
+    /// A bare clone of the served repository, to push from.
+    pub fn clone_bare(&self, name: &str) -> PathBuf {
+        let to = self.path(name);
+        repo::git(
+            self.dir.path(),
+            &[
+                "clone",
+                "-q",
+                "--bare",
+                &self.server().display().to_string(),
+                &to.display().to_string(),
+            ],
+        );
+        to
+    }
+
+    /// An empty bare repository, to fetch into.
+    pub fn empty(&self, name: &str) -> PathBuf {
+        repo::init_bare(&self.path(name)).expect("init")
+    }
+
+    /// Receive-pack connections the proxy saw.
+    pub fn receive_packs(&self) -> usize {
+        self.proxy
+            .connections()
+            .iter()
+            .filter(|c| c.service == Some(sluice_testkit::Service::ReceivePack))
+            .count()
+    }
+}
+
+/// A port on 127.0.0.1 nobody listens on (bound, then released).
+pub fn dead_port() -> u16 {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    l.local_addr().expect("addr").port()
+}
+
+pub fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// A minimal HTTP/1.1 server on 127.0.0.1 answering every request with
+/// `status` and `body`, recording each request head. Stops on drop.
+pub struct TinyHttp {
+    pub port: u16,
+    pub heads: Arc<Mutex<Vec<String>>>,
+    stop: Arc<std::sync::atomic::AtomicBool>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl TinyHttp {
+    pub fn start(status: u16, body: &'static str) -> TinyHttp {
+        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
+        let port = listener.local_addr().expect("addr").port();
+        listener.set_nonblocking(true).expect("nonblocking");
+        let heads = Arc::new(Mutex::new(Vec::new()));
+        let stop = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let (h, s) = (Arc::clone(&heads), Arc::clone(&stop));
+        let thread = std::thread::spawn(move || {
+            while !s.load(std::sync::atomic::Ordering::Relaxed) {
+                match listener.accept() {
+                    Ok((stream, _)) => serve(stream, status, body, &h),
+                    Err(_) => std::thread::sleep(Duration::from_millis(10)),
+                }
+            }
+        });
+        TinyHttp {
+            port,
+            heads,
+            stop,
+            thread: Some(thread),
+        }
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!(
+            "http://127.0.0.1:{}/{}",
+            self.port,
+            path.trim_start_matches('/')
+        )
+    }
+}
+
+fn serve(stream: TcpStream, status: u16, body: &str, heads: &Mutex<Vec<String>>) {
+    let _ = stream.set_nonblocking(false);
+    let _ = stream.set_read_timeout(Some(Duration::from_secs(5)));
+    let mut reader = BufReader::new(stream);
+    let mut head = String::new();
+    loop {
+        let mut line = String::new();
+        match reader.read_line(&mut line) {
+            Ok(0) | Err(_) => return,
+            Ok(_) => {}
+        }
+        if line == "\r\n" || line == "\n" {
+            break;
+        }
+        head.push_str(&line);
+    }
+    heads.lock().expect("heads").push(head);
+    let mut stream = reader.into_inner();
+    let reason = if status == 200 { "OK" } else { "Status" };
+    let _ = write!(
+        stream,
+        "HTTP/1.1 {status} {reason}\r\nContent-Type: text/plain\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    );
+    let _ = stream.flush();
+    let mut rest = [0u8; 64];
+    let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
+    let _ = stream.read(&mut rest);
+}
+
+impl Drop for TinyHttp {
+    fn drop(&mut self) {
+        self.stop.store(true, std::sync::atomic::Ordering::Relaxed);
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+fn is_hex40(v: &Value) -> bool {
+    v.as_str().is_some_and(|s| {
+        s.len() == 40
+            && s.bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b))
+    })
+}
+
+fn is_u64(v: &Value) -> bool {
+    v.as_u64().is_some()
+}
+
+fn one_of(v: &Value, names: &[&str]) -> bool {
+    v.as_str().is_some_and(|s| names.contains(&s))
+}
+
+/// Check a document against the contract: every key, the right types,
+/// kebab-case enums, integer milliseconds, 40-hex ids; `value` per `kind`.
+pub fn check_document(doc: &Value, kind: &str, effect: &str) {
+    let obj = doc
+        .as_object()
+        .unwrap_or_else(|| panic!("not an object: {doc}"));
+    for k in [
+        "result",
+        "operation",
+        "deadline_ms",
+        "elapsed_ms",
+        "may_have_applied",
+        "stopped",
+        "attempts",
+        "reconciled",
+        "refused_credentials",
+        "previous",
+        "value",
+    ] {
+        assert!(obj.contains_key(k), "{k} missing: {doc}");
+    }
+    assert!(
+        one_of(
+            &doc["result"],
+            &["succeeded", "answered", "unknown", "rejected"]
+        ),
+        "{doc}"
+    );
+    let op = &doc["operation"];
+    assert!(op["id"].as_str().is_some_and(|s| !s.is_empty()), "{doc}");
+    assert_eq!(op["kind"], kind, "{doc}");
+    assert_eq!(op["effect"], effect, "{doc}");
+    let remote = op["remote"].as_str().expect("remote is a string");
+    assert!(!remote.contains('@'), "user info in remote: {remote}");
+    assert!(
+        is_u64(&doc["deadline_ms"]) && is_u64(&doc["elapsed_ms"]),
+        "{doc}"
+    );
+    match effect {
+        "read" => assert!(doc["may_have_applied"].is_null(), "{doc}"),
+        _ => assert!(doc["may_have_applied"].is_boolean(), "{doc}"),
+    }
+    let stopped = &doc["stopped"];
+    assert!(
+        stopped.is_null()
+            || one_of(
+                stopped,
+                &[
+                    "deadline",
+                    "max-attempts",
+                    "retry-hint-exceeds-budget",
+                    "retry-budget-empty",
+                    "credential-refused"
+                ]
+            ),
+        "{doc}"
+    );
+    let attempts = doc["attempts"].as_array().expect("attempts is an array");
+    for (i, a) in attempts.iter().enumerate() {
+        assert_eq!(a["n"].as_u64(), Some(i as u64 + 1), "{doc}");
+        assert!(a["phase"].is_string(), "{doc}");
+        assert!(
+            a["class"].is_null() || one_of(&a["class"], &["unjudged", "answered", "unknown"]),
+            "{doc}"
+        );
+        assert!(a["cause"].is_null() || a["cause"].is_string(), "{doc}");
+        assert_eq!(a["class"].is_null(), a["cause"].is_null(), "{doc}");
+        for k in ["remaining_ms", "timeout_ms", "elapsed_ms"] {
+            assert!(is_u64(&a[k]), "{k}: {doc}");
+        }
+        let last = i + 1 == attempts.len();
+        if last {
+            assert!(a["delay_ms"].is_null(), "{doc}");
+        } else {
+            assert!(is_u64(&a["delay_ms"]), "{doc}");
+        }
+    }
+    let rec = &doc["reconciled"];
+    if !rec.is_null() {
+        assert!(
+            one_of(&rec["verdict"], &["landed", "not-landed", "moved"]),
+            "{doc}"
+        );
+        for (_, v) in rec["observed"].as_object().expect("observed is an object") {
+            assert!(is_hex40(v) || v == "absent", "{doc}");
+        }
+    }
+    for fp in doc["refused_credentials"].as_array().expect("an array") {
+        assert!(fp.as_str().is_some_and(|s| s.len() == 12), "{doc}");
+    }
+    let prev = &doc["previous"];
+    if !prev.is_null() {
+        assert!(
+            one_of(
+                &prev["result"],
+                &["succeeded", "answered", "unknown", "rejected"]
+            ),
+            "{doc}"
+        );
+        assert!(
+            is_u64(&prev["elapsed_ms"]) && prev["attempts"].is_array(),
+            "{doc}"
+        );
+    }
+    let value = &doc["value"];
+    if value.is_null() {
+        return;
+    }
+    match kind {
+        "ls-refs" => {
+            for r in value.as_array().expect("ls-refs value is an array") {
+                assert!(r["name"].is_string(), "{doc}");
+                assert!(r["oid"].is_null() || is_hex40(&r["oid"]), "{doc}");
+                assert!(r["peeled"].is_null() || is_hex40(&r["peeled"]), "{doc}");
+                assert!(
+                    r["symref_target"].is_null() || r["symref_target"].is_string(),
+                    "{doc}"
+                );
+            }
+        }
+        "fetch" => {
+            for r in value.as_array().expect("fetch value is an array") {
+                assert!(r["remote_ref"].is_string(), "{doc}");
+                assert!(
+                    r["local_ref"].is_null() || r["local_ref"].is_string(),
+                    "{doc}"
+                );
+                assert!(is_hex40(&r["oid"]), "{doc}");
+            }
+        }
+        "push" => {
+            for r in value.as_array().expect("push value is an array") {
+                assert!(r["ref"].is_string(), "{doc}");
+                assert!(one_of(&r["status"], &["ok", "rejected"]), "{doc}");
+                assert!(r["reason"].is_null() || r["reason"].is_string(), "{doc}");
+            }
+        }
+        "http-get" => {
+            assert!(
+                is_u64(&value["status"]) && value["body"].is_string(),
+                "{doc}"
+            );
+        }
+        other => panic!("unknown kind {other}"),
+    }
+}
