@@ -18,6 +18,7 @@
 #![forbid(unsafe_code)]
 
 pub mod daemon;
+pub mod fake_forge;
 pub mod fixtures;
 pub mod http_backend;
 pub mod pktline;
