@@ -67,6 +67,11 @@ pub trait CredentialSource: Send + Sync {
     /// Buy a credential (called before the first attempt that needs one and
     /// after each refusal).
     fn credential(&self) -> Result<Credential, CredentialError>;
+
+    /// Told when the remote refused the credential with this fingerprint, so
+    /// a caching source can drop it and mint afresh next time. The default
+    /// does nothing.
+    fn refused(&self, _fingerprint: &str) {}
 }
 
 /// A fixed secret. A refusal of it stands at once: the source can only

@@ -165,12 +165,19 @@ pub struct ReconcileCtx<'a> {
     /// The number of the settling read, from 1.
     pub n: u32,
     cancel: &'a CancelFlag,
+    credential: Option<Credential>,
 }
 
 impl ReconcileCtx<'_> {
     /// The caller's cancel flag (a cancelled write is still settled).
     pub fn cancel_flag(&self) -> &CancelFlag {
         self.cancel
+    }
+
+    /// The credential of the attempt being settled, when the operation has
+    /// a source (the read goes to the same remote with the same right).
+    pub fn credential(&self) -> Option<&Credential> {
+        self.credential.as_ref()
     }
 }
 
@@ -723,6 +730,9 @@ impl Policy {
                         if refused {
                             let fp = cred.fingerprint().to_string();
                             tracing::debug!(op = %id, n, credential = %fp, "credential refused");
+                            if let Some(source) = &op.credentials {
+                                source.refused(&fp);
+                            }
                             if !st.refused.contains(&fp) {
                                 st.refused.push(fp);
                             }
@@ -915,10 +925,17 @@ impl Policy {
                 return Err(None);
             }
             reads += 1;
+            let credential = state
+                .lock()
+                .expect("run state lock")
+                .current
+                .as_ref()
+                .map(|(c, _)| c.clone());
             let ctx = ReconcileCtx {
                 remaining,
                 n: reads,
                 cancel,
+                credential,
             };
             reconcile(&ctx).map_err(Some)
         };

@@ -289,3 +289,57 @@ fn a_failing_credential_source_is_an_unjudged_attempt_not_a_refusal() {
         .contains("token command"));
     assert!(out.refused_credentials.is_empty());
 }
+
+/// A caching source: returns its cached token until told it was refused.
+struct Caching {
+    minted: std::sync::Mutex<u32>,
+    cached: std::sync::Mutex<Option<String>>,
+    told: std::sync::Mutex<Vec<String>>,
+}
+
+impl CredentialSource for Caching {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        let mut cached = self.cached.lock().expect("lock");
+        if cached.is_none() {
+            let mut m = self.minted.lock().expect("lock");
+            *m += 1;
+            *cached = Some(format!("cached-{m}"));
+        }
+        Ok(Credential::new(SecretString::from(
+            cached.clone().expect("set above"),
+        )))
+    }
+
+    fn refused(&self, fp: &str) {
+        self.told.lock().expect("lock").push(fp.to_string());
+        *self.cached.lock().expect("lock") = None;
+    }
+}
+
+#[test]
+fn a_caching_source_is_told_of_a_refusal_and_mints_afresh() {
+    let (policy, _clock) = manual_policy();
+    let source = Arc::new(Caching {
+        minted: Default::default(),
+        cached: Default::default(),
+        told: Default::default(),
+    });
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source.clone()),
+        |ctx| {
+            let secret = ctx.credential().map(|c| {
+                sluice_policy::secrecy::ExposeSecret::expose_secret(c.secret()).to_string()
+            });
+            if secret.as_deref() == Some("cached-1") {
+                return Err(unauthorized());
+            }
+            Ok(secret)
+        },
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(out.value, Some(Some("cached-2".to_string())));
+    assert_eq!(
+        *source.told.lock().expect("lock"),
+        vec![fingerprint("cached-1")]
+    );
+}

@@ -23,7 +23,7 @@ use gix::protocol::transport::packetline::blocking_io::encode;
 use gix::protocol::transport::{Protocol, Service};
 use gix::ObjectId;
 use sluice_policy::{
-    AttemptCtx, AttemptError, Credential, Effect, Outcome, OutcomeKind, ReconcileCtx, Settlement,
+    AttemptCtx, AttemptError, Effect, Outcome, OutcomeKind, ReconcileCtx, Settlement,
 };
 
 use crate::client::{error_text, read_fail, CallOptions, GitClient, InputError};
@@ -138,8 +138,6 @@ struct PushState {
     expected: Option<Vec<Option<ObjectId>>>,
     /// Per update: a result fixed by a settling read (landed or moved).
     settled: Vec<Option<RefResult>>,
-    /// The credential of the last attempt, for the settling reads.
-    credential: Option<Credential>,
     /// The pack of the last attempt.
     pack: Option<PackStats>,
 }
@@ -238,14 +236,12 @@ impl GitClient {
         let state = RefCell::new(PushState {
             expected: None,
             settled: vec![None; updates.len()],
-            credential: None,
             pack: None,
         });
         let op = self.operation("push", Effect::Write, &remote, opts);
         let mut out = self.policy.run_write(
             op,
             |ctx| {
-                state.borrow_mut().credential = ctx.credential().cloned();
                 self.push_attempt(&remote, updates, options, repo, &state, opts, ctx)
                     .map_err(|e| e.to_attempt())
             },
@@ -618,13 +614,9 @@ impl GitClient {
         state: &RefCell<PushState>,
         rctx: &ReconcileCtx<'_>,
     ) -> Result<Settlement<PushReport>, AttemptError> {
-        let (expected, credential, settled) = {
+        let (expected, settled) = {
             let st = state.borrow();
-            (
-                st.expected.clone(),
-                st.credential.clone(),
-                st.settled.clone(),
-            )
+            (st.expected.clone(), st.settled.clone())
         };
         let Some(expected) = expected else {
             return Err(AttemptError::answered(
@@ -635,14 +627,13 @@ impl GitClient {
         let prefixes: Vec<String> = updates.iter().map(|u| u.dst.clone()).collect();
         // A cancelled push is still settled: the read ignores the caller's
         // cancel flag and is bounded by the remaining budget alone.
-        let _ = rctx.cancel_flag();
         let refs = self
             .ls_refs_once(
                 remote,
                 &prefixes,
                 rctx.remaining,
                 &sluice_policy::CancelFlag::new(),
-                credential.as_ref().map(|c| c.secret()),
+                rctx.credential().map(|c| c.secret()),
             )
             .map_err(|e| e.to_attempt())?;
         let now: HashMap<&str, ObjectId> = refs
