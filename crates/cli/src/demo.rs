@@ -133,8 +133,9 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
     let url = proxy.url("small.git");
     say(&format!(
         "sluice-remote demo: the `small` fixture is served by `git daemon` on {},\n\
-         behind a fault proxy at {url}; every call below runs in-process through\n\
-         gitoxide under one retry policy (real clock; backoff 100 ms doubling to 800 ms).\n",
+         behind a fault proxy at {url}.\n\
+         Every call below runs in-process through gitoxide under one retry policy\n\
+         (real clock; backoff 100 ms doubling to 800 ms, jittered).\n",
         daemon.addr()
     ));
     let client = GitClient::new(Arc::new(Policy::default()));
@@ -215,7 +216,6 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
     };
     let out = client.push(&url, &[update], &PushOptions::default(), &work_repo, &opts)?;
     say(&indent(&human::summary(&out)));
-    say(&indent(&human::history(&out)));
     let mut s = Step::new();
     s.check(
         out.kind == OutcomeKind::Succeeded,

@@ -100,7 +100,7 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
         OutcomeKind::Succeeded => {}
         OutcomeKind::Answered => {
             if let Some(e) = &outcome.error {
-                let _ = writeln!(s, "  the remote answered: {}", e.cause);
+                let _ = writeln!(s, "  answer: {}", e.cause);
             }
         }
         OutcomeKind::Unknown => {
@@ -163,7 +163,7 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
             outcome.refused_credentials.join(", ")
         );
     }
-    if n > 1 || (n == 1 && outcome.kind != OutcomeKind::Succeeded) {
+    if n > 1 || outcome.attempts.iter().any(|a| a.class.is_some()) {
         s.push_str(&history(outcome));
     }
     s
