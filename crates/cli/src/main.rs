@@ -109,11 +109,30 @@ fn credentials(common: &Common) -> Option<Arc<dyn CredentialSource>> {
         .map(|c| Arc::new(CommandSource::new(c.clone())) as Arc<dyn CredentialSource>)
 }
 
+/// Raised by the first Ctrl-C: the operation stops trying, and a push whose
+/// answer was not read is settled by reading. A second Ctrl-C exits at once.
+fn cancel_flag() -> &'static sluice_policy::CancelFlag {
+    static FLAG: std::sync::OnceLock<sluice_policy::CancelFlag> = std::sync::OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = sluice_policy::CancelFlag::new();
+        let raised = flag.clone();
+        let _ = ctrlc::set_handler(move || {
+            if raised.is_cancelled() {
+                std::process::exit(130);
+            }
+            eprintln!("interrupted: stopping (a push whose answer was not read is settled by reading first)");
+            raised.cancel();
+        });
+        flag
+    })
+}
+
 fn git_options(common: &Common) -> CallOptions {
     CallOptions {
         bounds: common.bounds,
         id: common.operation_id.clone(),
         credentials: credentials(common),
+        cancel: cancel_flag().clone(),
         ..CallOptions::default()
     }
 }
@@ -199,7 +218,7 @@ fn run(config: &Config) -> anyhow::Result<u8> {
                 bounds: Some(common.bounds),
                 id: common.operation_id.clone(),
                 credentials: credentials(common),
-                cancel: None,
+                cancel: Some(cancel_flag().clone()),
             };
             let out = client
                 .get_url(url, opts)

@@ -97,8 +97,15 @@ impl Remote {
         if parsed.path.is_empty() || parsed.path_is_root() && kind != TransportKind::Http {
             return Err(bad("no repository path"));
         }
-        let user = parsed.user().map(str::to_string);
-        let password = parsed.password().map(|p| SecretString::from(p.to_string()));
+        let mut user = parsed.user().map(str::to_string);
+        let mut password = parsed.password().map(|p| SecretString::from(p.to_string()));
+        if kind == TransportKind::Http && password.is_none() {
+            // `https://TOKEN@host/...`: the user name is the token (GitHub's
+            // form), sent as the password of `x-access-token`.
+            if let Some(token) = user.take().filter(|u| !u.is_empty()) {
+                password = Some(SecretString::from(token));
+            }
+        }
         if kind == TransportKind::Http {
             parsed.set_user(None);
             parsed.set_password(None);
@@ -149,6 +156,10 @@ mod tests {
         assert_eq!(r.display, "https://example.com/o/r.git");
         assert!(!format!("{r:?}").contains("s3cret"));
         assert_eq!(redact("http://u:p@h:1/x"), "http://h:1/x");
+        let t = Remote::parse("https://tok3n@example.com/o/r.git").expect("valid");
+        assert_eq!(t.display, "https://example.com/o/r.git");
+        assert!(t.user.is_none());
+        assert!(t.password.is_some());
     }
 
     #[test]

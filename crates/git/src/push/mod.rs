@@ -252,6 +252,11 @@ impl GitClient {
             if let Some(first) = report.first_rejection() {
                 out.kind = OutcomeKind::Answered;
                 out.may_have_applied = Some(report.refs.iter().any(|r| r.status == RefStatus::Ok));
+                // The attempt that read the report is the one that was answered.
+                if let Some(last) = out.attempts.last_mut() {
+                    last.class = Some(sluice_policy::Class::Answered);
+                    last.cause = Some(first.clone());
+                }
                 out.error = Some(AttemptError::answered(Phase::Reported.as_str(), first));
             }
         }

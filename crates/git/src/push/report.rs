@@ -108,10 +108,28 @@ pub fn parse_plain(data: &[u8]) -> Result<Report, ReportError> {
 mod tests {
     use super::*;
 
+    fn pkt(lines: &[&str]) -> Vec<u8> {
+        let mut out = Vec::new();
+        for l in lines {
+            out.extend_from_slice(format!("{:04x}{l}", l.len() + 4).as_bytes());
+        }
+        out.extend_from_slice(b"0000");
+        out
+    }
+
     #[test]
     fn a_report_of_git_2_47_parses() {
+        // As git 2.47 frames it.
         let data =
-            b"000eunpack ok\n0019ok refs/heads/main\n0031ng refs/heads/dev non-fast-forward\n0000";
+            b"000eunpack ok\n0017ok refs/heads/main\n0027ng refs/heads/dev non-fast-forward\n0000";
+        assert_eq!(
+            &data[..],
+            &pkt(&[
+                "unpack ok\n",
+                "ok refs/heads/main\n",
+                "ng refs/heads/dev non-fast-forward\n"
+            ])[..]
+        );
         let r = parse_sideband(data).expect("parses");
         assert_eq!(r.unpack, Ok(()));
         assert_eq!(
@@ -128,8 +146,12 @@ mod tests {
 
     #[test]
     fn report_status_v2_options_are_skipped() {
-        let data = b"000eunpack ok\n0019ok refs/heads/main\n001aoption forced-update\n0000";
-        assert_eq!(parse_sideband(data).expect("parses").refs.len(), 1);
+        let data = pkt(&[
+            "unpack ok\n",
+            "ok refs/heads/main\n",
+            "option forced-update\n",
+        ]);
+        assert_eq!(parse_sideband(&data).expect("parses").refs.len(), 1);
     }
 
     #[test]
