@@ -267,7 +267,7 @@ impl GitClient {
         }
         let op = self.operation("ls-refs", Effect::Read, &remote, opts);
         Ok(self.policy.run(op, |ctx| {
-            self.ls_refs_attempt(&remote, prefixes, ctx)
+            crate::error::shielded(ctx, |ctx| self.ls_refs_attempt(&remote, prefixes, ctx))
                 .map_err(|e| e.to_attempt())
         }))
     }
@@ -384,8 +384,10 @@ impl GitClient {
         });
         let op = self.operation("fetch", Effect::Read, &remote, opts);
         Ok(self.policy.run(op, |ctx| {
-            self.fetch_attempt(&remote, refspecs, prefix_filter, repo, opts, ctx)
-                .map_err(|e| e.to_attempt())
+            crate::error::shielded(ctx, |ctx| {
+                self.fetch_attempt(&remote, refspecs, prefix_filter, repo, opts, ctx)
+            })
+            .map_err(|e| e.to_attempt())
         }))
     }
 

@@ -7,6 +7,7 @@
 //!
 //! * [`daemon::GitDaemon`] — `git daemon` on `127.0.0.1` with a free port.
 //! * [`http_backend::HttpBackend`] — `git http-backend` behind `lighttpd`.
+//! * [`sshd::Sshd`] — OpenSSH's `sshd` with throwaway keys, for `ssh://`.
 //! * [`repo`] — deterministic repository builders and git CLI helpers.
 //! * [`fixtures`] — the named fixture repositories of `fixtures/build.sh`.
 //! * [`proxy::FaultProxy`] — a TCP proxy that understands pkt-lines (and
@@ -24,6 +25,7 @@ pub mod http_backend;
 pub mod pktline;
 pub mod proxy;
 pub mod repo;
+pub mod sshd;
 
 mod net;
 
@@ -31,3 +33,4 @@ pub use daemon::GitDaemon;
 pub use http_backend::HttpBackend;
 pub use proxy::{ConnectionRecord, Fault, FaultProxy, Point, Protocol, Service};
 pub use repo::{BareRepo, RepoBuilder};
+pub use sshd::{Sshd, SshdOptions};

@@ -242,8 +242,10 @@ impl GitClient {
         let mut out = self.policy.run_write(
             op,
             |ctx| {
-                self.push_attempt(&remote, updates, options, repo, &state, opts, ctx)
-                    .map_err(|e| e.to_attempt())
+                crate::error::shielded(ctx, |ctx| {
+                    self.push_attempt(&remote, updates, options, repo, &state, opts, ctx)
+                })
+                .map_err(|e| e.to_attempt())
             },
             |rctx| self.push_settle(&remote, updates, options, &state, rctx),
         );
@@ -276,14 +278,38 @@ impl GitClient {
     ) -> Result<PushReport, GitError> {
         let mut s =
             Session::open(self.dial(remote, Service::ReceivePack, Protocol::V1, ctx, true))?;
-        let hs = gix::protocol::handshake(
-            &mut s.transport,
-            Service::ReceivePack,
-            crate::client::no_auth,
-            Vec::new(),
-            &mut gix::progress::Discard,
-        )
-        .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+        // receive-pack needs no symrefs: parse the refs without the
+        // `symref` capabilities, which gix-protocol cannot resolve when they
+        // name a ref the advertisement does not list (dulwich's empty
+        // repository) and then panics on.
+        let hs = {
+            use gix::protocol::transport::client::blocking_io::{
+                SetServiceResponse, Transport as _,
+            };
+            let SetServiceResponse {
+                capabilities, refs, ..
+            } = s
+                .transport
+                .handshake(Service::ReceivePack, &[])
+                .map_err(|e| read_fail(&s.meta, &crate::remote::redact(&e.to_string())))?;
+            let refs = match refs {
+                Some(mut r) => Some(
+                    gix::protocol::handshake::refs::from_v1_refs_received_as_part_of_handshake_and_capabilities(
+                        &mut r,
+                        capabilities.iter().filter(|c| c.name() != "symref"),
+                    )
+                    .map_err(|e| read_fail(&s.meta, &error_text(&e)))?
+                    .0,
+                ),
+                None => None,
+            };
+            gix::protocol::Handshake {
+                server_protocol_version: Protocol::V1,
+                refs,
+                v1_shallow_updates: None,
+                capabilities,
+            }
+        };
         ctx.reached(Phase::Advertised.as_str());
         let caps = &hs.capabilities;
         let unsupported = |detail: String| GitError::Unsupported {
@@ -632,15 +658,23 @@ impl GitClient {
         let prefixes: Vec<String> = updates.iter().map(|u| u.dst.clone()).collect();
         // A cancelled push is still settled: the read ignores the caller's
         // cancel flag and is bounded by the remaining budget alone.
-        let refs = self
-            .ls_refs_once(
+        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            self.ls_refs_once(
                 remote,
                 &prefixes,
                 rctx.remaining,
                 &sluice_policy::CancelFlag::new(),
                 rctx.credential().map(|c| c.secret()),
             )
-            .map_err(|e| e.to_attempt())?;
+        }))
+        .unwrap_or_else(|_| {
+            Err(GitError::Protocol {
+                phase: Phase::Connect,
+                request_complete: true,
+                detail: "the client failed on the server's answer to a settling read".into(),
+            })
+        });
+        let refs = read.map_err(|e| e.to_attempt())?;
         let now: HashMap<&str, ObjectId> = refs
             .iter()
             .filter_map(|r| r.oid.map(|o| (r.name.as_str(), o)))
