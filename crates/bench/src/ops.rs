@@ -1,0 +1,225 @@
+//! The measured operations, one function per implementation and call:
+//! this project (`sluice-git`, in-process), libgit2 (the `git2` crate,
+//! in-process) and `git` (a subprocess).
+//!
+//! Every function checks that the call did what it should (a success, the
+//! refs it should list), so a fast failure never counts as a fast call.
+
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::{anyhow, bail, Context, Result};
+use sluice_git::{CallOptions, GitClient, Lease, PackStats, PushOptions, RefUpdate};
+use sluice_policy::{Bounds, OutcomeKind, Policy};
+
+/// The implementations compared.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Impl {
+    /// `git` 2.x as a subprocess.
+    Git,
+    /// This project, in-process.
+    Sluice,
+    /// libgit2 through the `git2` crate, in-process.
+    Libgit2,
+}
+
+impl Impl {
+    /// All three, in the order the table shows them.
+    pub const ALL: [Impl; 3] = [Impl::Git, Impl::Sluice, Impl::Libgit2];
+
+    /// The name used on the command line and in output.
+    pub fn name(self) -> &'static str {
+        match self {
+            Impl::Git => "git",
+            Impl::Sluice => "sluice",
+            Impl::Libgit2 => "libgit2",
+        }
+    }
+
+    /// Parses [`Impl::name`].
+    pub fn parse(s: &str) -> Option<Impl> {
+        Impl::ALL.into_iter().find(|i| i.name() == s)
+    }
+}
+
+/// The refspecs a bare clone fetches.
+pub const CLONE_REFSPECS: [&str; 2] = ["+refs/heads/*:refs/heads/*", "+refs/tags/*:refs/tags/*"];
+
+/// A client for the benchmark: one attempt (a failure shows, never a
+/// retry), a deadline long enough for the large rows.
+pub fn client() -> GitClient {
+    GitClient::new(Arc::new(Policy::default()))
+}
+
+/// Call options with one attempt and a 10-minute deadline.
+pub fn call_options() -> CallOptions {
+    CallOptions {
+        bounds: Bounds::new(Duration::from_secs(600), Duration::from_secs(600), 1),
+        ..CallOptions::default()
+    }
+}
+
+fn outcome_error<T>(what: &str, o: &sluice_policy::Outcome<T>) -> anyhow::Error {
+    anyhow!(
+        "sluice {what}: {:?}: {}",
+        o.kind,
+        o.error
+            .as_ref()
+            .map(|e| e.cause.clone())
+            .unwrap_or_default()
+    )
+}
+
+/// sluice: ls-refs (everything) of `url`; returns how many refs.
+pub fn sluice_ls_refs(client: &GitClient, url: &str, opts: &CallOptions) -> Result<usize> {
+    let o = client.ls_refs(url, &[], opts)?;
+    if o.kind != OutcomeKind::Succeeded {
+        return Err(outcome_error("ls-refs", &o));
+    }
+    Ok(o.value.map(|v| v.len()).unwrap_or(0))
+}
+
+/// sluice: a bare clone — a new bare repository at `dest`, then a fetch of
+/// every branch and tag. An existing repository at `dest` is fetched into
+/// as it is (to try configuration knobs such as `pack.threads` by hand).
+pub fn sluice_fetch(client: &GitClient, url: &str, dest: &Path, opts: &CallOptions) -> Result<()> {
+    let repo = if dest.join("HEAD").is_file() {
+        gix::open(dest).context("gix::open")?
+    } else {
+        gix::init_bare(dest).context("gix::init_bare")?
+    };
+    let specs: Vec<String> = CLONE_REFSPECS.iter().map(|s| s.to_string()).collect();
+    let o = client.fetch(url, &specs, &repo, opts)?;
+    if o.kind != OutcomeKind::Succeeded {
+        return Err(outcome_error("fetch", &o));
+    }
+    Ok(())
+}
+
+/// sluice: push local `refs/heads/<branch>` of `local` to `dst` at `url`
+/// (a fast-forward or a creation); returns the pack's figures.
+pub fn sluice_push(
+    client: &GitClient,
+    url: &str,
+    local: &Path,
+    branch: &str,
+    dst: &str,
+    opts: &CallOptions,
+) -> Result<Option<PackStats>> {
+    let repo = gix::open(local).context("gix::open")?;
+    sluice_push_in(client, url, &repo, branch, dst, opts)
+}
+
+/// [`sluice_push`] from a repository the caller keeps open.
+pub fn sluice_push_in(
+    client: &GitClient,
+    url: &str,
+    repo: &gix::Repository,
+    branch: &str,
+    dst: &str,
+    opts: &CallOptions,
+) -> Result<Option<PackStats>> {
+    let src = repo
+        .rev_parse_single(format!("refs/heads/{branch}").as_str())
+        .context("resolving the branch")?
+        .detach();
+    let update = RefUpdate {
+        src: Some(src),
+        dst: dst.to_owned(),
+        expect: Lease::Any,
+        force: false,
+    };
+    let o = client.push(url, &[update], &PushOptions::default(), repo, opts)?;
+    if o.kind != OutcomeKind::Succeeded {
+        return Err(outcome_error("push", &o));
+    }
+    Ok(o.value.and_then(|r| r.pack))
+}
+
+/// libgit2: list `url`'s refs (its protocol is v0); returns how many.
+pub fn libgit2_ls_refs(url: &str) -> Result<usize> {
+    let mut remote = git2::Remote::create_detached(url)?;
+    remote.connect(git2::Direction::Fetch)?;
+    let n = remote.list()?.len();
+    remote.disconnect()?;
+    Ok(n)
+}
+
+/// libgit2: `RepoBuilder::new().bare(true).clone(url, dest)`.
+pub fn libgit2_fetch(url: &str, dest: &Path) -> Result<()> {
+    git2::build::RepoBuilder::new()
+        .bare(true)
+        .clone(url, dest)?;
+    Ok(())
+}
+
+/// libgit2: push `refs/heads/<branch>:<dst>` from `local` to `url`.
+pub fn libgit2_push(url: &str, local: &Path, branch: &str, dst: &str) -> Result<()> {
+    libgit2_push_in(url, &git2::Repository::open(local)?, branch, dst)
+}
+
+/// [`libgit2_push`] from a repository the caller keeps open.
+pub fn libgit2_push_in(url: &str, repo: &git2::Repository, branch: &str, dst: &str) -> Result<()> {
+    let mut remote = repo.remote_anonymous(url)?;
+    let mut rejected: Option<String> = None;
+    {
+        let mut cbs = git2::RemoteCallbacks::new();
+        cbs.push_update_reference(|name, status| {
+            if let Some(s) = status {
+                rejected = Some(format!("{name}: {s}"));
+            }
+            Ok(())
+        });
+        let mut po = git2::PushOptions::new();
+        po.remote_callbacks(cbs);
+        remote.push(&[format!("refs/heads/{branch}:{dst}")], Some(&mut po))?;
+    }
+    if let Some(r) = rejected {
+        bail!("libgit2 push rejected: {r}");
+    }
+    Ok(())
+}
+
+/// A `git` command with the testkit's deterministic environment (no system
+/// or global configuration).
+pub fn git_cmd(dir: &Path) -> Command {
+    let mut c = sluice_testkit::repo::git_command(dir);
+    c.stdin(Stdio::null()).stdout(Stdio::null());
+    c
+}
+
+/// `git ls-remote <url>`.
+pub fn git_ls_remote(dir: &Path, url: &str) -> Command {
+    let mut c = git_cmd(dir);
+    c.args(["ls-remote", url]);
+    c
+}
+
+/// `git clone --bare -q <url> <dest>`.
+pub fn git_clone_bare(dir: &Path, url: &str, dest: &Path) -> Command {
+    let mut c = git_cmd(dir);
+    c.args(["clone", "--bare", "-q", url]).arg(dest);
+    c
+}
+
+/// `git -C <local> push -q <url> refs/heads/<branch>:<dst>`.
+pub fn git_push(local: &Path, url: &str, branch: &str, dst: &str) -> Command {
+    let mut c = git_cmd(local);
+    c.args(["push", "-q", url, &format!("refs/heads/{branch}:{dst}")]);
+    c
+}
+
+/// Runs `cmd`, failing with its stderr.
+pub fn run(cmd: &mut Command) -> Result<()> {
+    let out = cmd.stderr(Stdio::piped()).output()?;
+    if !out.status.success() {
+        bail!(
+            "{cmd:?} failed ({}): {}",
+            out.status,
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        );
+    }
+    Ok(())
+}
