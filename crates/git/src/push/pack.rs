@@ -46,6 +46,9 @@ pub(crate) fn count(
     let mut db = repo.clone().into_sync().objects.to_cache_arc();
     db.prevent_pack_unload();
     db.ignore_replacements = true;
+    // Without a delta-base cache every object of a delta chain re-inflates
+    // the whole chain: counting a large history spent half its time there.
+    db.set_pack_cache(|| Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(32 << 20)));
 
     // Remote tips we have, peeled to commits: hidden from the walk.
     let mut hidden = Vec::new();
