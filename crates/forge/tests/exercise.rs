@@ -327,6 +327,7 @@ fn a_created_pull_request_whose_answer_is_cut_is_not_sent_again_and_is_found_by_
         1,
         "not sent again"
     );
+    assert!(forge.wait_for_completions(Endpoint::CreatePull, 1, Duration::from_secs(5)));
     assert_eq!(forge.completions(Endpoint::CreatePull)[0].event, Event::Cut);
     assert!(!forge.arrivals(Endpoint::ListPulls).is_empty());
     assert_eq!(forge.pulls(REPO).len(), 1);

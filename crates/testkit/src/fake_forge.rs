@@ -1195,6 +1195,8 @@ mod tests {
             ),
         );
         assert_eq!(out, "");
+        // The client sees the cut before the server's thread logs it.
+        assert!(f.wait_for_completions(Endpoint::CreateCheckRun, 1, Duration::from_secs(5)));
         assert_eq!(f.check_runs("o/r").len(), 1);
         assert_eq!(f.completions(Endpoint::CreateCheckRun)[0].event, Event::Cut);
     }
