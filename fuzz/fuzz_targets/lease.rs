@@ -1,0 +1,25 @@
+//! Leases `<DST>=<OID>|<DST>=absent` and object ids (`parse_lease`,
+//! `parse_oid`). No input may panic; a lease that parses is written back to
+//! the same lease; an object id is 40 hex digits, either case.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sluice_git::{parse_lease, parse_oid, Lease};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    if let Ok(oid) = parse_oid(text) {
+        assert_eq!(text.len(), 40);
+        assert_eq!(oid.to_string(), text.to_ascii_lowercase());
+    }
+    if let Ok((dst, lease)) = parse_lease(text) {
+        let back = match lease {
+            Lease::Absent => format!("{dst}=absent"),
+            Lease::Oid(o) => format!("{dst}={o}"),
+            Lease::Any => panic!("a parsed lease is never Any"),
+        };
+        assert_eq!(parse_lease(&back).ok(), Some((dst, lease)));
+    }
+});

@@ -1,0 +1,24 @@
+//! Push specs `[+]<SRC>:<DST>` (`sluice_git::PushSpec::parse`) and full ref
+//! names. No input may panic; a spec that parses is written back to the
+//! same spec; its destination is a valid full ref name.
+#![no_main]
+
+use libfuzzer_sys::fuzz_target;
+use sluice_git::{check_ref_name, PushSpec};
+
+fuzz_target!(|data: &[u8]| {
+    let Ok(text) = std::str::from_utf8(data) else {
+        return;
+    };
+    let _ = check_ref_name(text);
+    if let Ok(s) = PushSpec::parse(text) {
+        assert!(check_ref_name(&s.dst).is_ok());
+        let back = format!(
+            "{}{}:{}",
+            if s.force { "+" } else { "" },
+            s.src.as_deref().unwrap_or(""),
+            s.dst
+        );
+        assert_eq!(PushSpec::parse(&back).as_ref(), Ok(&s), "{text:?} -> {back:?}");
+    }
+});

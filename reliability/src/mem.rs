@@ -1,0 +1,53 @@
+//! The process's resident memory, from `/proc/self/status` (Linux).
+//!
+//! [`reset_peak`] writes `5` to `/proc/self/clear_refs`, which resets the
+//! peak (`VmHWM`) to the current resident size, so [`peak_kib`] after a
+//! scenario is the most memory the process held during it.
+
+/// A field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`, ...).
+fn status_kib(field: &str) -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/status").ok()?;
+    text.lines()
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
+        .and_then(|v| v.split_whitespace().next())
+        .and_then(|v| v.parse().ok())
+}
+
+/// The resident set size now, in KiB (0 when unknown).
+pub fn rss_kib() -> u64 {
+    status_kib("VmRSS").unwrap_or(0)
+}
+
+/// The peak resident set size since start or the last [`reset_peak`], in KiB.
+pub fn peak_kib() -> u64 {
+    status_kib("VmHWM").unwrap_or(0)
+}
+
+/// Resets the peak to the current resident size; `false` when the kernel
+/// does not allow it (then [`peak_kib`] is the peak since start).
+pub fn reset_peak() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_peak_follows_a_large_allocation_and_resets() {
+        assert!(reset_peak());
+        let before = peak_kib();
+        let v = vec![1u8; 64 << 20];
+        std::hint::black_box(&v);
+        assert!(
+            peak_kib() >= before + 60 * 1024,
+            "{} {}",
+            before,
+            peak_kib()
+        );
+        drop(v);
+        assert!(reset_peak());
+        assert!(peak_kib() < before + 32 * 1024);
+        assert!(rss_kib() > 0);
+    }
+}
