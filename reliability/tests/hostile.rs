@@ -248,7 +248,6 @@ fn malformed_pkt_line_lengths_in_the_advertisement_are_answered_once_and_never_r
 /// complete, the garbage is not noticed, and the failure is classed as a
 /// cut (unjudged, retried) instead of the remote's answer.
 #[test]
-#[ignore = "reason: bug G (a '+' sign is accepted in pkt-line lengths), see the reliability report"]
 fn a_signed_pkt_line_length_is_garbage_like_any_other() {
     let _g = serial();
     let sc = scene();
@@ -327,7 +326,6 @@ fn an_advertisement_trickled_a_byte_a_second_never_holds_a_call_past_its_deadlin
 /// the remote's answer, not retried — and memory stays under 160 MiB
 /// (2 × the cap + 32 MiB).
 #[test]
-#[ignore = "reason: bug D1 (no limit on the advertisement's size), see the reliability report"]
 fn an_advertisement_that_never_ends_at_full_speed_is_refused_at_a_size_cap() {
     let _g = serial();
     let sc = scene();
@@ -364,7 +362,6 @@ fn an_advertisement_that_never_ends_at_full_speed_is_refused_at_a_size_cap() {
 /// permanent refusal, yet it is classed unjudged and retried to the last
 /// attempt.
 #[test]
-#[ignore = "reason: bug C (a missing required capability is retried as unjudged), see the reliability report"]
 fn a_fetch_from_a_server_lacking_a_required_capability_is_answered_once() {
     let _g = serial();
     let sc = scene();
@@ -376,7 +373,12 @@ fn a_fetch_from_a_server_lacking_a_required_capability_is_answered_once() {
     );
     let seen = fetch(&sc, &s, &opts(5_000, 2_000, 4));
     check_bounds(&seen);
-    assert_eq!(first(&seen), ("advertised", Some(Class::Answered)));
+    assert_eq!(
+        first(&seen),
+        ("advertised", Some(Class::Answered)),
+        "{:?}",
+        seen.out.attempts[0].cause
+    );
     assert_eq!(seen.out.kind, OutcomeKind::Answered);
     assert_eq!(seen.conns.len(), 1);
 }

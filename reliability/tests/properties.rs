@@ -211,7 +211,6 @@ proptest! {
     }
 
     #[test]
-    #[ignore = "reason: bug F (a URL's password reaches the error message), see the reliability report"]
     fn urls_never_panic_and_never_show_their_password(
         url in "\\PC{0,60}",
         scheme in prop_oneof![Just("git"), Just("http"), Just("https"), Just("ssh"), Just("file"), Just("ftp")],

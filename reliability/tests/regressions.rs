@@ -11,7 +11,6 @@ use sluice_git::Remote;
 /// `urls_never_panic_and_never_show_their_password` property
 /// (`ssh://someone:<secret>@`, `file://someone:<secret>@`).
 #[test]
-#[ignore = "reason: bug F (a URL's password reaches the error message), see the reliability report"]
 fn a_password_in_an_unusable_url_never_reaches_the_error() {
     let secret = "Zq7pSECRETxK";
     for url in [
@@ -55,7 +54,6 @@ fn a_password_in_a_usable_url_never_reaches_its_display_form() {
 /// fuzz target (the testkit framer and the report framer disagreed on
 /// `+000`); the wire sniffer has the same flaw (see `hostile.rs`).
 #[test]
-#[ignore = "reason: bug G (a '+' sign is accepted in pkt-line lengths), see the reliability report"]
 fn a_pkt_line_length_with_a_sign_is_not_a_length() {
     assert!(pkt_payloads(b"+000").is_err());
     assert!(pkt_payloads(b"+00aunpack0000").is_err());
@@ -66,7 +64,6 @@ fn a_pkt_line_length_with_a_sign_is_not_a_length() {
 /// (bug F through `check_git_url`; bug F2, a raw `/` in the password,
 /// through both).
 #[test]
-#[ignore = "reason: bugs F and F2 (a URL's password reaches the error message), see the reliability report"]
 fn the_cli_url_checks_never_show_a_password() {
     let secret = "Zq7pSECRETxK";
     for url in [

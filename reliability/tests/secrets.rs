@@ -512,7 +512,6 @@ fn no_command_and_no_failure_path_shows_the_token_even_with_tracing() {
 /// Bug F2: both redactions take the user info to end at the first `/`, so
 /// a token with a raw `/` is shown whole.
 #[test]
-#[ignore = "reason: bugs F and F2 (a URL's password reaches the error message), see the reliability report"]
 fn a_usage_error_about_a_url_never_shows_its_user_info() {
     let dir = tempfile::tempdir().expect("tempdir");
     let repo_dir = dir.path().join("r.git");

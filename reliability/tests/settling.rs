@@ -90,7 +90,6 @@ fn landed(srv: &Path, commit: &str) -> usize {
 /// before us" from "landed, then moved on": the outcome must not claim the
 /// push failed (`unknown`, `may_have_applied: true`, or success).
 #[test]
-#[ignore = "reason: bug A (moved after landing is reported answered), see the reliability report"]
 fn a_push_that_landed_and_was_built_upon_before_the_settling_read_is_never_reported_answered() {
     let w = world();
     // Somebody else builds on every update of main the moment it lands.
@@ -129,7 +128,6 @@ fn a_push_that_landed_and_was_built_upon_before_the_settling_read_is_never_repor
 /// the push ends `unknown`; capped by the attempt timeout, the next read
 /// settles it.
 #[test]
-#[ignore = "reason: bug B (a stalled settling read spends the whole deadline), see the reliability report"]
 fn a_stalled_settling_read_is_cut_at_the_attempt_timeout_and_read_again() {
     let w = world();
     let lease = repo::rev_parse(&w.local, "refs/heads/main").expect("main");

@@ -14,7 +14,6 @@ fn env_usize(name: &str) -> Option<usize> {
 }
 
 #[test]
-#[ignore = "reason: bug A (a push that landed and was built upon before its settling read is reported answered), see the reliability report"]
 fn under_faults_no_push_is_lost_or_doubled_and_every_unknown_is_settled_by_reading() {
     let mut cfg = SoakConfig::ci();
     if let Some(n) = env_usize("SOAK_OPS") {

@@ -506,7 +506,7 @@ impl ForgeClient {
         };
         let mut out = match (effect, reconcile) {
             (Effect::Write, Some(mut r)) => self.inner.policy.run_write(op, attempt, |rctx| {
-                let reading = self.reading(&last_cred, rctx.remaining, &opts);
+                let reading = self.reading(&last_cred, rctx.timeout, &opts);
                 r(&reading)
             }),
             _ => self.inner.policy.run(op, attempt),
@@ -551,7 +551,7 @@ impl ForgeClient {
         };
         match reconcile.as_mut() {
             Some(r) => self.inner.policy.run_write(op, attempt, |rctx| {
-                let reading = self.reading(&last_cred, rctx.remaining, opts);
+                let reading = self.reading(&last_cred, rctx.timeout, opts);
                 r(&reading)
             }),
             None => self.inner.policy.run(op, attempt),
@@ -924,14 +924,8 @@ fn percent_decode(s: &str) -> String {
 /// A URL-ish string with anything between `://` and `@` replaced, for
 /// error messages.
 pub fn redact(s: &str) -> String {
-    match s.split_once("://") {
-        Some((scheme, rest)) => {
-            let end = rest.find('/').unwrap_or(rest.len());
-            match rest[..end].rfind('@') {
-                Some(at) => format!("{scheme}://***@{}", &rest[at + 1..]),
-                None => s.to_string(),
-            }
-        }
+    match sluice_policy::user_info_span(s) {
+        Some(span) => format!("{}***@{}", &s[..span.start], &s[span.end..]),
         None => s.to_string(),
     }
 }

@@ -448,7 +448,15 @@ impl GitClient {
                 crate::progress::Sink::new(opts.progress.clone()),
                 ctx.cancel_flag().as_atomic(),
             )
-            .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+            .map_err(|e| {
+                if unsupported_before_request(&s.meta, &e) {
+                    return GitError::Unsupported {
+                        phase: Phase::Advertised,
+                        detail: error_text(&e),
+                    };
+                }
+                read_fail(&s.meta, &error_text(&e))
+            })?;
         if let gix::remote::fetch::Status::Change {
             write_pack_bundle, ..
         } = &outcome.status
@@ -473,6 +481,21 @@ impl GitClient {
         ctx.reached(Phase::Done.as_str());
         Ok(mappings)
     }
+}
+
+/// gix refused to go on after reading a whole advertisement, before writing
+/// the request, because the server lacks what it needs (v0/v1 without
+/// `multi_ack_detailed` or side-band): the advertisement is the remote's
+/// answer, and asking again gets the same one. Decided from gix's typed
+/// classification and the wire, not from the message.
+fn unsupported_before_request(s: &Meta, e: &(dyn std::error::Error + 'static)) -> bool {
+    let st = s.wire.lock();
+    st.advertised
+        && !st.request_complete
+        && !st.timed_out
+        && !st.cancelled
+        && !st.garbled
+        && gix_error::classify(e).is_unsupported()
 }
 
 /// Class a failed read from its wire.

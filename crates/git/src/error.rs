@@ -331,6 +331,16 @@ pub(crate) fn from_wire(
             }
         }
     }
+    if st.oversized {
+        return GitError::Protocol {
+            phase,
+            request_complete: false,
+            detail: format!(
+                "the server sent more than {} MiB before the request was complete; {detail}",
+                crate::wire::ADVERT_CAP >> 20
+            ),
+        };
+    }
     if st.garbled {
         return GitError::Protocol {
             phase,

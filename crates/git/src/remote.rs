@@ -51,18 +51,13 @@ pub struct BadUrl {
     pub reason: String,
 }
 
-/// Remove user info from anything URL-like, for messages.
+/// Remove user info from anything URL-like, for messages (cautious: see
+/// [`sluice_policy::user_info_span`]).
 pub fn redact(url: &str) -> String {
-    if let Some((scheme, rest)) = url.split_once("://") {
-        let (authority, path) = match rest.find('/') {
-            Some(i) => rest.split_at(i),
-            None => (rest, ""),
-        };
-        if let Some(at) = authority.rfind('@') {
-            return format!("{scheme}://{}{path}", &authority[at + 1..]);
-        }
+    match sluice_policy::user_info_span(url) {
+        Some(span) => format!("{}{}", &url[..span.start], &url[span.end..]),
+        None => url.to_string(),
     }
-    url.to_string()
 }
 
 impl Remote {
@@ -71,7 +66,7 @@ impl Remote {
     pub fn parse(url: &str) -> Result<Remote, BadUrl> {
         let bad = |reason: &str| BadUrl {
             url: redact(url),
-            reason: reason.to_string(),
+            reason: sluice_policy::scrub_user_info(reason, url),
         };
         if url.trim().is_empty() {
             return Err(bad("empty"));

@@ -43,8 +43,17 @@ pub(crate) struct WireState {
     pub child_exit: Option<Option<i32>>,
     /// A spawned server's last non-empty stderr line.
     pub stderr_tail: Option<String>,
+    /// The server sent more than [`ADVERT_CAP`] before the request was
+    /// complete: the read was refused there.
+    pub oversized: bool,
     sniff: Sniffer,
 }
+
+/// The most the client reads before its request is complete (the
+/// advertisement, and for ls-refs v0/v1 the listing itself): 64 MiB, about
+/// a million refs. A server that advertises without end is refused here
+/// instead of growing the client until the attempt timeout.
+pub(crate) const ADVERT_CAP: u64 = 64 << 20;
 
 /// A shared handle on one attempt's [`WireState`].
 #[derive(Debug, Clone, Default)]
@@ -152,9 +161,7 @@ impl Sniffer {
                 continue;
             }
             self.hdr_len = 0;
-            let len = std::str::from_utf8(&self.hdr)
-                .ok()
-                .and_then(|s| usize::from_str_radix(s, 16).ok());
+            let len = pkt_len(&self.hdr);
             match len {
                 Some(0) => on(Event::Flush),
                 Some(1) | Some(2) => {}
@@ -203,6 +210,14 @@ impl<R: Read> Read for TrackedRead<R> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
         let n = self.inner.read(buf)?;
         self.wire.saw(&buf[..n]);
+        let mut st = self.wire.lock();
+        if !st.request_complete && st.bytes_read > ADVERT_CAP {
+            st.oversized = true;
+            return Err(io::Error::other(format!(
+                "the server sent more than {} MiB before the request was complete",
+                ADVERT_CAP >> 20
+            )));
+        }
         Ok(n)
     }
 }
@@ -284,6 +299,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_pkt_line_length_is_four_hex_digits_and_nothing_else() {
+        assert_eq!(pkt_len(b"0000"), Some(0));
+        assert_eq!(pkt_len(b"fff0"), Some(65520));
+        assert_eq!(pkt_len(b"00Af"), Some(0xaf));
+        for bad in [
+            &b"+000"[..],
+            b"+00a",
+            b" 00a",
+            b"-001",
+            b"00g0",
+            b"000",
+            b"00000",
+        ] {
+            assert_eq!(pkt_len(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
     fn the_sniffer_counts_flushes_and_keeps_err_and_fatal_words() {
         let w = Wire::new(1);
         w.saw(b"000eversion 2\n00");
@@ -320,4 +353,15 @@ mod tests {
         w.flushed(b"0032want 0123\n");
         assert!(w.lock().fetch_sent);
     }
+}
+
+/// A pkt-line length: exactly four hex digits (no sign, no space), as the
+/// protocol writes it. `None` for anything else.
+pub(crate) fn pkt_len(hdr: &[u8]) -> Option<usize> {
+    if hdr.len() != 4 || !hdr.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    hdr.iter().try_fold(0usize, |n, b| {
+        Some(n * 16 + (*b as char).to_digit(16)? as usize)
+    })
 }

@@ -165,3 +165,104 @@ mod tests {
         assert!(CommandSource::new("true").credential().is_err());
     }
 }
+
+/// Where a URL's user info is, its `@` included, so that messages can leave
+/// it out: `https://user:secret@host/r.git` → the span of `user:secret@`.
+///
+/// Cautious on purpose, since it serves error messages about URLs that may
+/// not parse: a password holding a raw `/` (`https://u:a/b@host/r`) still
+/// counts as user info when what precedes the first `/` cannot be a
+/// `host:port`. Without a scheme (`user@host:path`), the user info is what
+/// precedes the last `@` before the first `/`.
+pub fn user_info_span(url: &str) -> Option<std::ops::Range<usize>> {
+    let start = url.find("://").map_or(0, |i| i + 3);
+    let rest = &url[start..];
+    let authority = &rest[..rest.find('/').unwrap_or(rest.len())];
+    if let Some(at) = authority.rfind('@') {
+        return Some(start..start + at + 1);
+    }
+    let first_at = rest.find('@')?;
+    let port_like = match authority.rsplit_once(':') {
+        Some((_, port)) => port.is_empty() || port.bytes().all(|b| b.is_ascii_digit()),
+        None => true,
+    };
+    if start == 0 || port_like {
+        return None;
+    }
+    let end = rest[first_at..]
+        .find('/')
+        .map_or(rest.len(), |i| first_at + i);
+    let at = rest[..end].rfind('@')?;
+    Some(start..start + at + 1)
+}
+
+/// `text` with every occurrence of `url`'s user info (as written, and
+/// percent-decoded) replaced by `***`, for messages that may quote the URL.
+pub fn scrub_user_info(text: &str, url: &str) -> String {
+    let Some(span) = user_info_span(url) else {
+        return text.to_string();
+    };
+    let info = &url[span.start..span.end - 1];
+    let mut out = text.to_string();
+    let mut needles = vec![info.to_string()];
+    let decoded = percent_decode(info);
+    if decoded != info {
+        needles.push(decoded);
+    }
+    // Each part alone too (gix may quote the user or the password apart).
+    for part in info.split(':').filter(|p| p.len() >= 4) {
+        needles.push(part.to_string());
+        needles.push(percent_decode(part));
+    }
+    needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
+    for n in needles.iter().filter(|n| !n.is_empty()) {
+        out = out.replace(n.as_str(), "***");
+    }
+    out
+}
+
+fn percent_decode(s: &str) -> String {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16);
+        if b[i] == b'%' && i + 2 < b.len() {
+            if let (Some(h), Some(l)) = (hex(b[i + 1]), hex(b[i + 2])) {
+                out.push((h * 16 + l) as u8);
+                i += 3;
+                continue;
+            }
+        }
+        out.push(b[i]);
+        i += 1;
+    }
+    String::from_utf8_lossy(&out).into_owned()
+}
+
+#[cfg(test)]
+mod url_tests {
+    use super::*;
+
+    #[test]
+    fn user_info_is_found_where_a_password_could_hide() {
+        fn span(u: &str) -> Option<&str> {
+            user_info_span(u).map(|r| &u[r])
+        }
+        assert_eq!(span("https://u:p@h/r.git"), Some("u:p@"));
+        assert_eq!(span("https://TOKEN@h"), Some("TOKEN@"));
+        assert_eq!(span("https://x:ab/secret@host/r.git"), Some("x:ab/secret@"));
+        assert_eq!(span("https://h/x@y"), None);
+        assert_eq!(span("https://h:8080/x@y"), None);
+        assert_eq!(span("git@host:o/r.git"), Some("git@"));
+        assert_eq!(span("/srv/r.git"), None);
+    }
+
+    #[test]
+    fn scrubbing_removes_the_user_info_as_written_and_decoded() {
+        let url = "ssh://someone:Zq7p%2FSECRET@";
+        let msg = "could not parse \"ssh://someone:Zq7p/SECRET@\" (Zq7p%2FSECRET)";
+        let s = scrub_user_info(msg, url);
+        assert!(!s.contains("SECRET"), "{s}");
+    }
+}

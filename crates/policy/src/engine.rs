@@ -160,8 +160,12 @@ impl AttemptCtx<'_> {
 
 /// What a settling read is given.
 pub struct ReconcileCtx<'a> {
-    /// What remains of the operation's budget: the read's hard deadline.
+    /// What remains of the operation's budget.
     pub remaining: Duration,
+    /// This read's hard deadline: the attempt timeout, capped by what
+    /// remains. A read that stalls is cut here and read again, so one stalled
+    /// read cannot spend the whole operation.
+    pub timeout: Duration,
     /// The number of the settling read, from 1.
     pub n: u32,
     cancel: &'a CancelFlag,
@@ -356,7 +360,8 @@ enum Step {
     Failed(AttemptError),
     /// Stop before another attempt.
     Stop(Stopped),
-    /// A settling read found the write moved: answered.
+    /// A settling read found the write moved: not retried, and it may have
+    /// landed before somebody moved it on.
     Moved(AttemptError),
     /// A write's answer is unknown and no read settled it; why the reads
     /// stopped (none when there was no reconciler or a read was answered).
@@ -543,8 +548,9 @@ impl Policy {
     /// backon, at most `max_attempts` reads) until it answers or the budget
     /// is spent. Its verdict decides: landed is
     /// success; not landed allows another attempt (the closures may share
-    /// state so the next attempt is leased on what was read); moved is
-    /// answered.
+    /// state so the next attempt is leased on what was read); moved is not
+    /// retried and ends `unknown` with `may_have_applied: true` (the write
+    /// may have landed and been built upon before the read).
     pub fn run_write<T>(
         &self,
         op: Operation,
@@ -838,7 +844,9 @@ impl Policy {
                 }
             }
             Err(Step::Moved(e)) => {
-                out.kind = OutcomeKind::Answered;
+                // A read cannot tell "moved before the write" from "landed,
+                // then built upon": never retried, never called a failure.
+                out.kind = OutcomeKind::Unknown;
                 out.stopped = None;
                 out.error = Some(e);
             }
@@ -933,6 +941,7 @@ impl Policy {
                 .map(|(c, _)| c.clone());
             let ctx = ReconcileCtx {
                 remaining,
+                timeout: remaining.min(bounds.attempt_timeout),
                 n: reads,
                 cancel,
                 credential,
@@ -998,10 +1007,13 @@ impl Policy {
                 st.last_error = Some(e.clone());
                 Err(Step::Failed(e))
             }
-            Verdict::Moved => Err(Step::Moved(AttemptError::answered(
-                err.phase.clone(),
-                s.cause.unwrap_or_else(|| "moved by somebody else".into()),
-            ))),
+            Verdict::Moved => {
+                st.unsettled_complete = true;
+                Err(Step::Moved(AttemptError::unknown(
+                    err.phase.clone(),
+                    s.cause.unwrap_or_else(|| "moved by somebody else".into()),
+                )))
+            }
         }
     }
 }

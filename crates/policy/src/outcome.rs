@@ -96,7 +96,9 @@ pub enum Verdict {
     /// The remote holds the value the write expected: it never applied it;
     /// it may be tried again, leased on that value.
     NotLanded,
-    /// Somebody else changed it: answered, not retried.
+    /// Somebody else changed it: not retried. A read cannot tell whether the
+    /// write landed before that change, so the outcome is `unknown` with
+    /// `may_have_applied: true`.
     Moved,
 }
 

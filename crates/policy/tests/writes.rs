@@ -96,7 +96,7 @@ fn a_write_found_not_landed_is_sent_again_leased_on_what_was_read() {
 }
 
 #[test]
-fn a_write_found_moved_is_answered_and_not_retried() {
+fn a_write_found_moved_is_not_retried_and_may_have_applied() {
     let (policy, clock) = manual_policy();
     let rec = Recorder::default();
     let out = policy.run_write(
@@ -114,9 +114,9 @@ fn a_write_found_moved_is_answered_and_not_retried() {
         },
     );
     assert_eq!(rec.count(), 1);
-    assert_eq!(out.kind, OutcomeKind::Answered);
+    assert_eq!(out.kind, OutcomeKind::Unknown);
     assert_eq!(out.stopped, None);
-    assert_eq!(out.may_have_applied, Some(false));
+    assert_eq!(out.may_have_applied, Some(true));
     assert_eq!(out.reconciled.as_ref().unwrap().verdict, Verdict::Moved);
     assert_eq!(
         out.error.unwrap().cause,
@@ -281,7 +281,7 @@ fn a_cancelled_write_whose_answer_is_unknown_is_still_settled_by_reading() {
     for (verdict, kind) in [
         (Verdict::Landed, OutcomeKind::Succeeded),
         (Verdict::NotLanded, OutcomeKind::Unknown),
-        (Verdict::Moved, OutcomeKind::Answered),
+        (Verdict::Moved, OutcomeKind::Unknown),
     ] {
         let (policy, _clock) = manual_policy();
         let rec = Recorder::default();

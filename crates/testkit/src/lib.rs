@@ -25,6 +25,7 @@ pub mod http_backend;
 pub mod pktline;
 pub mod proxy;
 pub mod repo;
+pub mod scripted;
 pub mod sshd;
 
 mod net;

@@ -23,9 +23,7 @@ pub fn pkt_payloads(mut data: &[u8]) -> Result<Vec<&[u8]>, ReportError> {
         if data.len() < 4 {
             return Err(ReportError("truncated pkt-line length".into()));
         }
-        let len = std::str::from_utf8(&data[..4])
-            .ok()
-            .and_then(|s| usize::from_str_radix(s, 16).ok())
+        let len = crate::wire::pkt_len(&data[..4])
             .ok_or_else(|| ReportError("bad pkt-line length".into()))?;
         match len {
             0 => return Ok(out),
