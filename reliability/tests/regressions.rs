@@ -39,6 +39,8 @@ fn a_password_in_a_usable_url_never_reaches_its_display_form() {
         format!("http://u:{secret}@127.0.0.1:8080/r.git"),
         format!("git://u:{secret}@127.0.0.1/r.git"),
         format!("ssh://u:{secret}@host/r.git"),
+        // Found by the `remote_url` fuzz target: gix reads this as a path.
+        format!("file://u:{secret}@p;SSSS /:://:"),
     ] {
         let r = Remote::parse(&url).expect("usable");
         assert!(!r.display.contains(secret), "{url}: {}", r.display);

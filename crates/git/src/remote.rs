@@ -112,7 +112,9 @@ impl Remote {
         let display = if kind == TransportKind::File && !url.starts_with("file://") {
             url.to_string()
         } else {
-            shown.to_bstring().to_string()
+            // gix reads `file://u:p@x` as a path, not user info; what looks
+            // like user info is left out of the display form all the same.
+            redact(&shown.to_bstring().to_string())
         };
         Ok(Remote {
             url: parsed,

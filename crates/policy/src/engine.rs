@@ -246,6 +246,10 @@ pub struct Policy {
     fresh_window: Duration,
     jitter_seed: Option<u64>,
     counter: AtomicU64,
+    /// `op-<pid>-<instance>-`: the prefix of the ids this policy generates.
+    id_prefix: String,
+    /// Ids generated so far.
+    ids: AtomicU64,
     logged_refusals: Mutex<HashSet<(String, String)>>,
 }
 
@@ -343,6 +347,8 @@ impl PolicyBuilder {
             fresh_window: self.fresh_window,
             jitter_seed: self.jitter_seed,
             counter: AtomicU64::new(0),
+            id_prefix: id_prefix(),
+            ids: AtomicU64::new(0),
             logged_refusals: Mutex::new(HashSet::new()),
         }
     }
@@ -504,8 +510,11 @@ impl Policy {
     }
 
     fn with_bucket<R>(&self, host: &str, f: impl FnOnce(&mut Bucket, &RetryBudget) -> R) -> R {
-        let now = self.clock.now();
         let mut buckets = self.buckets.lock().expect("bucket lock");
+        if let Some(b) = buckets.get_mut(host) {
+            return f(b, &self.retry_budget);
+        }
+        let now = self.clock.now();
         let b = buckets
             .entry(host.to_string())
             .or_insert_with(|| Bucket::new(&self.retry_budget, now));
@@ -519,12 +528,19 @@ impl Policy {
     }
 
     fn new_id(&self) -> String {
-        let n = self.counter.fetch_add(1, Ordering::Relaxed);
-        let t = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(|d| d.as_nanos())
-            .unwrap_or(0);
-        format!("op-{}-{t:x}-{n}", std::process::id())
+        let n = self.ids.fetch_add(1, Ordering::Relaxed);
+        let mut id = String::with_capacity(self.id_prefix.len() + 8);
+        id.push_str(&self.id_prefix);
+        let _ = std::fmt::Write::write_fmt(&mut id, format_args!("{n}"));
+        id
+    }
+
+    /// `id` is one this policy generated already (a caller passing back
+    /// the id of an earlier outcome): it was run once, so it is taken.
+    fn generated_before(&self, id: &str) -> bool {
+        id.strip_prefix(self.id_prefix.as_str())
+            .and_then(|n| n.parse::<u64>().ok())
+            .is_some_and(|n| n < self.ids.load(Ordering::Relaxed))
     }
 
     /// Run a read (or a write that has no settling read: an unknown answer
@@ -562,7 +578,7 @@ impl Policy {
 
     fn execute<T, R>(
         &self,
-        op: Operation,
+        mut op: Operation,
         mut attempt: impl FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
         mut reconcile: Option<R>,
     ) -> Outcome<T>
@@ -570,21 +586,24 @@ impl Policy {
         R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
     {
         let start = self.clock.now();
+        // A generated id is unique by construction (process, clock, counter):
+        // it needs no claim, only its record at the end.
+        let generated = op.id.is_none();
         let id = op.id.clone().unwrap_or_else(|| self.new_id());
         let info = OperationInfo {
             id: id.clone(),
-            kind: op.kind.clone(),
+            kind: std::mem::take(&mut op.kind),
             effect: op.effect,
-            remote: op.remote.clone(),
+            remote: std::mem::take(&mut op.remote),
         };
         let bounds = op.bounds;
         let deadline = bounds.deadline;
         let write = op.effect == Effect::Write;
-        let blank = |kind: OutcomeKind| Outcome {
+        let blank = |kind: OutcomeKind, info: OperationInfo| Outcome {
             kind,
             value: None,
             error: None,
-            operation: info.clone(),
+            operation: info,
             deadline_ms: ms(deadline),
             elapsed_ms: 0,
             may_have_applied: if write { Some(false) } else { None },
@@ -594,11 +613,18 @@ impl Policy {
             refused_credentials: Vec::new(),
             previous: None,
         };
-        match self.ledger.claim(&id) {
+        let claim = if generated {
+            Ok(Claim::Claimed)
+        } else if self.generated_before(&id) && !self.ledger.keeps_generated_ids() {
+            Ok(Claim::Taken(None))
+        } else {
+            self.ledger.claim(&id)
+        };
+        match claim {
             Ok(Claim::Claimed) => {}
             Ok(Claim::Taken(previous)) => {
                 tracing::debug!(op = %id, "operation id already claimed: rejected");
-                let mut o = blank(OutcomeKind::Rejected);
+                let mut o = blank(OutcomeKind::Rejected, info);
                 o.previous = previous;
                 o.error = Some(AttemptError::answered(
                     "connect",
@@ -607,7 +633,7 @@ impl Policy {
                 return o;
             }
             Err(e) => {
-                let mut o = blank(OutcomeKind::Rejected);
+                let mut o = blank(OutcomeKind::Rejected, info);
                 o.error = Some(AttemptError::unjudged("connect", e.to_string()));
                 return o;
             }
@@ -649,7 +675,8 @@ impl Policy {
             if cancel.is_cancelled() {
                 return Err(Step::Stop(Stopped::Cancelled));
             }
-            let remaining = (start + deadline).saturating_sub(self.clock.now());
+            let mut now = self.clock.now();
+            let remaining = (start + deadline).saturating_sub(now);
             if usable(remaining, reserve).is_zero() {
                 return Err(Step::Stop(Stopped::Deadline));
             }
@@ -658,13 +685,14 @@ impl Policy {
             if let Some(source) = &op.credentials {
                 let mut st = state.lock().expect("run state lock");
                 if st.current.is_none() {
-                    let before = self.clock.now();
+                    let before = now;
                     match source.credential() {
                         Ok(c) => {
                             if st.refused.iter().any(|f| f == c.fingerprint()) {
                                 return Err(Step::Stop(Stopped::CredentialRefused));
                             }
-                            st.current = Some((c, self.clock.now()));
+                            now = self.clock.now();
+                            st.current = Some((c, now));
                         }
                         Err(e) => {
                             n += 1;
@@ -686,7 +714,6 @@ impl Policy {
                 }
             }
             // Buying takes time: the budget is computed again.
-            let now = self.clock.now();
             let remaining = (start + deadline).saturating_sub(now);
             let usable = usable(remaining, reserve);
             if usable.is_zero() {
@@ -796,8 +823,9 @@ impl Policy {
             .call();
 
         let st = state.into_inner().expect("run state lock");
-        let elapsed = self.clock.now().saturating_sub(start);
-        let mut out = blank(OutcomeKind::Unknown);
+        let ended = self.clock.now();
+        let elapsed = ended.saturating_sub(start);
+        let mut out = blank(OutcomeKind::Unknown, info);
         out.elapsed_ms = ms(elapsed);
         out.attempts = st.attempts;
         out.reconciled = st.reconciled;
@@ -812,7 +840,7 @@ impl Policy {
                 if write {
                     out.may_have_applied = Some(true);
                 }
-                self.with_bucket(&op.host, |b, budget| b.credit(budget, self.clock.now()));
+                self.with_bucket(&op.host, |b, budget| b.credit(budget, ended));
             }
             Err(Step::Failed(e)) => {
                 let refusal_stands =
@@ -874,11 +902,15 @@ impl Policy {
             }
         }
         tracing::debug!(
-            op = %id, kind = %op.kind, result = out.kind.as_str(),
+            op = %id, kind = %out.operation.kind, result = out.kind.as_str(),
             stopped = out.stopped.map(|s| s.as_str()), attempts = out.attempts.len(),
             elapsed_ms = out.elapsed_ms, "operation ended"
         );
-        if let Err(e) = self.ledger.finish(&id, &out.summary()) {
+        let record = !generated || self.ledger.keeps_generated_ids();
+        if let Err(e) = record
+            .then(|| self.ledger.finish(&id, out.summary()))
+            .unwrap_or(Ok(()))
+        {
             tracing::warn!(op = %id, error = %e, "could not record the outcome in the ledger");
         }
         out
@@ -1016,4 +1048,16 @@ impl Policy {
             }
         }
     }
+}
+
+/// The prefix of one policy's generated ids: the process, and this policy
+/// among the process's policies (the clock at its making, and a counter).
+fn id_prefix() -> String {
+    static POLICIES: AtomicU64 = AtomicU64::new(0);
+    let k = POLICIES.fetch_add(1, Ordering::Relaxed);
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0);
+    format!("op-{}-{:x}-", std::process::id(), t ^ k.rotate_left(48))
 }

@@ -7,7 +7,7 @@
 //! to a temporary file and renamed, so a writer killed mid-write leaves the
 //! previous ledger intact.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
@@ -42,13 +42,20 @@ pub trait Ledger: Send + Sync {
     /// Claim `id` atomically.
     fn claim(&self, id: &str) -> Result<Claim, LedgerError>;
     /// Record how the operation with `id` ended.
-    fn finish(&self, id: &str, run: &PreviousRun) -> Result<(), LedgerError>;
+    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError>;
+    /// Whether ids the policy generates are claimed and recorded here too
+    /// (default: yes). A generated id is unique by construction, so it needs
+    /// no claim; a ledger that outlives the process keeps them so that one
+    /// copied from an outcome and asked again is found with its earlier run.
+    fn keeps_generated_ids(&self) -> bool {
+        true
+    }
 }
 
 /// Claims in memory, for one process.
 #[derive(Debug, Default)]
 pub struct MemoryLedger {
-    entries: Mutex<BTreeMap<String, Option<PreviousRun>>>,
+    entries: Mutex<HashMap<String, Option<PreviousRun>>>,
 }
 
 impl MemoryLedger {
@@ -68,12 +75,23 @@ impl Ledger for MemoryLedger {
         Ok(Claim::Claimed)
     }
 
-    fn finish(&self, id: &str, run: &PreviousRun) -> Result<(), LedgerError> {
-        self.entries
-            .lock()
-            .expect("ledger lock poisoned")
-            .insert(id.to_string(), Some(run.clone()));
+    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
+        let mut e = self.entries.lock().expect("ledger lock poisoned");
+        match e.get_mut(id) {
+            Some(slot) => *slot = Some(run),
+            None => {
+                e.insert(id.to_string(), Some(run));
+            }
+        }
         Ok(())
+    }
+
+    /// No: an in-process ledger would grow by every generated id for the
+    /// life of the process. The policy knows its own ids (a prefix and a
+    /// counter) and rejects one passed back to it, without the earlier
+    /// run's summary.
+    fn keeps_generated_ids(&self) -> bool {
+        false
     }
 }
 
@@ -164,7 +182,7 @@ impl Ledger for FileLedger {
         })
     }
 
-    fn finish(&self, id: &str, run: &PreviousRun) -> Result<(), LedgerError> {
+    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
         self.with_lock(|data| {
             data.operations.insert(id.to_string(), Some(run.clone()));
             (true, ())

@@ -265,3 +265,24 @@ fn processes_claiming_one_id_at_the_same_instant_call_the_operation_once() {
     assert_eq!((succeeded, rejected), (1, n - 1), "{kinds:?}");
     assert_eq!(lines(&calls), 1, "exactly one process called the operation");
 }
+
+#[test]
+fn a_generated_id_passed_back_is_rejected_and_a_memory_ledger_does_not_keep_it() {
+    let policy = Policy::default();
+    let first = policy.run(read_op(Bounds::default()), |_ctx| Ok(1));
+    assert_eq!(first.kind, OutcomeKind::Succeeded);
+    let id = first.operation.id.clone();
+    let again = policy.run(
+        read_op(Bounds::default()).id(id.clone()),
+        |_ctx| -> Result<u32, _> { unreachable!("an id run once is never run again") },
+    );
+    assert_eq!(again.kind, OutcomeKind::Rejected);
+    // An id of the same form that this policy never issued is a new one.
+    let (prefix, n) = id.rsplit_once('-').expect("prefix-counter");
+    let unissued = format!("{prefix}-{}", n.parse::<u64>().unwrap() + 1000);
+    let fresh = policy.run(read_op(Bounds::default()).id(unissued), |_ctx| Ok(2));
+    assert_eq!(fresh.kind, OutcomeKind::Succeeded);
+    // Another policy's generated ids differ.
+    let other = Policy::default().run(read_op(Bounds::default()), |_ctx| Ok(3));
+    assert_ne!(other.operation.id, id);
+}

@@ -70,7 +70,7 @@ fn main() {
                         std::process::exit(3);
                     }
                 }
-                ledger.finish(&id, &run_of(n)).expect("finish");
+                ledger.finish(&id, run_of(n)).expect("finish");
                 let mut o = out.lock();
                 writeln!(o, "done {id}").expect("stdout");
                 o.flush().expect("stdout");
