@@ -140,6 +140,8 @@ pub struct GitClient {
     pub(crate) http_write: reqwest::blocking::Client,
     pub(crate) agent: String,
     pub(crate) git_program: std::path::PathBuf,
+    /// HTTP remotes seen speaking protocol v2 lately (one-request ls-refs).
+    pub(crate) v2_http: Arc<crate::lsrefs_http::V2Remotes>,
 }
 
 impl std::fmt::Debug for GitClient {
@@ -189,6 +191,7 @@ impl GitClient {
             http_write,
             agent: format!("sluice-remote/{}", env!("CARGO_PKG_VERSION")),
             git_program: "git".into(),
+            v2_http: Default::default(),
         }
     }
 
@@ -299,6 +302,34 @@ impl GitClient {
         cancel: &CancelFlag,
         secret: Option<&secrecy::SecretString>,
     ) -> Result<Vec<RemoteRef>, GitError> {
+        let mut timeout = timeout;
+        let http = remote.kind == TransportKind::Http;
+        if let Some(unborn) = http.then(|| self.v2_http.get(&remote.display)).flatten() {
+            let started = std::time::Instant::now();
+            let dial = Dial {
+                remote,
+                service: Service::UploadPack,
+                version: Protocol::V2,
+                timeout,
+                cancel,
+                secret,
+                http_client: &self.http,
+                git_program: &self.git_program,
+            };
+            match crate::lsrefs_http::ls_refs(dial, prefixes, &self.agent, unborn) {
+                Ok(refs) => return Ok(refs),
+                Err(miss) => {
+                    self.v2_http.forget(&remote.display);
+                    match miss {
+                        crate::lsrefs_http::Miss::Failed(e) => return Err(e),
+                        crate::lsrefs_http::Miss::NotAListing(why) => {
+                            tracing::debug!(remote = %remote.display, why = %why, "one-request ls-refs missed; asking the long way");
+                            timeout = timeout.saturating_sub(started.elapsed());
+                        }
+                    }
+                }
+            }
+        }
         let mut s = Session::open(Dial {
             remote,
             service: Service::UploadPack,
@@ -317,6 +348,14 @@ impl GitClient {
             &mut gix::progress::Discard,
         )
         .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+        if http && hs.server_protocol_version == Protocol::V2 {
+            let unborn = hs
+                .capabilities
+                .capability("ls-refs")
+                .and_then(|c| c.supports("unborn"))
+                .unwrap_or(false);
+            self.v2_http.put(&remote.display, unborn);
+        }
         let refs = match hs.refs {
             Some(refs) => refs
                 .into_iter()

@@ -323,6 +323,21 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
 }
 
 fn open_http(d: Dial<'_>) -> Session {
+    let version = d.version;
+    let url = d.remote.url.clone();
+    let (http, meta) = open_http_raw(d);
+    let transport = gix::protocol::transport::client::blocking_io::http::Transport::new_http(
+        http, url, version, false,
+    );
+    Session {
+        transport: Box::new(transport),
+        meta,
+    }
+}
+
+/// Our `Http` for `d` and the attempt's facts, without gix's transport
+/// (the one-request ls-refs uses it directly).
+pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
     use base64::Engine;
     let wire = Wire::new(2);
     let auth = d.secret.map(|s| {
@@ -334,22 +349,16 @@ fn open_http(d: Dial<'_>) -> Session {
         ))
     });
     let http = crate::http::SluiceHttp::new(d.http_client.clone(), auth, wire.clone(), d.timeout);
-    let transport = gix::protocol::transport::client::blocking_io::http::Transport::new_http(
+    (
         http,
-        d.remote.url.clone(),
-        d.version,
-        false,
-    );
-    Session {
-        transport: Box::new(transport),
-        meta: Meta {
+        Meta {
             wire,
             timeout: d.timeout,
             child: None,
             stderr_done: None,
             watchdog: None,
         },
-    }
+    )
 }
 
 /// Read everything left in `r` (bounded), ignoring errors.

@@ -30,6 +30,7 @@ mod client;
 mod connect;
 mod error;
 mod http;
+mod lsrefs_http;
 mod progress;
 pub mod push;
 mod remote;

@@ -74,7 +74,18 @@ impl Remote {
         if url.chars().any(|c| c.is_control()) {
             return Err(bad("contains control characters"));
         }
-        let mut parsed = gix::url::parse(url.as_bytes()).map_err(|e| bad(&e.to_string()))?;
+        let mut parsed = gix::url::parse(url.as_bytes()).map_err(|e| {
+            // gix quotes the input, escaped: say what is wrong with the URL
+            // as shown (user info removed) instead, when that differs.
+            let shown = redact(url);
+            if shown == url {
+                return bad(&e.to_string());
+            }
+            match gix::url::parse(shown.as_bytes()) {
+                Err(e) => bad(&e.to_string()),
+                Ok(_) => bad("its user info cannot be parsed"),
+            }
+        })?;
         let kind = match parsed.scheme {
             Scheme::Git => TransportKind::Git,
             Scheme::Http | Scheme::Https => TransportKind::Http,

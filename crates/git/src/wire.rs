@@ -294,6 +294,17 @@ impl<W: Write> Write for TrackedWrite<W> {
     }
 }
 
+/// A pkt-line length: exactly four hex digits (no sign, no space), as the
+/// protocol writes it. `None` for anything else.
+pub(crate) fn pkt_len(hdr: &[u8]) -> Option<usize> {
+    if hdr.len() != 4 || !hdr.iter().all(u8::is_ascii_hexdigit) {
+        return None;
+    }
+    hdr.iter().try_fold(0usize, |n, b| {
+        Some(n * 16 + (*b as char).to_digit(16)? as usize)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -353,15 +364,4 @@ mod tests {
         w.flushed(b"0032want 0123\n");
         assert!(w.lock().fetch_sent);
     }
-}
-
-/// A pkt-line length: exactly four hex digits (no sign, no space), as the
-/// protocol writes it. `None` for anything else.
-pub(crate) fn pkt_len(hdr: &[u8]) -> Option<usize> {
-    if hdr.len() != 4 || !hdr.iter().all(u8::is_ascii_hexdigit) {
-        return None;
-    }
-    hdr.iter().try_fold(0usize, |n, b| {
-        Some(n * 16 + (*b as char).to_digit(16)? as usize)
-    })
 }

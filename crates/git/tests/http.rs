@@ -239,3 +239,59 @@ fn a_push_whose_http_answer_is_cut_is_settled_by_reading_without_a_second_post()
         Some(tip.as_str())
     );
 }
+
+/// A remote seen speaking v2 is listed in one request (the POST) on the
+/// next call of the same client, with the same refs; a failure of that one
+/// request is classed from the wire like any other (a 503 is retried).
+#[test]
+fn a_second_ls_refs_of_one_client_is_one_request_with_the_same_refs() {
+    let w = World::new();
+    w.small("s.git");
+    let http = backend(&w);
+    let proxy = FaultProxy::http(http.addr()).expect("proxy");
+    let url = proxy.http_url("/git/s.git");
+    let c = client();
+    let requests = || -> Vec<(String, String)> {
+        proxy.wait_idle(Duration::from_secs(5));
+        proxy
+            .connections()
+            .iter()
+            .flat_map(|c| c.http_requests.clone())
+            .map(|r| (r.method, r.path))
+            .collect()
+    };
+    let first = c
+        .ls_refs(&url, &[], &quick(10_000, 5_000, 3))
+        .expect("valid input");
+    assert_eq!(first.kind, OutcomeKind::Succeeded, "{:?}", first.attempts);
+    assert_eq!(requests().len(), 2, "{:?}", requests());
+    let second = c
+        .ls_refs(&url, &[], &quick(10_000, 5_000, 3))
+        .expect("valid input");
+    assert_eq!(second.kind, OutcomeKind::Succeeded, "{:?}", second.attempts);
+    assert_eq!(second.value, first.value);
+    let after = requests();
+    assert_eq!(after.len(), 3, "{after:?}");
+    assert_eq!(after[2].0, "POST");
+    assert!(after[2].1.ends_with("/git-upload-pack"), "{after:?}");
+    // With a prefix, the remote filters.
+    let heads = c
+        .ls_refs(&url, &["refs/heads/".into()], &quick(10_000, 5_000, 3))
+        .expect("valid input");
+    let names: Vec<_> = heads
+        .value
+        .expect("refs")
+        .into_iter()
+        .map(|r| r.name)
+        .collect();
+    assert!(!names.is_empty() && names.iter().all(|n| n.starts_with("refs/heads/")));
+    // A 503 on the one request: unjudged, retried, and the retry asks the
+    // long way (the remote is forgotten after a failure).
+    proxy.set_fault(Fault::http_status(503, "git-upload-pack"), 1);
+    let out = c
+        .ls_refs(&url, &[], &quick(10_000, 5_000, 3))
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
+    assert_eq!(out.value, first.value);
+}

@@ -214,6 +214,13 @@ pub fn scrub_user_info(text: &str, url: &str) -> String {
         needles.push(part.to_string());
         needles.push(percent_decode(part));
     }
+    // As `{:?}` writes them, too.
+    let escaped: Vec<String> = needles
+        .iter()
+        .map(|n| n.escape_debug().to_string())
+        .filter(|e| !needles.contains(e))
+        .collect();
+    needles.extend(escaped);
     needles.sort_by_key(|n| std::cmp::Reverse(n.len()));
     for n in needles.iter().filter(|n| !n.is_empty()) {
         out = out.replace(n.as_str(), "***");

@@ -907,10 +907,12 @@ impl Policy {
             elapsed_ms = out.elapsed_ms, "operation ended"
         );
         let record = !generated || self.ledger.keeps_generated_ids();
-        if let Err(e) = record
-            .then(|| self.ledger.finish(&id, out.summary()))
-            .unwrap_or(Ok(()))
-        {
+        let recorded = if record {
+            self.ledger.finish(&id, out.summary())
+        } else {
+            Ok(())
+        };
+        if let Err(e) = recorded {
             tracing::warn!(op = %id, error = %e, "could not record the outcome in the ledger");
         }
         out

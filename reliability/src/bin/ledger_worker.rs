@@ -46,7 +46,7 @@ fn main() {
             for (i, id) in args[3..].iter().enumerate() {
                 match ledger.claim(id) {
                     Ok(Claim::Claimed) => {
-                        ledger.finish(id, &run_of(i as u64)).expect("finish");
+                        ledger.finish(id, run_of(i as u64)).expect("finish");
                         let mut o = out.lock();
                         writeln!(o, "claimed {id}").expect("stdout");
                         o.flush().expect("stdout");

@@ -1,0 +1,239 @@
+//! ls-refs over smart HTTP in one request, for a remote this client has
+//! already seen speak protocol v2.
+//!
+//! Over HTTP, protocol v2 costs two requests per call: a GET of
+//! `info/refs` for the capabilities, then the POST of the command. Both are
+//! stateless, and a v2 server's capabilities do not change between two
+//! calls a few seconds apart, so once a remote answered v2 the client
+//! remembers it (for [`FRESH`]) and sends the `ls-refs` POST alone. Anything
+//! unexpected in that answer (not pkt-lines, not refs) forgets the remote
+//! and the same attempt goes the long way; an answer the wire judged (a
+//! status, a cut, a timeout) is the attempt's result, classed as always.
+
+use std::collections::HashMap;
+use std::io::{Read, Write};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use gix::ObjectId;
+use gix_transport::client::blocking_io::http::{Http, PostBodyDataKind, PostResponse};
+
+use crate::client::RemoteRef;
+use crate::connect::{self, Dial};
+use crate::error::{GitError, Phase};
+
+/// How long a remote's v2 answer is trusted without asking again.
+pub(crate) const FRESH: Duration = Duration::from_secs(300);
+
+/// The most a one-request listing may be (a million refs is about 80 MiB).
+const MAX_LISTING: u64 = 256 << 20;
+
+/// Remotes seen speaking v2 over HTTP: URL → (when, `ls-refs=unborn`).
+#[derive(Debug, Default)]
+pub(crate) struct V2Remotes(Mutex<HashMap<String, (Instant, bool)>>);
+
+impl V2Remotes {
+    /// Whether `url` spoke v2 lately, and whether it lists unborn refs.
+    pub fn get(&self, url: &str) -> Option<bool> {
+        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.get(url)
+            .filter(|(at, _)| at.elapsed() < FRESH)
+            .map(|(_, unborn)| *unborn)
+    }
+
+    /// `url` answered v2 just now.
+    pub fn put(&self, url: &str, unborn: bool) {
+        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
+        map.retain(|_, (at, _)| at.elapsed() < FRESH);
+        map.insert(url.to_string(), (Instant::now(), unborn));
+    }
+
+    /// Ask `url` the long way next time.
+    pub fn forget(&self, url: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(url);
+    }
+}
+
+/// Why the one-request listing did not give refs.
+pub(crate) enum Miss {
+    /// The answer was not a listing: go the long way in the same attempt.
+    NotAListing(String),
+    /// The wire judged it: the attempt's result.
+    Failed(GitError),
+}
+
+/// One `ls-refs` POST; `unborn` asks for unborn refs (the remote offers it).
+pub(crate) fn ls_refs(
+    d: Dial<'_>,
+    prefixes: &[String],
+    agent: &str,
+    unborn: bool,
+) -> Result<Vec<RemoteRef>, Miss> {
+    let base = d.remote.url.to_bstring().to_string();
+    let (mut http, meta) = connect::open_http_raw(d);
+    // Nothing is advertised on this path: the request is complete once its
+    // body left (what the wire's `flushed` looks for).
+    meta.wire.lock().advertised = true;
+    let fail = |detail: String| {
+        let complete = meta.wire.lock().request_complete;
+        let phase = if complete {
+            Phase::Advertised
+        } else {
+            Phase::Connect
+        };
+        Miss::Failed(meta.fail(phase, complete, detail))
+    };
+    let url = format!("{}/git-upload-pack", base.trim_end_matches('/'));
+    let headers = [
+        format!("User-Agent: git/{agent}"),
+        "Content-Type: application/x-git-upload-pack-request".to_string(),
+        "Accept: application/x-git-upload-pack-result".to_string(),
+        "Git-Protocol: version=2".to_string(),
+    ];
+    let PostResponse {
+        mut headers,
+        mut body,
+        mut post_body,
+    } = http
+        .post(
+            &url,
+            &base,
+            headers.iter(),
+            PostBodyDataKind::BoundedAndFitsIntoMemory,
+        )
+        .map_err(|e| fail(e.to_string()))?;
+    post_body
+        .write_all(&request(prefixes, agent, unborn))
+        .map_err(|e| fail(e.to_string()))?;
+    let mut data = Vec::new();
+    (&mut body)
+        .take(MAX_LISTING + 1)
+        .read_to_end(&mut data)
+        .map_err(|e| fail(e.to_string()))?;
+    let mut head = String::new();
+    let _ = headers.read_to_string(&mut head);
+    let typed = head.lines().any(|l| {
+        l.to_ascii_lowercase()
+            .starts_with("content-type: application/x-git-upload-pack-result")
+    });
+    if !typed {
+        return Err(Miss::NotAListing("not an upload-pack result".into()));
+    }
+    if data.len() as u64 > MAX_LISTING {
+        return Err(Miss::Failed(GitError::Protocol {
+            phase: Phase::Advertised,
+            request_complete: true,
+            detail: format!("a listing larger than {} MiB", MAX_LISTING >> 20),
+        }));
+    }
+    let st = meta.wire.lock();
+    if let Some(words) = &st.err_line {
+        return Err(Miss::Failed(GitError::Remote {
+            phase: Phase::Advertised,
+            words: words.clone(),
+        }));
+    }
+    drop(st);
+    parse(&data).map_err(Miss::NotAListing)
+}
+
+/// The command, as pkt-lines.
+fn request(prefixes: &[String], agent: &str, unborn: bool) -> Vec<u8> {
+    fn line(out: &mut Vec<u8>, s: &str) {
+        out.extend_from_slice(format!("{:04x}", s.len() + 4).as_bytes());
+        out.extend_from_slice(s.as_bytes());
+    }
+    let mut out = Vec::with_capacity(256);
+    line(&mut out, "command=ls-refs\n");
+    line(&mut out, &format!("agent={agent}\n"));
+    out.extend_from_slice(b"0001");
+    line(&mut out, "peel\n");
+    line(&mut out, "symrefs\n");
+    if unborn {
+        line(&mut out, "unborn\n");
+    }
+    for p in prefixes {
+        line(&mut out, &format!("ref-prefix {p}\n"));
+    }
+    out.extend_from_slice(b"0000");
+    out
+}
+
+/// `ls-refs` output: `(oid|unborn) SP name *(SP attribute)`, then a flush.
+fn parse(data: &[u8]) -> Result<Vec<RemoteRef>, String> {
+    if data.len() < 4 || !data.ends_with(b"0000") {
+        return Err("the listing does not end with a flush".into());
+    }
+    let lines = crate::push::report::pkt_payloads(data).map_err(|e| e.to_string())?;
+    let mut refs = Vec::with_capacity(lines.len());
+    for l in lines {
+        let l = std::str::from_utf8(l).map_err(|_| "a ref line that is not UTF-8".to_string())?;
+        let mut words = l.trim_end_matches('\n').split(' ');
+        let (Some(id), Some(name)) = (words.next(), words.next()) else {
+            return Err(format!("not a ref line: {l:?}"));
+        };
+        let oid = match id {
+            "unborn" => None,
+            hex => Some(parse_oid(hex)?),
+        };
+        let mut r = RemoteRef {
+            name: name.to_string(),
+            oid,
+            peeled: None,
+            symref_target: None,
+        };
+        for attr in words {
+            if let Some(t) = attr.strip_prefix("symref-target:") {
+                r.symref_target = Some(t.to_string());
+            } else if let Some(p) = attr.strip_prefix("peeled:") {
+                r.peeled = Some(parse_oid(p)?);
+            }
+        }
+        refs.push(r);
+    }
+    Ok(refs)
+}
+
+fn parse_oid(hex: &str) -> Result<ObjectId, String> {
+    ObjectId::from_hex(hex.as_bytes()).map_err(|_| format!("not an object id: {hex:?}"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_listing_reads_oids_names_symrefs_peeled_and_unborn() {
+        let a = "1".repeat(40);
+        let b = "2".repeat(40);
+        let mut data = Vec::new();
+        for l in [
+            format!("{a} HEAD symref-target:refs/heads/main\n"),
+            format!("{a} refs/heads/main\n"),
+            format!("{b} refs/tags/v1 peeled:{a}\n"),
+            "unborn refs/heads/none symref-target:refs/heads/x\n".to_string(),
+        ] {
+            data.extend_from_slice(format!("{:04x}{l}", l.len() + 4).as_bytes());
+        }
+        data.extend_from_slice(b"0000");
+        let refs = parse(&data).expect("a listing");
+        assert_eq!(refs.len(), 4);
+        assert_eq!(refs[0].symref_target.as_deref(), Some("refs/heads/main"));
+        assert_eq!(refs[2].peeled.map(|o| o.to_string()), Some(a.clone()));
+        assert_eq!(refs[3].oid, None);
+        assert!(parse(b"0000").expect("empty").is_empty());
+        assert!(parse(b"garbage").is_err());
+        assert!(parse(b"0009HEAD\n0000").is_err());
+    }
+
+    #[test]
+    fn the_request_is_a_command_a_delimiter_arguments_and_a_flush() {
+        let r = request(&["refs/heads/".into()], "sluice/1", true);
+        let s = String::from_utf8(r).expect("text");
+        assert!(s.starts_with("0014command=ls-refs\n"), "{s}");
+        assert!(s.contains("0001"));
+        assert!(s.contains("ref-prefix refs/heads/\n"));
+        assert!(s.contains("unborn\n"));
+        assert!(s.ends_with("0000"));
+    }
+}
