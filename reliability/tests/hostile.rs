@@ -27,8 +27,9 @@ use sluice_testkit::RepoBuilder;
 
 /// The most a hostile scenario may grow the process's peak resident size.
 const MEMORY_BOUND_MIB: u64 = 64;
-/// ... and the endless advertisement at full speed, once its size is
-/// capped (bug D1): twice the recommended 64 MiB cap, plus 32 MiB.
+/// ... and the endless advertisement at full speed, refused at the
+/// client's 64 MiB cap on what is read before the request is complete
+/// (bug D1): twice the cap, plus 32 MiB.
 const FLOOD_BOUND_MIB: u64 = 160;
 
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -317,14 +318,12 @@ fn an_advertisement_trickled_a_byte_a_second_never_holds_a_call_past_its_deadlin
     check_bounds(&seen);
 }
 
-/// Bug D1 (see RELIABILITY.md): the client keeps every advertised ref in
-/// memory (about 1.9 bytes per byte advertised) with no limit but the
-/// attempt timeout; a server that advertises without end at full speed
-/// grows the client by ~15 MiB a second of a debug build, far more in
-/// release. With a cap on what is read before the request is complete
-/// (64 MiB recommended), the endless advertisement is a protocol error —
-/// the remote's answer, not retried — and memory stays under 160 MiB
-/// (2 × the cap + 32 MiB).
+/// Bug D1 (see RELIABILITY.md, fixed): the client kept every advertised
+/// ref in memory (about 1.9 bytes per byte advertised) with no limit but
+/// the attempt timeout. With the cap on what is read before the request is
+/// complete (64 MiB), the endless advertisement is a protocol error — the
+/// remote's answer, not retried — and memory stays under 160 MiB (2 × the
+/// cap + 32 MiB).
 #[test]
 fn an_advertisement_that_never_ends_at_full_speed_is_refused_at_a_size_cap() {
     let _g = serial();
