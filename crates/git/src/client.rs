@@ -136,8 +136,8 @@ pub enum InputError {
 #[derive(Clone)]
 pub struct GitClient {
     pub(crate) policy: Arc<Policy>,
-    pub(crate) http: reqwest::blocking::Client,
-    pub(crate) http_write: reqwest::blocking::Client,
+    pub(crate) http: LazyHttp,
+    pub(crate) http_write: LazyHttp,
     pub(crate) agent: String,
     pub(crate) git_program: std::path::PathBuf,
     /// HTTP remotes seen speaking protocol v2 lately (one-request ls-refs).
@@ -173,22 +173,44 @@ pub(crate) fn error_text(e: &gix::Error) -> String {
     crate::remote::redact(&s)
 }
 
+/// A reqwest client made on first use: building one loads the system's CA
+/// store and starts a runtime thread, which a client that only speaks
+/// git://, ssh:// or file:// never needs. Clones share it.
+#[derive(Clone)]
+pub(crate) struct LazyHttp {
+    cell: Arc<std::sync::OnceLock<reqwest::blocking::Client>>,
+    write: bool,
+}
+
+impl LazyHttp {
+    fn new(write: bool) -> Self {
+        LazyHttp {
+            cell: Arc::default(),
+            write,
+        }
+    }
+
+    /// The client; writes get one that keeps no idle connections (a POST
+    /// is never resent on a stale pooled connection).
+    pub(crate) fn get(&self) -> &reqwest::blocking::Client {
+        self.cell.get_or_init(|| {
+            let mut b =
+                reqwest::blocking::Client::builder().connect_timeout(Duration::from_secs(30));
+            if self.write {
+                b = b.pool_max_idle_per_host(0);
+            }
+            b.build().expect("building the HTTP client")
+        })
+    }
+}
+
 impl GitClient {
     /// A client under `policy`.
     pub fn new(policy: Arc<Policy>) -> Self {
-        let http = reqwest::blocking::Client::builder()
-            .connect_timeout(Duration::from_secs(30))
-            .build()
-            .expect("building the HTTP client");
-        let http_write = reqwest::blocking::Client::builder()
-            .connect_timeout(Duration::from_secs(30))
-            .pool_max_idle_per_host(0)
-            .build()
-            .expect("building the HTTP client for writes");
         GitClient {
             policy,
-            http,
-            http_write,
+            http: LazyHttp::new(false),
+            http_write: LazyHttp::new(true),
             agent: format!("sluice-remote/{}", env!("CARGO_PKG_VERSION")),
             git_program: "git".into(),
             v2_http: Default::default(),

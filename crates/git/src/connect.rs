@@ -48,7 +48,7 @@ pub(crate) struct Dial<'a> {
     pub cancel: &'a CancelFlag,
     /// The credential's secret (http only).
     pub secret: Option<&'a SecretString>,
-    pub http_client: &'a reqwest::blocking::Client,
+    pub http_client: &'a crate::client::LazyHttp,
     /// The git program spawned for file:// remotes.
     pub git_program: &'a std::path::Path,
 }
@@ -348,7 +348,8 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
             base64::engine::general_purpose::STANDARD.encode(raw)
         ))
     });
-    let http = crate::http::SluiceHttp::new(d.http_client.clone(), auth, wire.clone(), d.timeout);
+    let http =
+        crate::http::SluiceHttp::new(d.http_client.get().clone(), auth, wire.clone(), d.timeout);
     (
         http,
         Meta {
