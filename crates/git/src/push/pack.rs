@@ -48,6 +48,7 @@ pub(crate) fn count(
     db.ignore_replacements = true;
     // Without a delta-base cache every object of a delta chain re-inflates
     // the whole chain: counting a large history spent half its time there.
+    // One cache per thread (the handle is cloned for each).
     db.set_pack_cache(|| Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(32 << 20)));
 
     // Remote tips we have, peeled to commits: hidden from the walk.
@@ -107,15 +108,35 @@ pub(crate) fn count(
     } else {
         output::count::objects::ObjectExpansion::TreeAdditionsComparedToAncestor
     };
-    let mut iter = ids.into_iter().map(Ok::<_, gix::Error>);
-    let (counts, _outcome) = output::count::objects_unthreaded(
-        &db,
-        &mut iter,
-        &gix::progress::Discard,
-        interrupt,
-        expansion,
-    )
-    .map_err(err)?;
+    // Counting on every core (each thread with its own delta-base cache):
+    // 1,000 new commits on the medium fixture, 97 ms -> 58 ms (the bench's
+    // `count-experiment`); one thread for a handful of objects, where
+    // starting threads costs more than it saves.
+    let (counts, _outcome) = if ids.len() < 64 {
+        let mut iter = ids.into_iter().map(Ok::<_, gix::Error>);
+        output::count::objects_unthreaded(
+            &db,
+            &mut iter,
+            &gix::progress::Discard,
+            interrupt,
+            expansion,
+        )
+        .map_err(err)?
+    } else {
+        let iter = ids.into_iter().map(Ok::<_, gix::Error>);
+        output::count::objects(
+            db.clone(),
+            Box::new(iter),
+            &gix::progress::Discard,
+            interrupt,
+            output::count::objects::Options {
+                thread_limit: None,
+                chunk_size: 50,
+                input_object_expansion: expansion,
+            },
+        )
+        .map_err(err)?
+    };
     // The tree-diff expansion adds each boundary parent commit (and its root
     // tree), which the remote has: count them as redundant.
     let redundant = if hidden.is_empty() {
