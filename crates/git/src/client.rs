@@ -324,21 +324,21 @@ impl GitClient {
         cancel: &CancelFlag,
         secret: Option<&secrecy::SecretString>,
     ) -> Result<Vec<RemoteRef>, GitError> {
+        let dial = |timeout| Dial {
+            remote,
+            service: Service::UploadPack,
+            version: Protocol::V2,
+            timeout,
+            cancel,
+            secret,
+            http_client: &self.http,
+            git_program: &self.git_program,
+        };
         let mut timeout = timeout;
         let http = remote.kind == TransportKind::Http;
         if let Some(unborn) = http.then(|| self.v2_http.get(&remote.display)).flatten() {
             let started = std::time::Instant::now();
-            let dial = Dial {
-                remote,
-                service: Service::UploadPack,
-                version: Protocol::V2,
-                timeout,
-                cancel,
-                secret,
-                http_client: &self.http,
-                git_program: &self.git_program,
-            };
-            match crate::lsrefs_http::ls_refs(dial, prefixes, &self.agent, unborn) {
+            match crate::lsrefs_http::ls_refs(dial(timeout), prefixes, &self.agent, unborn) {
                 Ok(refs) => return Ok(refs),
                 Err(miss) => {
                     self.v2_http.forget(&remote.display);
@@ -352,16 +352,7 @@ impl GitClient {
                 }
             }
         }
-        let mut s = Session::open(Dial {
-            remote,
-            service: Service::UploadPack,
-            version: Protocol::V2,
-            timeout,
-            cancel,
-            secret,
-            http_client: &self.http,
-            git_program: &self.git_program,
-        })?;
+        let mut s = Session::open(dial(timeout))?;
         let hs = gix::protocol::handshake(
             &mut s.transport,
             Service::UploadPack,
