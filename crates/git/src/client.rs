@@ -142,6 +142,7 @@ pub struct GitClient {
     pub(crate) git_program: std::path::PathBuf,
     /// HTTP remotes seen speaking protocol v2 lately (one-request ls-refs).
     pub(crate) v2_http: Arc<crate::lsrefs_http::V2Remotes>,
+    pub(crate) advert_cap: u64,
 }
 
 impl std::fmt::Debug for GitClient {
@@ -214,7 +215,17 @@ impl GitClient {
             agent: format!("sluice-remote/{}", env!("CARGO_PKG_VERSION")),
             git_program: "git".into(),
             v2_http: Default::default(),
+            advert_cap: crate::wire::ADVERT_CAP,
         }
+    }
+
+    /// The most this client reads from a server before its request is
+    /// complete (the advertisement, and for v0/v1 the ref listing itself);
+    /// 64 MiB by default, about a million refs. A server that sends more is
+    /// refused: the call is `answered`, not retried.
+    pub fn with_advertisement_limit(mut self, bytes: u64) -> Self {
+        self.advert_cap = bytes.max(1024);
+        self
     }
 
     /// The git program spawned as the server of `file://` remotes
@@ -271,6 +282,7 @@ impl GitClient {
             secret: ctx.credential().map(|c| c.secret()),
             http_client: if write { &self.http_write } else { &self.http },
             git_program: &self.git_program,
+            advert_cap: self.advert_cap,
         }
     }
 
@@ -333,6 +345,7 @@ impl GitClient {
             secret,
             http_client: &self.http,
             git_program: &self.git_program,
+            advert_cap: self.advert_cap,
         };
         let mut timeout = timeout;
         let http = remote.kind == TransportKind::Http;

@@ -49,6 +49,8 @@ pub(crate) struct Dial<'a> {
     /// The credential's secret (http only).
     pub secret: Option<&'a SecretString>,
     pub http_client: &'a crate::client::LazyHttp,
+    /// The most read before the request is complete.
+    pub advert_cap: u64,
     /// The git program spawned for file:// remotes.
     pub git_program: &'a std::path::Path,
 }
@@ -139,6 +141,7 @@ impl Drop for Meta {
 
 fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
     let wire = Wire::new(1);
+    wire.lock().advert_cap = d.advert_cap;
     let url = &d.remote.url;
     let host = url.host().unwrap_or("localhost").to_string();
     let port = url.port.unwrap_or(9418);
@@ -219,6 +222,7 @@ fn shell_quote(s: &str) -> String {
 
 fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
     let wire = Wire::new(1);
+    wire.lock().advert_cap = d.advert_cap;
     let program = match d.service {
         Service::UploadPack => "upload-pack",
         Service::ReceivePack => "receive-pack",
@@ -340,6 +344,7 @@ fn open_http(d: Dial<'_>) -> Session {
 pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
     use base64::Engine;
     let wire = Wire::new(2);
+    wire.lock().advert_cap = d.advert_cap;
     let auth = d.secret.map(|s| {
         let user = d.remote.user.as_deref().unwrap_or("x-access-token");
         let raw = format!("{user}:{}", s.expose_secret());

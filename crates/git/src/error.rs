@@ -336,8 +336,8 @@ pub(crate) fn from_wire(
             phase,
             request_complete: false,
             detail: format!(
-                "the server sent more than {} MiB before the request was complete; {detail}",
-                crate::wire::ADVERT_CAP >> 20
+                "the server sent more than {} bytes before the request was complete; {detail}",
+                st.advert_cap
             ),
         };
     }

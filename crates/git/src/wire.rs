@@ -43,7 +43,10 @@ pub(crate) struct WireState {
     pub child_exit: Option<Option<i32>>,
     /// A spawned server's last non-empty stderr line.
     pub stderr_tail: Option<String>,
-    /// The server sent more than [`ADVERT_CAP`] before the request was
+    /// The most read before the request is complete ([`ADVERT_CAP`] unless
+    /// the client was given another limit).
+    pub advert_cap: u64,
+    /// The server sent more than `advert_cap` before the request was
     /// complete: the read was refused there.
     pub oversized: bool,
     sniff: Sniffer,
@@ -62,7 +65,11 @@ pub(crate) struct Wire(Arc<Mutex<WireState>>);
 impl Wire {
     pub fn new(advert_flushes: u32) -> Self {
         let w = Wire::default();
-        w.lock().advert_flushes = advert_flushes;
+        {
+            let mut st = w.lock();
+            st.advert_flushes = advert_flushes;
+            st.advert_cap = ADVERT_CAP;
+        }
         w
     }
 
@@ -211,11 +218,11 @@ impl<R: Read> Read for TrackedRead<R> {
         let n = self.inner.read(buf)?;
         self.wire.saw(&buf[..n]);
         let mut st = self.wire.lock();
-        if !st.request_complete && st.bytes_read > ADVERT_CAP {
+        if !st.request_complete && st.bytes_read > st.advert_cap {
             st.oversized = true;
             return Err(io::Error::other(format!(
-                "the server sent more than {} MiB before the request was complete",
-                ADVERT_CAP >> 20
+                "the server sent more than {} bytes before the request was complete",
+                st.advert_cap
             )));
         }
         Ok(n)
@@ -308,6 +315,33 @@ pub(crate) fn pkt_len(hdr: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn reading_stops_at_the_limit_until_the_request_is_complete() {
+        let w = Wire::new(1);
+        w.lock().advert_cap = 64 * 1024;
+        let mut r = TrackedRead::new(std::io::repeat(b'0'), w.clone());
+        let mut buf = [0u8; 4096];
+        let mut read = 0u64;
+        let err = loop {
+            match r.read(&mut buf) {
+                Ok(n) => read += n as u64,
+                Err(e) => break e,
+            }
+            assert!(read <= 64 * 1024 + 4096, "{read}");
+        };
+        assert!(w.lock().oversized, "{err}");
+        // Once the request is complete, the answer (a listing, a pack) is
+        // not limited here.
+        let w = Wire::new(1);
+        w.lock().advert_cap = 1024;
+        w.lock().request_complete = true;
+        let mut r = TrackedRead::new(std::io::repeat(b'0'), w.clone());
+        for _ in 0..10 {
+            r.read(&mut buf).expect("not limited");
+        }
+        assert!(!w.lock().oversized);
+    }
 
     #[test]
     fn a_pkt_line_length_is_four_hex_digits_and_nothing_else() {
