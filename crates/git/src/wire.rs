@@ -338,7 +338,7 @@ mod tests {
         w.lock().request_complete = true;
         let mut r = TrackedRead::new(std::io::repeat(b'0'), w.clone());
         for _ in 0..10 {
-            r.read(&mut buf).expect("not limited");
+            r.read_exact(&mut buf).expect("not limited");
         }
         assert!(!w.lock().oversized);
     }
