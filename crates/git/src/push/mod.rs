@@ -140,6 +140,9 @@ struct PushState {
     settled: Vec<Option<RefResult>>,
     /// The pack of the last attempt.
     pack: Option<PackStats>,
+    /// An earlier attempt's answer was lost after its request was complete:
+    /// it may still land while a later attempt runs.
+    lost_answer: bool,
 }
 
 fn rejected(name: &str, reason: impl Into<String>) -> RefResult {
@@ -237,15 +240,41 @@ impl GitClient {
             expected: None,
             settled: vec![None; updates.len()],
             pack: None,
+            lost_answer: false,
         });
         let op = self.operation("push", Effect::Write, &remote, opts);
         let mut out = self.policy.run_write(
             op,
             |ctx| {
-                crate::error::shielded(ctx, |ctx| {
+                let result = crate::error::shielded(ctx, |ctx| {
                     self.push_attempt(&remote, updates, options, repo, &state, opts, ctx)
                 })
-                .map_err(|e| e.to_attempt())
+                .map_err(|e| e.to_attempt());
+                match result {
+                    Err(e) => {
+                        if e.class == sluice_policy::Class::Unknown {
+                            state.borrow_mut().lost_answer = true;
+                        }
+                        Err(e)
+                    }
+                    // A ref refused after an attempt whose answer was lost:
+                    // that attempt may have landed in the meantime (a read
+                    // that found the old value cannot tell "not landed" from
+                    // "not landed yet"), so the refusal (a stale lease, a
+                    // failed ref update) proves nothing. Settled by reading.
+                    Ok(report) if state.borrow().lost_answer => {
+                        match report.first_rejection() {
+                            Some(first) => Err(AttemptError::unknown(
+                                ctx.phase().to_string(),
+                                format!(
+                                    "{first} (after an attempt whose answer was lost: settled by reading)"
+                                ),
+                            )),
+                            None => Ok(report),
+                        }
+                    }
+                    Ok(report) => Ok(report),
+                }
             },
             |rctx| self.push_settle(&remote, updates, options, &state, rctx),
         );
