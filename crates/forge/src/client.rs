@@ -892,33 +892,13 @@ pub fn split_user_info(s: &str) -> Result<(Url, Option<SecretString>), ForgeErro
     }
     let secret = match (url.username(), url.password()) {
         ("", None) => None,
-        (_, Some(p)) if !p.is_empty() => Some(percent_decode(p)),
-        (u, _) if !u.is_empty() => Some(percent_decode(u)),
+        (_, Some(p)) if !p.is_empty() => Some(sluice_policy::percent_decode(p)),
+        (u, _) if !u.is_empty() => Some(sluice_policy::percent_decode(u)),
         _ => None,
     };
     let _ = url.set_username("");
     let _ = url.set_password(None);
     Ok((url, secret.map(SecretString::from)))
-}
-
-fn percent_decode(s: &str) -> String {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        if b[i] == b'%' && i + 2 < b.len() {
-            if let Ok(v) =
-                u8::from_str_radix(std::str::from_utf8(&b[i + 1..i + 3]).unwrap_or("zz"), 16)
-            {
-                out.push(v);
-                i += 3;
-                continue;
-            }
-        }
-        out.push(b[i]);
-        i += 1;
-    }
-    String::from_utf8_lossy(&out).into_owned()
 }
 
 /// A URL-ish string with anything between `://` and `@` replaced, for

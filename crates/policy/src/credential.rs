@@ -228,7 +228,9 @@ pub fn scrub_user_info(text: &str, url: &str) -> String {
     out
 }
 
-fn percent_decode(s: &str) -> String {
+/// `%XX` escapes decoded (exactly two hex digits each; anything else is
+/// kept as written), lossily as UTF-8: a URL's user info as it is sent.
+pub fn percent_decode(s: &str) -> String {
     let b = s.as_bytes();
     let mut out = Vec::with_capacity(b.len());
     let mut i = 0;

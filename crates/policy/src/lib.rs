@@ -66,8 +66,8 @@ pub use bucket::RetryBudget;
 pub use class::{AttemptError, AuthSignal, Class, Effect};
 pub use clock::{CancelFlag, Clock, ManualClock, Sleeper, SystemClock, ThreadSleeper};
 pub use credential::{
-    fingerprint, scrub_user_info, user_info_span, CommandSource, Credential, CredentialError,
-    CredentialSource, StaticSource,
+    fingerprint, percent_decode, scrub_user_info, user_info_span, CommandSource, Credential,
+    CredentialError, CredentialSource, StaticSource,
 };
 pub use engine::{host_of, AttemptCtx, Operation, Policy, PolicyBuilder, ReconcileCtx, Settlement};
 pub use hint::{parse_rate_limit_reset, parse_retry_after};
