@@ -101,7 +101,6 @@ pub(crate) fn count(
             ids.push(info.id);
         }
     }
-    let commits = ids.len() as u64;
     ids.extend(extra_ids);
     let expansion = if hidden.is_empty() {
         output::count::objects::ObjectExpansion::TreeContents
@@ -144,7 +143,6 @@ pub(crate) fn count(
     } else {
         counts.iter().filter(|c| hidden_set.contains(&c.id)).count() as u64 * 2
     };
-    let _ = commits;
     Ok(Counted {
         counts,
         db,
