@@ -385,3 +385,222 @@ fn a_branch_at_an_object_the_remote_has_goes_with_an_empty_pack() {
         Some(main.as_str())
     );
 }
+
+/// Text files for the delta tests: `n` files of 100 numbered lines.
+struct Files {
+    files: Vec<Vec<String>>,
+}
+
+impl Files {
+    fn new(n: usize) -> Files {
+        Files {
+            files: (0..n)
+                .map(|f| {
+                    (0..100)
+                        .map(|l| format!("file {f} line {l}: some text that stays the same"))
+                        .collect()
+                })
+                .collect(),
+        }
+    }
+
+    fn blob(&self, f: usize) -> String {
+        self.files[f].join("\n") + "\n"
+    }
+}
+
+fn data(out: &mut String, text: &str) {
+    out.push_str(&format!("data {}\n{text}\n", text.len()));
+}
+
+/// `commits` commits on `refs/heads/main` after `from`, written as loose
+/// objects (fast-import explodes its pack below `fastimport.unpackLimit`),
+/// each editing one line of one file, appending to `hot` (a chain longer
+/// than git's depth of 50) and flipping `toggle` between two contents (a
+/// file changed back and forth).
+fn loose_edits(local: &std::path::Path, from: &str, files: &mut Files, commits: usize) -> String {
+    let mut s = String::new();
+    let mut hot = String::from("hot\n");
+    for k in 0..commits {
+        s.push_str("commit refs/heads/main\n");
+        s.push_str(&format!(
+            "committer T <t@example.com> {} +0000\n",
+            1_700_000_000 + k
+        ));
+        data(&mut s, &format!("edit {k}"));
+        if k == 0 {
+            s.push_str(&format!("from {from}\n"));
+        }
+        let f = (k * 7) % files.files.len();
+        let l = (k * 13) % 100;
+        files.files[f][l] = format!("file {f} line {l}: edited in commit {k}");
+        s.push_str(&format!("M 100644 inline dir/f{f}.txt\n"));
+        data(&mut s, &files.blob(f));
+        hot.push_str(&format!(
+            "hot line {k}, a little longer than it needs to be\n"
+        ));
+        s.push_str("M 100644 inline hot.txt\n");
+        data(&mut s, &hot);
+        s.push_str("M 100644 inline toggle.txt\n");
+        let toggle = if k % 2 == 0 {
+            files.blob(0)
+        } else {
+            files.blob(1)
+        };
+        data(&mut s, &toggle);
+    }
+    repo::try_git_with_input(
+        local,
+        &[
+            "-c",
+            "fastimport.unpackLimit=100000",
+            "fast-import",
+            "--quiet",
+        ],
+        s.as_bytes(),
+    )
+    .expect("fast-import");
+    repo::rev_parse(local, "refs/heads/main").expect("main")
+}
+
+/// A base commit (20 files), on the server and locally.
+fn delta_world(w: &World) -> (std::path::PathBuf, std::path::PathBuf, Files, String) {
+    let srv = repo::init_bare(&w.srv("s.git")).expect("init");
+    let local = repo::init_bare(&w.path("local.git")).expect("init");
+    let files = Files::new(20);
+    let mut s =
+        String::from("commit refs/heads/main\ncommitter T <t@example.com> 1600000000 +0000\n");
+    data(&mut s, "base");
+    for f in 0..20 {
+        s.push_str(&format!("M 100644 inline dir/f{f}.txt\n"));
+        data(&mut s, &files.blob(f));
+    }
+    s.push_str("M 100644 inline toggle.txt\n");
+    data(&mut s, "neither\n");
+    repo::try_git_with_input(&local, &["fast-import", "--quiet"], s.as_bytes()).expect("base");
+    repo::git(
+        &local,
+        &["push", "-q", &srv.display().to_string(), "refs/heads/main"],
+    );
+    let base = repo::rev_parse(&local, "refs/heads/main").expect("main");
+    (srv, local, files, base)
+}
+
+/// Bytes of git's own thin pack for `new ^old` (its delta search).
+fn git_thin_pack_bytes(local: &std::path::Path, new: &str, old: &str) -> usize {
+    let out = std::process::Command::new("git")
+        .arg("-C")
+        .arg(local)
+        .args(["pack-objects", "--revs", "--thin", "--stdout", "-q"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .and_then(|mut c| {
+            use std::io::Write;
+            c.stdin
+                .take()
+                .expect("stdin")
+                .write_all(format!("{new}\n^{old}\n").as_bytes())?;
+            c.wait_with_output()
+        })
+        .expect("git pack-objects");
+    assert!(out.status.success());
+    out.stdout.len()
+}
+
+#[test]
+fn loose_commits_go_as_deltas_the_server_accepts() {
+    let w = World::new();
+    let (srv, local, mut files, base) = delta_world(&w);
+    let tip = loose_edits(&local, &base, &mut files, 120);
+    let loose: usize = repo::git(&local, &["count-objects"])
+        .split_whitespace()
+        .next()
+        .and_then(|n| n.parse().ok())
+        .expect("count-objects");
+    assert!(loose >= 360, "the new objects are loose ({loose})");
+    let out = client()
+        .push(
+            &w.daemon.url("s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &quick(60_000, 30_000, 3),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+    assert_eq!(
+        repo::rev_parse(&srv, "refs/heads/main").as_deref(),
+        Some(tip.as_str())
+    );
+    repo::fsck(&srv).expect("fsck clean");
+    let objects = |p: &std::path::Path| {
+        let mut v: Vec<String> = repo::git(p, &["rev-list", "--objects", "--all"])
+            .lines()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(objects(&srv), objects(&local));
+    let pack = out.value.expect("report").pack.expect("a pack");
+    let git_bytes = git_thin_pack_bytes(&local, &tip, &base);
+    // Whole, these objects take several times git's bytes; deltas bring
+    // them near git's own delta search.
+    assert!(
+        (pack.bytes as f64) < git_bytes as f64 * 1.3,
+        "{} bytes against git's {git_bytes}",
+        pack.bytes
+    );
+    // Over receive.unpackLimit the server kept our pack: its chains stay
+    // within git's depth of 50 (the appended thin bases add one).
+    let packs: Vec<_> = std::fs::read_dir(srv.join("objects/pack"))
+        .expect("pack dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "idx"))
+        .collect();
+    let mut deepest = 0;
+    for idx in &packs {
+        for line in repo::git(&srv, &["verify-pack", "-v", &idx.display().to_string()]).lines() {
+            if let Some(rest) = line.strip_prefix("chain length = ") {
+                let n: usize = rest
+                    .split(':')
+                    .next()
+                    .and_then(|n| n.parse().ok())
+                    .expect("n");
+                deepest = deepest.max(n);
+            }
+        }
+    }
+    assert!(deepest >= 10, "long chains were built ({deepest})");
+    assert!(deepest <= 51, "chains within depth ({deepest})");
+}
+
+#[test]
+fn a_few_loose_commits_go_thin_through_unpack_objects() {
+    let w = World::new();
+    let (srv, local, mut files, base) = delta_world(&w);
+    let tip = loose_edits(&local, &base, &mut files, 4);
+    let out = client()
+        .push(
+            &w.daemon.url("s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &quick(20_000, 10_000, 3),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+    assert_eq!(
+        repo::rev_parse(&srv, "refs/heads/main").as_deref(),
+        Some(tip.as_str())
+    );
+    repo::fsck(&srv).expect("fsck clean");
+    let pack = out.value.expect("report").pack.expect("a pack");
+    let git_bytes = git_thin_pack_bytes(&local, &tip, &base);
+    assert!(
+        (pack.bytes as f64) < git_bytes as f64 * 1.3,
+        "{} bytes against git's {git_bytes}",
+        pack.bytes
+    );
+}

@@ -7,6 +7,7 @@
 //! in between. A push whose answer was not read is never pushed again
 //! blind: [`GitClient::push`] settles it by reading the destination refs.
 
+mod delta;
 pub mod pack;
 pub mod report;
 pub mod spec;
@@ -486,12 +487,17 @@ impl GitClient {
             let new_tips: Vec<ObjectId> = commands.iter().filter_map(|(_, _, n)| *n).collect();
             let remote_tips: Vec<ObjectId> = advertised.values().copied().collect();
             Some(
-                pack::count(repo, &new_tips, &remote_tips, ctx.cancel_flag().as_atomic()).map_err(
-                    |detail| GitError::Local {
-                        phase: Phase::Advertised,
-                        detail,
-                    },
-                )?,
+                pack::count(
+                    repo,
+                    &new_tips,
+                    &remote_tips,
+                    !caps.contains("no-thin"),
+                    ctx.cancel_flag().as_atomic(),
+                )
+                .map_err(|detail| GitError::Local {
+                    phase: Phase::Advertised,
+                    detail,
+                })?,
             )
         } else {
             None
