@@ -604,3 +604,86 @@ fn a_few_loose_commits_go_thin_through_unpack_objects() {
         pack.bytes
     );
 }
+
+#[test]
+fn a_merge_with_renames_deletions_and_a_file_become_directory_arrives_complete() {
+    let w = World::new();
+    let (srv, local, _files, base) = delta_world(&w);
+    let mut s = String::new();
+    let text = |n: usize, salt: &str| -> String {
+        (0..n)
+            .map(|i| format!("{salt} line {i} with enough text to be worth a delta\n"))
+            .collect()
+    };
+    // A side branch adding a deep directory and editing a file.
+    s.push_str("commit refs/heads/side\ncommitter T <t@example.com> 1700000001 +0000\n");
+    data(&mut s, "side");
+    s.push_str(&format!("from {base}\n"));
+    s.push_str("M 100644 inline new/deep/x.txt\n");
+    data(&mut s, &text(50, "deep"));
+    s.push_str("M 100644 inline dir/f3.txt\n");
+    data(&mut s, &text(80, "three"));
+    // Main edits another file.
+    s.push_str("commit refs/heads/main\ncommitter T <t@example.com> 1700000002 +0000\n");
+    data(&mut s, "main");
+    s.push_str(&format!("from {base}\n"));
+    s.push_str("M 100644 inline dir/f4.txt\n");
+    data(&mut s, &text(60, "four"));
+    // The merge: takes the side's files, renames, deletes, and turns the
+    // file `toggle.txt` into a directory.
+    s.push_str("commit refs/heads/main\ncommitter T <t@example.com> 1700000003 +0000\n");
+    data(&mut s, "merge");
+    s.push_str("from refs/heads/main^0\nmerge refs/heads/side\n");
+    s.push_str("M 100644 inline new/deep/x.txt\n");
+    data(&mut s, &text(50, "deep"));
+    s.push_str("M 100644 inline dir/f3.txt\n");
+    data(&mut s, &text(80, "three"));
+    s.push_str("R dir/f5.txt dir/renamed.txt\nD dir/f6.txt\nD toggle.txt\n");
+    s.push_str("M 100755 inline toggle.txt/now-a-dir.sh\n");
+    data(&mut s, "#!/bin/sh\necho hello\n");
+    repo::try_git_with_input(
+        &local,
+        &[
+            "-c",
+            "fastimport.unpackLimit=100000",
+            "fast-import",
+            "--quiet",
+        ],
+        s.as_bytes(),
+    )
+    .expect("fast-import");
+    let tip = repo::rev_parse(&local, "refs/heads/main").expect("main");
+    let out = client()
+        .push(
+            &w.daemon.url("s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &quick(20_000, 10_000, 3),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+    repo::fsck(&srv).expect("fsck clean: nothing missing");
+    let objects = |p: &std::path::Path, rev: &str| {
+        let mut v: Vec<String> = repo::git(p, &["rev-list", "--objects", rev])
+            .lines()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(objects(&srv, "main"), objects(&local, "main"));
+    // The new objects went, and one more: the renamed file's blob, which
+    // the remote has under its old name (counting compares paths; git's
+    // own counting marks every object of the boundary trees instead).
+    let needed = repo::git(
+        &local,
+        &["rev-list", "--objects", &tip, &format!("^{base}")],
+    )
+    .lines()
+    .count() as u64;
+    assert_eq!(
+        out.value.expect("report").pack.expect("pack").objects,
+        needed + 1
+    );
+}

@@ -502,7 +502,6 @@ impl GitClient {
         } else {
             None
         };
-        let redundant = counted.as_ref().map(|c| c.redundant).unwrap_or(0);
 
         let zero = ObjectId::null(gix::hash::Kind::Sha1);
         let mut request = Vec::new();
@@ -544,7 +543,7 @@ impl GitClient {
         let mut phase = Phase::CommandsSent;
         let mut stats = None;
         if let Some(counted) = counted {
-            let mut st = pack::write(counted, &mut w).map_err(|detail| {
+            let st = pack::write(counted, &mut w).map_err(|detail| {
                 // An io error while writing is a cut before the request was
                 // complete; anything else is local.
                 meta.fail(
@@ -555,13 +554,7 @@ impl GitClient {
             })?;
             w.flush()
                 .map_err(|e| meta.fail(Phase::CommandsSent, false, e))?;
-            st.redundant = redundant;
-            tracing::debug!(
-                objects = st.objects,
-                bytes = st.bytes,
-                redundant,
-                "pack sent"
-            );
+            tracing::debug!(objects = st.objects, bytes = st.bytes, "pack sent");
             if let Some(cb) = &opts.progress {
                 cb(&crate::Progress {
                     stage: "sent".into(),

@@ -32,10 +32,6 @@ pub struct PackStats {
     pub objects: u64,
     /// Bytes of the pack on the wire.
     pub bytes: u64,
-    /// Objects counted that the remote has, left out of the pack: gix's
-    /// tree-diff expansion adds each boundary parent commit and its root
-    /// tree.
-    pub redundant: u64,
 }
 
 type Db = gix::odb::Cache<gix::odb::store::Handle<std::sync::Arc<gix::odb::Store>>>;
@@ -48,7 +44,6 @@ pub(crate) struct Counted {
     /// in-pack base comes first.
     loose: Vec<(ObjectId, Vec<Base>)>,
     db: Db,
-    pub redundant: u64,
 }
 
 /// What a loose object is tried as a delta against.
@@ -142,22 +137,37 @@ pub(crate) fn count(
             ids.push(info.id);
         }
     }
-    let commits = ids.len();
-    ids.extend(extra_ids);
-    let walked: Vec<ObjectId> = ids[..commits].to_vec();
-    let expansion = if hidden.is_empty() {
-        output::count::objects::ObjectExpansion::TreeContents
+    let (mut counts, pairs) = if hidden.is_empty() {
+        // Everything goes: gix-pack's counting, on every core.
+        ids.extend(extra_ids);
+        (count_everything(&db, ids, interrupt)?, Default::default())
     } else {
-        output::count::objects::ObjectExpansion::TreeAdditionsComparedToAncestor
+        count_against_parents(&db, &ids, &extra_ids, interrupt)?
     };
-    // Counting on every core (each thread with its own delta-base cache):
-    // 1,000 new commits on the medium fixture, 97 ms -> 58 ms (the bench's
-    // `count-experiment`); one thread for a handful of objects, where
-    // starting threads costs more than it saves.
+    resolve_locations(&db, &mut counts)?;
+    let sent: std::collections::HashSet<ObjectId> = counts.iter().map(|c| c.id).collect();
+    let (loose_counts, packed): (Vec<_>, Vec<_>) = counts
+        .into_iter()
+        .partition(|c| c.entry_pack_location.is_none());
+    let loose_ids: Vec<ObjectId> = loose_counts.into_iter().map(|c| c.id).collect();
+    let loose = plan_loose(loose_ids, &pairs, &sent, thin);
+    Ok(Counted { packed, loose, db })
+}
+
+/// Every object reachable from `ids` (no remote tips to stop at), with
+/// gix-pack's counting: on every core past a handful of objects (each
+/// thread with its own delta-base cache; 1,000 commits of the medium
+/// fixture, 97 ms -> 58 ms in the bench's `count-experiment`).
+fn count_everything(
+    db: &Db,
+    ids: Vec<ObjectId>,
+    interrupt: &AtomicBool,
+) -> Result<Vec<output::Count>, String> {
+    let expansion = output::count::objects::ObjectExpansion::TreeContents;
     let (counts, _outcome) = if ids.len() < 64 {
         let mut iter = ids.into_iter().map(Ok::<_, gix::Error>);
         output::count::objects_unthreaded(
-            &db,
+            db,
             &mut iter,
             &gix::progress::Discard,
             interrupt,
@@ -179,44 +189,205 @@ pub(crate) fn count(
         )
         .map_err(err)?
     };
-    // The tree-diff expansion adds each boundary parent commit (a parent
-    // outside the walk, so one reachable from what the remote advertised)
-    // and its root tree: the remote has them, so they are left out.
-    let mut counts = counts;
-    let redundant = if hidden.is_empty() {
-        0
-    } else {
-        let walked_set: std::collections::HashSet<ObjectId> = walked.iter().copied().collect();
-        let mut boundary = std::collections::HashSet::new();
-        let mut buf = Vec::new();
-        for c in &walked {
-            let (_, parents) = commit_tree_and_parents(&db, c, &mut buf)?;
-            boundary.extend(parents.into_iter().filter(|p| !walked_set.contains(p)));
+    Ok(counts)
+}
+
+type Pairs = std::collections::HashMap<ObjectId, Vec<ObjectId>>;
+
+/// Trees read for the commit being compared and the one before it: in a
+/// walk from the newest commit, a commit's "old" trees are the next
+/// commit's "new" ones, so each tree is read about once.
+struct Trees {
+    current: std::collections::HashMap<ObjectId, Tree>,
+    previous: std::collections::HashMap<ObjectId, Tree>,
+}
+
+#[derive(Clone)]
+struct Tree {
+    data: std::rc::Rc<[u8]>,
+    location: Option<gix_pack::data::entry::Location>,
+}
+
+impl Trees {
+    fn get(&mut self, db: &Db, id: &ObjectId, buf: &mut Vec<u8>) -> Result<Tree, String> {
+        use gix_pack::Find;
+        if let Some(t) = self.current.get(id) {
+            return Ok(t.clone());
         }
-        let mut known = std::collections::HashSet::new();
-        for b in boundary {
-            if let Ok((tree, _)) = commit_tree_and_parents(&db, &b, &mut buf) {
-                known.insert(tree);
-            }
-            known.insert(b);
+        if let Some(t) = self.previous.remove(id) {
+            self.current.insert(*id, t.clone());
+            return Ok(t);
         }
-        let before = counts.len();
-        counts.retain(|c| !known.contains(&c.id));
-        (before - counts.len()) as u64
+        let (data, location) = db
+            .try_find(id, buf)
+            .map_err(err)?
+            .ok_or_else(|| format!("tree {id} is missing"))?;
+        if data.kind != gix::object::Kind::Tree {
+            return Err(format!("{id} is a {}, not a tree", data.kind));
+        }
+        let t = Tree {
+            data: data.data.into(),
+            location,
+        };
+        self.current.insert(*id, t.clone());
+        Ok(t)
+    }
+
+    fn next_commit(&mut self) {
+        self.previous = std::mem::take(&mut self.current);
+    }
+}
+
+/// Count what `walked` (new commits, newest first) bring compared with
+/// their first parents, and pair every changed tree and file with the
+/// version it replaces (its delta base candidates).
+///
+/// An object of a commit's tree that is not counted is in its first
+/// parent's tree at the same path, so — by the same argument down the
+/// first-parent chain — it is counted for an older new commit or is in a
+/// commit outside the walk, which the remote has. Unlike gix-pack's
+/// tree-diff expansion, boundary commits and their root trees are not
+/// counted (the remote has them).
+fn count_against_parents(
+    db: &Db,
+    walked: &[ObjectId],
+    extra: &[ObjectId],
+    interrupt: &AtomicBool,
+) -> Result<(Vec<output::Count>, Pairs), String> {
+    use gix_pack::Find;
+    use output::count::PackLocation;
+    use std::collections::{HashMap, HashSet};
+    let mut counts = Vec::new();
+    let mut pairs: Pairs = HashMap::new();
+    let mut seen: HashSet<ObjectId> = HashSet::new();
+    let mut commit_trees: HashMap<ObjectId, ObjectId> = HashMap::new();
+    let mut trees = Trees {
+        current: HashMap::new(),
+        previous: HashMap::new(),
     };
-    resolve_locations(&db, &mut counts)?;
-    let sent: std::collections::HashSet<ObjectId> = counts.iter().map(|c| c.id).collect();
-    let (loose_counts, packed): (Vec<_>, Vec<_>) = counts
-        .into_iter()
-        .partition(|c| c.entry_pack_location.is_none());
-    let loose_ids: Vec<ObjectId> = loose_counts.into_iter().map(|c| c.id).collect();
-    let loose = plan_loose(&db, &walked, loose_ids, &sent, thin)?;
-    Ok(Counted {
-        packed,
-        loose,
-        db,
-        redundant,
-    })
+    let mut buf = Vec::new();
+    let add_pair = |pairs: &mut Pairs, n: ObjectId, o: ObjectId| {
+        let c = pairs.entry(n).or_default();
+        if c.len() < MAX_CANDIDATES && !c.contains(&o) {
+            c.push(o);
+        }
+    };
+    let read_commit = |id: &ObjectId, buf: &mut Vec<u8>| -> Result<_, String> {
+        let (data, location) = db
+            .try_find(id, buf)
+            .map_err(err)?
+            .ok_or_else(|| format!("commit {id} is missing"))?;
+        let mut iter = gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash);
+        let tree = iter.tree_id().map_err(err)?;
+        let parent = iter.parent_ids().next();
+        Ok((tree, parent, location))
+    };
+    for c in walked {
+        if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err("interrupted".into());
+        }
+        trees.next_commit();
+        let (tree, parent, location) = read_commit(c, &mut buf)?;
+        commit_trees.insert(*c, tree);
+        if seen.insert(*c) {
+            counts.push(output::Count {
+                id: *c,
+                entry_pack_location: PackLocation::LookedUp(location),
+            });
+        }
+        let old_root = match parent {
+            None => None,
+            Some(p) => match commit_trees.get(&p) {
+                Some(t) => Some(*t),
+                None => match read_commit(&p, &mut buf) {
+                    Ok((t, _, _)) => {
+                        commit_trees.insert(p, t);
+                        Some(t)
+                    }
+                    // A parent we do not have (a shallow repository): the
+                    // remote must have it, or the push is refused.
+                    Err(_) => None,
+                },
+            },
+        };
+        if Some(tree) == old_root {
+            continue;
+        }
+        if let Some(o) = old_root {
+            add_pair(&mut pairs, tree, o);
+        }
+        if !seen.insert(tree) {
+            continue;
+        }
+        let mut stack = vec![(tree, old_root)];
+        while let Some((new, old)) = stack.pop() {
+            let n = trees.get(db, &new, &mut buf)?;
+            counts.push(output::Count {
+                id: new,
+                entry_pack_location: PackLocation::LookedUp(n.location),
+            });
+            let o = match old {
+                Some(o) => Some(trees.get(db, &o, &mut buf)?),
+                None => None,
+            };
+            let mut olds = o
+                .as_ref()
+                .map(|o| gix::objs::TreeRefIter::from_bytes(&o.data, gix::hash::Kind::Sha1))
+                .into_iter()
+                .flatten()
+                .peekable();
+            for e in gix::objs::TreeRefIter::from_bytes(&n.data, gix::hash::Kind::Sha1) {
+                let e = e.map_err(err)?;
+                if e.mode.is_commit() {
+                    continue; // a submodule's commit is not ours to send
+                }
+                let is_tree = e.mode.is_tree();
+                // The old entry of the same name and kind, if any (both
+                // trees are in git's order).
+                let mut same = None;
+                while let Some(Ok(oe)) = olds.peek() {
+                    match tree_order(oe.filename, oe.mode.is_tree(), e.filename, is_tree) {
+                        std::cmp::Ordering::Less => {
+                            olds.next();
+                        }
+                        std::cmp::Ordering::Equal => {
+                            same = Some(oe.oid.to_owned());
+                            olds.next();
+                            break;
+                        }
+                        std::cmp::Ordering::Greater => break,
+                    }
+                }
+                let id = e.oid.to_owned();
+                if same == Some(id) {
+                    continue;
+                }
+                if let Some(o) = same {
+                    add_pair(&mut pairs, id, o);
+                }
+                if !seen.insert(id) {
+                    continue;
+                }
+                if is_tree {
+                    stack.push((id, same));
+                } else {
+                    counts.push(output::Count {
+                        id,
+                        entry_pack_location: PackLocation::NotLookedUp,
+                    });
+                }
+            }
+        }
+    }
+    for id in extra {
+        if seen.insert(*id) {
+            counts.push(output::Count {
+                id: *id,
+                entry_pack_location: PackLocation::NotLookedUp,
+            });
+        }
+    }
+    Ok((counts, pairs))
 }
 
 /// Look up where each counted object is stored (gix leaves files' pack
@@ -224,7 +395,11 @@ pub(crate) fn count(
 fn resolve_locations(db: &Db, counts: &mut [output::Count]) -> Result<(), String> {
     use gix_pack::Find;
     use output::count::PackLocation;
-    let one = |db: &Db, part: &mut [output::Count]| -> Result<(), String> {
+    // A miss here is a loose object: no need to look for new packs on disk
+    // after each one (a directory listing per object). Every index is still
+    // loaded before a miss is reported.
+    let one = |mut db: Db, part: &mut [output::Count]| -> Result<(), String> {
+        db.refresh_never();
         let mut buf = Vec::new();
         for c in part {
             if let PackLocation::NotLookedUp = c.entry_pack_location {
@@ -238,7 +413,7 @@ fn resolve_locations(db: &Db, counts: &mut [output::Count]) -> Result<(), String
         .map(|n| n.get())
         .unwrap_or(1);
     if counts.len() < 4000 || threads == 1 {
-        return one(db, counts);
+        return one(db.clone(), counts);
     }
     let per = counts.len().div_ceil(threads);
     std::thread::scope(|scope| {
@@ -246,7 +421,7 @@ fn resolve_locations(db: &Db, counts: &mut [output::Count]) -> Result<(), String
             .chunks_mut(per)
             .map(|part| {
                 let db = db.clone();
-                scope.spawn(move || one(&db, part))
+                scope.spawn(move || one(db, part))
             })
             .collect();
         handles.into_iter().try_for_each(|h| {
@@ -256,49 +431,21 @@ fn resolve_locations(db: &Db, counts: &mut [output::Count]) -> Result<(), String
     })
 }
 
-/// Pair loose objects with bases and order them so every in-pack base
-/// comes before its delta, with chains no deeper than [`MAX_DEPTH`].
+/// Order loose objects so every in-pack base comes before its delta, with
+/// chains no deeper than [`MAX_DEPTH`], and list the bases each one is
+/// tried against.
 fn plan_loose(
-    db: &Db,
-    walked: &[ObjectId],
     loose_ids: Vec<ObjectId>,
+    pairs: &Pairs,
     sent: &std::collections::HashSet<ObjectId>,
     thin: bool,
-) -> Result<Vec<(ObjectId, Vec<Base>)>, String> {
+) -> Vec<(ObjectId, Vec<Base>)> {
     use std::collections::HashMap;
     let loose: HashMap<ObjectId, usize> = loose_ids
         .iter()
         .enumerate()
         .map(|(i, id)| (*id, i))
         .collect();
-    let mut pairs: HashMap<ObjectId, Vec<ObjectId>> = HashMap::new();
-    if !loose.is_empty() {
-        let (mut b1, mut b2) = (Vec::new(), Vec::new());
-        let mut seen = std::collections::HashSet::new();
-        for c in walked {
-            // Only loose commits bring loose trees and files with them.
-            if !loose.contains_key(c) {
-                continue;
-            }
-            let (tree, parents) = commit_tree_and_parents(db, c, &mut b1)?;
-            let Some(parent) = parents.first() else {
-                continue;
-            };
-            let Ok((parent_tree, _)) = commit_tree_and_parents(db, parent, &mut b1) else {
-                // A parent we do not have (a shallow repository): no pairs.
-                continue;
-            };
-            pair_trees(
-                db,
-                tree,
-                parent_tree,
-                &loose,
-                &mut pairs,
-                &mut seen,
-                (&mut b1, &mut b2),
-            )?;
-        }
-    }
 
     // Order: each object after the loose base it was first paired with; a
     // cycle (a file changed back and forth) is cut where it closes. Other
@@ -349,85 +496,7 @@ fn plan_loose(
             out.push((id, bases));
         }
     }
-    Ok(out)
-}
-
-fn commit_tree_and_parents(
-    db: &Db,
-    id: &ObjectId,
-    buf: &mut Vec<u8>,
-) -> Result<(ObjectId, Vec<ObjectId>), String> {
-    use gix::objs::FindExt;
-    let mut iter = db.find_commit_iter(id, buf).map_err(err)?;
-    let tree = iter.tree_id().map_err(err)?;
-    Ok((tree, iter.parent_ids().collect()))
-}
-
-/// Compare a new tree with the one it replaces, pairing every changed
-/// loose tree and file with its previous version.
-fn pair_trees(
-    db: &Db,
-    new: ObjectId,
-    old: ObjectId,
-    loose: &std::collections::HashMap<ObjectId, usize>,
-    pairs: &mut std::collections::HashMap<ObjectId, Vec<ObjectId>>,
-    seen: &mut std::collections::HashSet<(ObjectId, ObjectId)>,
-    (b1, b2): (&mut Vec<u8>, &mut Vec<u8>),
-) -> Result<(), String> {
-    use gix::objs::FindExt;
-    use std::cmp::Ordering;
-    let add = |pairs: &mut std::collections::HashMap<ObjectId, Vec<ObjectId>>, n, o| {
-        let c = pairs.entry(n).or_default();
-        if c.len() < MAX_CANDIDATES && !c.contains(&o) {
-            c.push(o);
-        }
-    };
-    let mut stack = vec![(new, old)];
-    while let Some((new, old)) = stack.pop() {
-        // A pair of trees compared once is not compared again.
-        if new == old || !loose.contains_key(&new) || !seen.insert((new, old)) {
-            continue;
-        }
-        add(pairs, new, old);
-        let mut n = db.find_tree_iter(&new, b1).map_err(err)?.peekable();
-        let mut o = db.find_tree_iter(&old, b2).map_err(err)?.peekable();
-        // Both trees are in git's order: a merge finds the same names.
-        loop {
-            let (ne, oe) = match (n.peek(), o.peek()) {
-                (Some(Ok(ne)), Some(Ok(oe))) => (*ne, *oe),
-                _ => break,
-            };
-            match tree_order(
-                ne.filename,
-                ne.mode.is_tree(),
-                oe.filename,
-                oe.mode.is_tree(),
-            ) {
-                Ordering::Less => {
-                    n.next();
-                }
-                Ordering::Greater => {
-                    o.next();
-                }
-                Ordering::Equal => {
-                    if ne.oid != oe.oid {
-                        let (nid, oid) = (ne.oid.to_owned(), oe.oid.to_owned());
-                        if ne.mode.is_tree() && oe.mode.is_tree() {
-                            stack.push((nid, oid));
-                        } else if ne.mode.is_blob_or_symlink()
-                            && oe.mode.is_blob_or_symlink()
-                            && loose.contains_key(&nid)
-                        {
-                            add(pairs, nid, oid);
-                        }
-                    }
-                    n.next();
-                    o.next();
-                }
-            }
-        }
-    }
-    Ok(())
+    out
 }
 
 /// git's order of tree entries: by name, a tree's name as if it ended
@@ -451,11 +520,7 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
     } = counted;
     let num = packed.len() + loose.len();
     let shift = loose.len();
-    let loose = LooseEntries {
-        plan: loose,
-        db: db.clone(),
-        next: 0,
-    };
+    let loose = LooseEntries::new(loose, &db);
     let packed: Box<dyn Iterator<Item = gix_error::Result<Vec<output::Entry>>>> =
         if packed.is_empty() {
             Box::new(std::iter::empty())
@@ -501,7 +566,6 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
     Ok(PackStats {
         objects: num as u64,
         bytes: counter.n,
-        redundant: 0,
     })
 }
 
@@ -509,12 +573,30 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
 /// every core.
 struct LooseEntries {
     plan: Vec<(ObjectId, Vec<Base>)>,
-    db: Db,
+    /// One per thread, kept across chunks (with their delta-base caches).
+    workers: Vec<Worker>,
     next: usize,
+}
+
+impl LooseEntries {
+    fn new(plan: Vec<(ObjectId, Vec<Base>)>, db: &Db) -> LooseEntries {
+        let threads = std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+            .min(plan.len().div_ceil(LOOSE_PER_THREAD))
+            .max(1);
+        LooseEntries {
+            plan,
+            workers: (0..threads).map(|_| Worker::new(db.clone())).collect(),
+            next: 0,
+        }
+    }
 }
 
 /// Loose objects encoded per chunk: bounds what is held before writing.
 const LOOSE_CHUNK: usize = 256;
+/// Fewer objects than this per thread are not worth a thread.
+const LOOSE_PER_THREAD: usize = 16;
 
 impl Iterator for LooseEntries {
     type Item = gix_error::Result<Vec<output::Entry>>;
@@ -526,26 +608,27 @@ impl Iterator for LooseEntries {
         let end = (self.next + LOOSE_CHUNK).min(self.plan.len());
         let chunk = &self.plan[self.next..end];
         self.next = end;
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .min(chunk.len().div_ceil(16));
+        let threads = self
+            .workers
+            .len()
+            .min(chunk.len().div_ceil(LOOSE_PER_THREAD));
         let result: Result<Vec<output::Entry>, String> = if threads <= 1 {
-            let mut bufs = (Vec::new(), Vec::new());
-            chunk
-                .iter()
-                .map(|(id, bases)| loose_entry(&self.db, id, bases, &mut bufs))
-                .collect()
+            let w = &mut self.workers[0];
+            chunk.iter().map(|(id, bases)| w.entry(id, bases)).collect()
         } else {
+            // Contiguous parts: a base placed just before its delta is
+            // usually in the same part, and in that worker's recent objects.
             let mut slots: Vec<Option<Result<output::Entry, String>>> = vec![None; chunk.len()];
             std::thread::scope(|scope| {
                 let per = chunk.len().div_ceil(threads);
-                for (part, slots) in chunk.chunks(per).zip(slots.chunks_mut(per)) {
-                    let db = self.db.clone();
+                for ((part, slots), w) in chunk
+                    .chunks(per)
+                    .zip(slots.chunks_mut(per))
+                    .zip(self.workers.iter_mut())
+                {
                     scope.spawn(move || {
-                        let mut bufs = (Vec::new(), Vec::new());
                         for ((id, bases), slot) in part.iter().zip(slots) {
-                            *slot = Some(loose_entry(&db, id, bases, &mut bufs));
+                            *slot = Some(w.entry(id, bases));
                         }
                     });
                 }
@@ -559,53 +642,105 @@ impl Iterator for LooseEntries {
     }
 }
 
-/// One loose object as a pack entry: a delta against the base that gives
-/// the smallest one, when that is under half the object's size; else whole.
-fn loose_entry(
-    db: &Db,
-    id: &ObjectId,
-    bases: &[Base],
-    (b1, b2): &mut (Vec<u8>, Vec<u8>),
-) -> Result<output::Entry, String> {
-    use gix::objs::Find;
-    let obj = db
-        .try_find(id, b1)
-        .map_err(err)?
-        .ok_or_else(|| format!("object {id} is missing"))?;
-    let count = output::Count::from_data(*id, None);
-    let size = obj.data.len();
-    let mut best: Option<(Vec<u8>, Base)> = None;
-    if (MIN_DELTA_OBJECT..=MAX_DELTA_OBJECT).contains(&size) {
-        for base in bases {
-            let (Base::InPack(_, b) | Base::Remote(b)) = base;
-            let Some(base_obj) = db.try_find(b, b2).map_err(err)? else {
-                continue;
-            };
-            if base_obj.kind != obj.kind || base_obj.data.len() > MAX_DELTA_OBJECT {
-                continue;
-            }
-            let limit = best.as_ref().map_or(size / 2, |(d, _)| d.len() - 1);
-            if let Some(d) = delta::Index::new(base_obj.data).delta(obj.data, limit) {
-                best = Some((d, *base));
-            }
+/// Objects a worker keeps after encoding them (as bases for what follows).
+const RECENT: usize = 16;
+/// Objects larger than this are not kept.
+const RECENT_MAX_SIZE: usize = 1 << 20;
+
+/// What one encoding thread owns: an object database handle and the
+/// objects it encoded last.
+struct Worker {
+    db: Db,
+    recent: std::collections::VecDeque<(ObjectId, gix::object::Kind, std::sync::Arc<[u8]>)>,
+    buf: Vec<u8>,
+}
+
+impl Worker {
+    fn new(db: Db) -> Worker {
+        Worker {
+            db,
+            recent: Default::default(),
+            buf: Vec::new(),
         }
     }
-    let Some((delta, base)) = best else {
-        return output::Entry::from_data(&count, &obj, Default::default()).map_err(err);
-    };
-    let data = gix::objs::Data {
-        kind: obj.kind,
-        object_hash: obj.object_hash,
-        data: &delta,
-    };
-    let mut entry = output::Entry::from_data(&count, &data, Default::default()).map_err(err)?;
-    entry.kind = match base {
-        Base::InPack(index, _) => output::entry::Kind::DeltaRef {
-            object_index: index,
-        },
-        Base::Remote(id) => output::entry::Kind::DeltaOid { id },
-    };
-    Ok(entry)
+
+    fn object(
+        &mut self,
+        id: &ObjectId,
+    ) -> Result<(gix::object::Kind, std::sync::Arc<[u8]>), String> {
+        use gix::objs::Find;
+        if let Some((_, kind, data)) = self.recent.iter().find(|(i, _, _)| i == id) {
+            return Ok((*kind, data.clone()));
+        }
+        let obj = self
+            .db
+            .try_find(id, &mut self.buf)
+            .map_err(err)?
+            .ok_or_else(|| format!("object {id} is missing"))?;
+        Ok((obj.kind, obj.data.into()))
+    }
+
+    fn remember(&mut self, id: ObjectId, kind: gix::object::Kind, data: std::sync::Arc<[u8]>) {
+        if data.len() <= RECENT_MAX_SIZE {
+            if self.recent.len() == RECENT {
+                self.recent.pop_front();
+            }
+            self.recent.push_back((id, kind, data));
+        }
+    }
+
+    /// One loose object as a pack entry: a delta against the base that
+    /// gives the smallest one, when that is under half the object's size;
+    /// else whole.
+    fn entry(&mut self, id: &ObjectId, bases: &[Base]) -> Result<output::Entry, String> {
+        let (kind, data) = self.object(id)?;
+        let count = output::Count::from_data(*id, None);
+        let size = data.len();
+        let mut best: Option<(Vec<u8>, Base)> = None;
+        if (MIN_DELTA_OBJECT..=MAX_DELTA_OBJECT).contains(&size) {
+            for base in bases {
+                let (Base::InPack(_, b) | Base::Remote(b)) = base;
+                let Ok((base_kind, base_data)) = self.object(b) else {
+                    continue;
+                };
+                if base_kind != kind || base_data.len() > MAX_DELTA_OBJECT {
+                    continue;
+                }
+                let limit = best.as_ref().map_or(size / 2, |(d, _)| d.len() - 1);
+                if let Some(d) = delta::Index::new(&base_data).delta(&data, limit) {
+                    best = Some((d, *base));
+                }
+            }
+        }
+        let entry = match best {
+            None => {
+                let whole = gix::objs::Data {
+                    kind,
+                    object_hash: gix::hash::Kind::Sha1,
+                    data: &data,
+                };
+                output::Entry::from_data(&count, &whole, Default::default()).map_err(err)?
+            }
+            Some((delta, base)) => {
+                let d = gix::objs::Data {
+                    kind,
+                    object_hash: gix::hash::Kind::Sha1,
+                    data: &delta,
+                };
+                let mut entry =
+                    output::Entry::from_data(&count, &d, Default::default()).map_err(err)?;
+                entry.kind = match base {
+                    Base::InPack(index, _) => output::entry::Kind::DeltaRef {
+                        object_index: index,
+                    },
+                    Base::Remote(id) => output::entry::Kind::DeltaOid { id },
+                };
+                entry
+            }
+        };
+        self.remember(*id, kind, data);
+        Ok(entry)
+    }
 }
 
 struct CountingWrite<'a> {
