@@ -687,3 +687,80 @@ fn a_merge_with_renames_deletions_and_a_file_become_directory_arrives_complete()
         needed + 1
     );
 }
+
+/// The size of the only pack of a repository.
+fn only_pack_size(repo: &std::path::Path) -> u64 {
+    let packs: Vec<_> = std::fs::read_dir(repo.join("objects/pack"))
+        .expect("pack dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| p.extension().is_some_and(|x| x == "pack"))
+        .collect();
+    assert_eq!(packs.len(), 1, "{packs:?}");
+    std::fs::metadata(&packs[0]).expect("pack").len()
+}
+
+#[test]
+fn a_repacked_history_with_bitmaps_goes_whole_into_an_empty_repo() {
+    let w = World::new();
+    let local = sluice_testkit::RepoBuilder::new()
+        .branch("main", 300)
+        .build(&w.path("big.git"))
+        .expect("builds");
+    repo::git(&local, &["repack", "-adbq"]);
+    repo::init_bare(&w.srv("ours.git")).expect("init");
+    let tip = repo::rev_parse(&local, "refs/heads/main").expect("main");
+    let out = client()
+        .push(
+            &w.daemon.url("ours.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &quick(60_000, 30_000, 3),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+    repo::fsck(&w.srv("ours.git")).expect("fsck clean");
+    let objects = |p: &std::path::Path| {
+        let mut v: Vec<String> = repo::git(p, &["rev-list", "--objects", "--all"])
+            .lines()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    assert_eq!(objects(&w.srv("ours.git")), objects(&local));
+    // The bitmap showed main reaches the whole pack: the file went as it is.
+    let pack = out.value.expect("report").pack.expect("pack");
+    assert_eq!(pack.bytes, only_pack_size(&local));
+}
+
+#[test]
+fn a_pack_holding_more_than_the_tip_reaches_is_counted_not_sent_whole() {
+    let w = World::new();
+    let local = sluice_testkit::RepoBuilder::new()
+        .branch("main", 100)
+        .branch_from("other", "main", 20)
+        .build(&w.path("big.git"))
+        .expect("builds");
+    repo::git(&local, &["repack", "-adbq"]);
+    repo::init_bare(&w.srv("ours.git")).expect("init");
+    let tip = repo::rev_parse(&local, "refs/heads/main").expect("main");
+    let out = client()
+        .push(
+            &w.daemon.url("ours.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &quick(60_000, 30_000, 3),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+    repo::fsck(&w.srv("ours.git")).expect("fsck clean");
+    assert!(repo::rev_parse(&w.srv("ours.git"), "refs/heads/other").is_none());
+    let sent = out.value.expect("report").pack.expect("pack");
+    let main_objects = repo::git(&local, &["rev-list", "--objects", "main"])
+        .lines()
+        .count() as u64;
+    assert_eq!(sent.objects, main_objects);
+    assert!(sent.bytes < only_pack_size(&local));
+}

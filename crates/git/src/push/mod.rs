@@ -7,6 +7,7 @@
 //! in between. A push whose answer was not read is never pushed again
 //! blind: [`GitClient::push`] settles it by reading the destination refs.
 
+mod bitmap;
 mod delta;
 pub mod pack;
 pub mod report;

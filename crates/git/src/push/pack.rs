@@ -23,7 +23,7 @@ use std::sync::atomic::AtomicBool;
 use gix::ObjectId;
 use gix_pack::data::output;
 
-use super::delta;
+use super::{bitmap, delta};
 
 /// What a pack held and cost.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -44,6 +44,8 @@ pub(crate) struct Counted {
     /// in-pack base comes first.
     loose: Vec<(ObjectId, Vec<Base>)>,
     db: Db,
+    /// A local pack that is exactly what the new tips reach, sent as it is.
+    whole: Option<bitmap::WholePack>,
 }
 
 /// What a loose object is tried as a delta against.
@@ -125,6 +127,19 @@ pub(crate) fn count(
             _ => extra_ids.push(*id),
         }
     }
+    // Nothing at the remote to stop at, and a local pack whose bitmaps show
+    // that the new tips reach exactly its objects: that pack is the answer
+    // (a freshly repacked history pushed whole), with no walk and no count.
+    if hidden.is_empty() && extra_ids.is_empty() && !walk_tips.is_empty() {
+        if let Some(whole) = bitmap::whole_pack(db.store_ref().path(), &walk_tips) {
+            return Ok(Counted {
+                packed: Vec::new(),
+                loose: Vec::new(),
+                db,
+                whole: Some(whole),
+            });
+        }
+    }
     let mut ids: Vec<ObjectId> = Vec::new();
     if !walk_tips.is_empty() {
         let walk = repo
@@ -151,7 +166,12 @@ pub(crate) fn count(
         .partition(|c| c.entry_pack_location.is_none());
     let loose_ids: Vec<ObjectId> = loose_counts.into_iter().map(|c| c.id).collect();
     let loose = plan_loose(loose_ids, &pairs, &sent, thin);
-    Ok(Counted { packed, loose, db })
+    Ok(Counted {
+        packed,
+        loose,
+        db,
+        whole: None,
+    })
 }
 
 /// Every object reachable from `ids` (no remote tips to stop at), with
@@ -516,8 +536,20 @@ fn tree_order(a: &[u8], a_tree: bool, b: &[u8], b_tree: bool) -> std::cmp::Order
 /// Write the counted objects as a pack into `out`; returns what was written.
 pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, String> {
     let Counted {
-        packed, loose, db, ..
+        packed,
+        loose,
+        db,
+        whole,
     } = counted;
+    if let Some(whole) = whole {
+        let mut counter = CountingWrite { inner: out, n: 0 };
+        let mut file = whole.file;
+        std::io::copy(&mut file, &mut counter).map_err(err)?;
+        return Ok(PackStats {
+            objects: u64::from(whole.objects),
+            bytes: counter.n,
+        });
+    }
     let num = packed.len() + loose.len();
     let shift = loose.len();
     let loose = LooseEntries::new(loose, &db);
