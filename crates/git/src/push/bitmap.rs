@@ -196,7 +196,7 @@ fn decode_ewah(data: &[u8], bits: u32) -> Option<Vec<u64>> {
     }
     out.resize(want, 0);
     let limit = size.min(bits) as usize;
-    if limit % 64 != 0 {
+    if !limit.is_multiple_of(64) {
         if let Some(last) = out.get_mut(limit / 64) {
             *last &= (1u64 << (limit % 64)) - 1;
         }
