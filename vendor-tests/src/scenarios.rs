@@ -72,7 +72,9 @@ pub const COLUMNS: &[Column] = &[
     },
     Column {
         title: "push fast-forward",
-        what: "two new commits on `main`",
+        what: "two new commits on `main`; then a third that edits one line of a 13 KB file \
+               the server has, sent as a delta against the server's copy (a thin pack: \
+               under 2 KB on the wire), `git fsck --full` clean",
     },
     Column {
         title: "push delete",
@@ -623,6 +625,39 @@ fn push_fast_forward(ctx: &mut Ctx<'_>) -> Result<Cell, String> {
     all_ok(&out, "push fast-forward")?;
     unchanged(&srv, "refs/heads/main", Some(&tip), "push fast-forward")?;
     fsck(&srv, "server")?;
+    // A file the server then has, and one line of it changed: the second
+    // push carries the new version as a delta against the server's.
+    let mut lines: Vec<String> = (0..200u64)
+        .map(|i| format!("{:064x}", i.wrapping_mul(0x9e37_79b9_7f4a_7c15)))
+        .collect();
+    let text = |lines: &[String]| lines.join("\n").into_bytes();
+    let tip = repo::commit_file(&local, "main", "data/big.txt", &text(&lines));
+    let out = ctx.push(
+        "ff.git",
+        &local,
+        &[update(Some(&tip), "refs/heads/main")],
+        false,
+    )?;
+    all_ok(&out, "push fast-forward (a new file)")?;
+    lines[100] = "one line changed".into();
+    let tip = repo::commit_file(&local, "main", "data/big.txt", &text(&lines));
+    let out = ctx.push(
+        "ff.git",
+        &local,
+        &[update(Some(&tip), "refs/heads/main")],
+        false,
+    )?;
+    all_ok(&out, "push fast-forward (a one-line edit)")?;
+    unchanged(&srv, "refs/heads/main", Some(&tip), "push fast-forward")?;
+    fsck(&srv, "server")?;
+    let sent = out
+        .value
+        .as_ref()
+        .and_then(|r| r.pack.as_ref())
+        .map(|p| p.bytes);
+    ensure(sent.is_some_and(|b| b < 2_000), || {
+        format!("the one-line edit of a 13 KB file sent {sent:?} bytes: not a delta")
+    })?;
     Ok(Cell::Pass)
 }
 

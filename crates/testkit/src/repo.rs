@@ -422,6 +422,59 @@ pub fn commit_on(repo: &Path, branch: &str, message: &str) -> String {
     oid
 }
 
+/// Commits `content` at `path` on `branch` in a bare `repo`, on top of the
+/// branch (or HEAD), with git's plumbing: the blob, trees and commit are
+/// loose objects, as `git commit` writes them. Returns the commit's id.
+///
+/// # Panics
+/// When git fails.
+pub fn commit_file(repo: &Path, branch: &str, path: &str, content: &[u8]) -> String {
+    let refname = if branch.starts_with("refs/") {
+        branch.to_owned()
+    } else {
+        format!("refs/heads/{branch}")
+    };
+    let parent = rev_parse(repo, &format!("{refname}^{{commit}}"))
+        .or_else(|| rev_parse(repo, "HEAD^{commit}"));
+    let index = tempfile::NamedTempFile::new().expect("temporary index");
+    let index_path = index.path().to_owned();
+    drop(index);
+    let with_index = |args: &[&str], input: Option<&[u8]>| -> String {
+        let mut cmd = git_command(repo);
+        cmd.env("GIT_INDEX_FILE", &index_path);
+        match run(cmd, args, input) {
+            Ok(o) => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
+            Err(e) => panic!("{e}"),
+        }
+    };
+    match &parent {
+        Some(p) => with_index(&["read-tree", p], None),
+        None => with_index(&["read-tree", "--empty"], None),
+    };
+    let blob = with_index(&["hash-object", "-w", "--stdin"], Some(content));
+    with_index(
+        &[
+            "update-index",
+            "--add",
+            "--cacheinfo",
+            &format!("100644,{blob},{path}"),
+        ],
+        None,
+    );
+    let tree = with_index(&["write-tree"], None);
+    let _ = std::fs::remove_file(&index_path);
+    let message = format!("edit {path}");
+    let mut args = vec!["commit-tree", tree.as_str(), "-m", message.as_str()];
+    if let Some(p) = &parent {
+        args.push("-p");
+        args.push(p);
+    }
+    let oid = git(repo, &args);
+    let old = rev_parse(repo, &refname).unwrap_or_else(|| ZERO_OID.to_owned());
+    git(repo, &["update-ref", &refname, &oid, &old]);
+    oid
+}
+
 /// `git ls-remote <url>` run in `dir`: ref name → object id (HEAD and
 /// peeled `^{}` entries included as git prints them).
 pub fn ls_remote(dir: &Path, url: &str) -> Result<BTreeMap<String, String>, GitError> {
