@@ -46,6 +46,9 @@ pub(crate) struct Counted {
     db: Db,
     /// A local pack that is exactly what the new tips reach, sent as it is.
     whole: Option<bitmap::WholePack>,
+    /// Packed objects gix-pack would write whole, encoded instead as REF
+    /// deltas against a previous version the remote has.
+    thin_entries: std::collections::HashMap<ObjectId, output::Entry>,
 }
 
 /// What a loose object is tried as a delta against.
@@ -137,8 +140,14 @@ pub(crate) fn count(
                 loose: Vec::new(),
                 db,
                 whole: Some(whole),
+                thin_entries: Default::default(),
             });
         }
+    }
+    if !hidden.is_empty() {
+        let walked = walk(&db, &walk_tips, &hidden, interrupt)?;
+        let (counts, pairs) = count_against_parents(&db, &walked, &extra_ids, interrupt)?;
+        return finish(db, counts, &pairs, thin);
     }
     let mut ids: Vec<ObjectId> = Vec::new();
     if !walk_tips.is_empty() {
@@ -152,26 +161,283 @@ pub(crate) fn count(
             ids.push(info.id);
         }
     }
-    let (mut counts, pairs) = if hidden.is_empty() {
-        // Everything goes: gix-pack's counting, on every core.
-        ids.extend(extra_ids);
-        (count_everything(&db, ids, interrupt)?, Default::default())
-    } else {
-        count_against_parents(&db, &ids, &extra_ids, interrupt)?
-    };
+    // Everything goes: gix-pack's counting, on every core.
+    ids.extend(extra_ids);
+    let counts = count_everything(&db, ids, interrupt)?;
+    finish(db, counts, &Default::default(), thin)
+}
+
+/// Split counted objects into packed (written by gix-pack) and loose
+/// (encoded here), with the bases each may be tried against.
+fn finish(
+    db: Db,
+    mut counts: Vec<output::Count>,
+    pairs: &Pairs,
+    thin: bool,
+) -> Result<Counted, String> {
     resolve_locations(&db, &mut counts)?;
     let sent: std::collections::HashSet<ObjectId> = counts.iter().map(|c| c.id).collect();
     let (loose_counts, packed): (Vec<_>, Vec<_>) = counts
         .into_iter()
         .partition(|c| c.entry_pack_location.is_none());
     let loose_ids: Vec<ObjectId> = loose_counts.into_iter().map(|c| c.id).collect();
-    let loose = plan_loose(loose_ids, &pairs, &sent, thin);
+    let thin_entries = if thin {
+        thin_for_packed(&db, &packed, pairs, &sent)?
+    } else {
+        Default::default()
+    };
+    let loose = plan_loose(loose_ids, pairs, &sent, thin);
     Ok(Counted {
         packed,
         loose,
         db,
         whole: None,
+        thin_entries,
     })
+}
+
+/// Packed objects that gix-pack would write whole — stored whole, or as a
+/// delta whose base is not sent — and whose previous version the remote
+/// has, encoded as REF deltas against it (on every core, before the first
+/// byte). Only those smaller than whole are returned.
+fn thin_for_packed(
+    db: &Db,
+    packed: &[output::Count],
+    pairs: &Pairs,
+    sent: &std::collections::HashSet<ObjectId>,
+) -> Result<std::collections::HashMap<ObjectId, output::Entry>, String> {
+    use gix_pack::data::entry::Header;
+    use gix_pack::Find;
+    let sent_at: std::collections::HashSet<(u32, u64)> = packed
+        .iter()
+        .filter_map(|c| c.entry_pack_location.as_ref())
+        .map(|l| (l.pack_id, l.pack_offset))
+        .collect();
+    let mut todo: Vec<(ObjectId, Vec<ObjectId>)> = Vec::new();
+    for c in packed {
+        let Some(candidates) = pairs.get(&c.id) else {
+            continue;
+        };
+        let bases: Vec<ObjectId> = candidates
+            .iter()
+            .filter(|b| !sent.contains(*b))
+            .copied()
+            .collect();
+        if bases.is_empty() {
+            continue;
+        }
+        let Some(loc) = c.entry_pack_location.as_ref() else {
+            continue;
+        };
+        let Some(stored) = db.entry_by_location(loc) else {
+            continue;
+        };
+        let Ok(entry) = gix_pack::data::Entry::from_bytes(&stored.data, 0, gix::hash::Kind::Sha1)
+        else {
+            continue;
+        };
+        let written_whole = match entry.header {
+            Header::Blob | Header::Tree => true,
+            Header::OfsDelta { base_distance } => {
+                Header::verified_base_pack_offset(loc.pack_offset, base_distance)
+                    .is_none_or(|base| !sent_at.contains(&(loc.pack_id, base)))
+            }
+            Header::RefDelta { .. } => true,
+            Header::Commit | Header::Tag => false,
+        };
+        if written_whole {
+            todo.push((c.id, bases));
+        }
+    }
+    if todo.is_empty() {
+        return Ok(Default::default());
+    }
+    let threads = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+        .min(todo.len().div_ceil(LOOSE_PER_THREAD))
+        .max(1);
+    let per = todo.len().div_ceil(threads);
+    let parts: Result<Vec<Vec<(ObjectId, output::Entry)>>, String> = std::thread::scope(|scope| {
+        let handles: Vec<_> = todo
+            .chunks(per)
+            .map(|part| {
+                let mut w = Worker::new(db.clone());
+                scope.spawn(move || {
+                    part.iter()
+                        .filter_map(|(id, bases)| Some((*id, w.thin_entry(id, bases)?)))
+                        .collect()
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join()
+                    .map_err(|_| "an encoding thread panicked".to_string())
+            })
+            .collect()
+    });
+    Ok(parts?.into_iter().flatten().collect())
+}
+
+/// A new commit, as the walk read it.
+struct Walked {
+    id: ObjectId,
+    tree: ObjectId,
+    first_parent: Option<ObjectId>,
+    location: Option<gix_pack::data::entry::Location>,
+}
+
+/// The commits reachable from `tips` and not from `hidden`, newest first
+/// (by committer time), each read once.
+///
+/// git's walk: commits come off a queue by date; a hidden commit marks its
+/// parents hidden; the walk stops when only hidden commits are queued. A
+/// commit is left out only when it is reachable from a hidden tip (the
+/// remote has it); clock skew can at worst let a commit the remote has
+/// through, which costs bytes, never correctness.
+fn walk(
+    db: &Db,
+    tips: &[ObjectId],
+    hidden: &[ObjectId],
+    interrupt: &AtomicBool,
+) -> Result<Vec<Walked>, String> {
+    use gix_pack::Find;
+    use std::collections::{BinaryHeap, HashMap};
+    struct Node {
+        hidden: bool,
+        queued_visible: bool,
+        time: i64,
+        tree: ObjectId,
+        parents: Vec<ObjectId>,
+        location: Option<gix_pack::data::entry::Location>,
+    }
+    let mut nodes: HashMap<ObjectId, Node> = HashMap::new();
+    let mut queue: BinaryHeap<(i64, u64, ObjectId)> = BinaryHeap::new();
+    let mut visible_queued = 0usize;
+    let mut seq = u64::MAX;
+    let mut buf = Vec::new();
+    let read = |id: &ObjectId, buf: &mut Vec<u8>| -> Result<Node, String> {
+        let (data, location) = db
+            .try_find(id, buf)
+            .map_err(err)?
+            .ok_or_else(|| format!("commit {id} is missing"))?;
+        if data.kind != gix::object::Kind::Commit {
+            return Err(format!("{id} is a {}, not a commit", data.kind));
+        }
+        let mut tree = None;
+        let mut parents = Vec::new();
+        let mut time = 0;
+        for token in gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash) {
+            use gix::objs::commit::ref_iter::Token;
+            match token.map_err(err)? {
+                Token::Tree { id } => tree = Some(id),
+                Token::Parent { id } => parents.push(id),
+                Token::Committer { signature } => {
+                    time = signature.seconds();
+                    break;
+                }
+                _ => {}
+            }
+        }
+        Ok(Node {
+            hidden: false,
+            queued_visible: false,
+            time,
+            tree: tree.ok_or_else(|| format!("commit {id} has no tree"))?,
+            parents,
+            location,
+        })
+    };
+    // Queue `id`, hidden or not; a commit already known only gains the mark.
+    let mut enqueue = |id: ObjectId,
+                       hide: bool,
+                       nodes: &mut HashMap<ObjectId, Node>,
+                       queue: &mut BinaryHeap<(i64, u64, ObjectId)>,
+                       visible_queued: &mut usize,
+                       buf: &mut Vec<u8>|
+     -> Result<(), String> {
+        if let Some(n) = nodes.get_mut(&id) {
+            if hide && !n.hidden {
+                n.hidden = true;
+                if n.queued_visible {
+                    n.queued_visible = false;
+                    *visible_queued -= 1;
+                }
+            }
+            return Ok(());
+        }
+        let mut n = read(&id, buf)?;
+        n.hidden = hide;
+        n.queued_visible = !hide;
+        if !hide {
+            *visible_queued += 1;
+        }
+        seq -= 1;
+        queue.push((n.time, seq, id));
+        nodes.insert(id, n);
+        Ok(())
+    };
+    for h in hidden {
+        enqueue(
+            *h,
+            true,
+            &mut nodes,
+            &mut queue,
+            &mut visible_queued,
+            &mut buf,
+        )?;
+    }
+    for t in tips {
+        enqueue(
+            *t,
+            false,
+            &mut nodes,
+            &mut queue,
+            &mut visible_queued,
+            &mut buf,
+        )?;
+    }
+    let mut out = Vec::new();
+    while visible_queued > 0 {
+        if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
+            return Err("interrupted".into());
+        }
+        let Some((_, _, id)) = queue.pop() else { break };
+        let n = nodes.get_mut(&id).expect("queued commits are known");
+        let hide = n.hidden;
+        if n.queued_visible {
+            n.queued_visible = false;
+            visible_queued -= 1;
+        }
+        let parents = n.parents.clone();
+        if !hide {
+            out.push(Walked {
+                id,
+                tree: n.tree,
+                first_parent: parents.first().copied(),
+                location: n.location.take(),
+            });
+        }
+        for p in parents.iter() {
+            match enqueue(
+                *p,
+                hide,
+                &mut nodes,
+                &mut queue,
+                &mut visible_queued,
+                &mut buf,
+            ) {
+                Ok(()) => {}
+                // A parent we do not have (a shallow repository): the
+                // remote must have it, or the push is refused.
+                Err(_) if !nodes.contains_key(p) => {}
+                Err(e) => return Err(e),
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// Every object reachable from `ids` (no remote tips to stop at), with
@@ -270,7 +536,7 @@ impl Trees {
 /// counted (the remote has them).
 fn count_against_parents(
     db: &Db,
-    walked: &[ObjectId],
+    walked: &[Walked],
     extra: &[ObjectId],
     interrupt: &AtomicBool,
 ) -> Result<(Vec<output::Count>, Pairs), String> {
@@ -280,7 +546,8 @@ fn count_against_parents(
     let mut counts = Vec::new();
     let mut pairs: Pairs = HashMap::new();
     let mut seen: HashSet<ObjectId> = HashSet::new();
-    let mut commit_trees: HashMap<ObjectId, ObjectId> = HashMap::new();
+    let mut commit_trees: HashMap<ObjectId, ObjectId> =
+        walked.iter().map(|w| (w.id, w.tree)).collect();
     let mut trees = Trees {
         current: HashMap::new(),
         previous: HashMap::new(),
@@ -293,26 +560,24 @@ fn count_against_parents(
         }
     };
     let read_commit = |id: &ObjectId, buf: &mut Vec<u8>| -> Result<_, String> {
-        let (data, location) = db
+        let (data, _) = db
             .try_find(id, buf)
             .map_err(err)?
             .ok_or_else(|| format!("commit {id} is missing"))?;
-        let mut iter = gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash);
-        let tree = iter.tree_id().map_err(err)?;
-        let parent = iter.parent_ids().next();
-        Ok((tree, parent, location))
+        gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash)
+            .tree_id()
+            .map_err(err)
     };
-    for c in walked {
+    for w in walked {
         if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
             return Err("interrupted".into());
         }
         trees.next_commit();
-        let (tree, parent, location) = read_commit(c, &mut buf)?;
-        commit_trees.insert(*c, tree);
-        if seen.insert(*c) {
+        let (tree, parent) = (w.tree, w.first_parent);
+        if seen.insert(w.id) {
             counts.push(output::Count {
-                id: *c,
-                entry_pack_location: PackLocation::LookedUp(location),
+                id: w.id,
+                entry_pack_location: PackLocation::LookedUp(w.location.clone()),
             });
         }
         let old_root = match parent {
@@ -320,7 +585,7 @@ fn count_against_parents(
             Some(p) => match commit_trees.get(&p) {
                 Some(t) => Some(*t),
                 None => match read_commit(&p, &mut buf) {
-                    Ok((t, _, _)) => {
+                    Ok(t) => {
                         commit_trees.insert(p, t);
                         Some(t)
                     }
@@ -540,6 +805,7 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
         loose,
         db,
         whole,
+        mut thin_entries,
     } = counted;
     if let Some(whole) = whole {
         let mut counter = CountingWrite { inner: out, n: 0 };
@@ -575,8 +841,16 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
             Box::new(gix::parallel::InOrderIter::from(entries).map(move |chunk| {
                 chunk.map(|mut entries| {
                     for e in &mut entries {
-                        if let output::entry::Kind::DeltaRef { object_index } = &mut e.kind {
-                            *object_index += shift;
+                        match &mut e.kind {
+                            output::entry::Kind::DeltaRef { object_index } => {
+                                *object_index += shift;
+                            }
+                            output::entry::Kind::Base(_) => {
+                                if let Some(thin) = thin_entries.remove(&e.id) {
+                                    *e = thin;
+                                }
+                            }
+                            output::entry::Kind::DeltaOid { .. } => {}
                         }
                     }
                     entries
@@ -721,29 +995,62 @@ impl Worker {
         }
     }
 
+    /// The smallest delta of `data` against one of `bases`, if one is
+    /// under half its size.
+    fn best_delta(
+        &mut self,
+        kind: gix::object::Kind,
+        data: &[u8],
+        bases: &[Base],
+    ) -> Option<(Vec<u8>, Base)> {
+        let size = data.len();
+        let mut best: Option<(Vec<u8>, Base)> = None;
+        if !(MIN_DELTA_OBJECT..=MAX_DELTA_OBJECT).contains(&size) {
+            return None;
+        }
+        for base in bases {
+            let (Base::InPack(_, b) | Base::Remote(b)) = base;
+            let Ok((base_kind, base_data)) = self.object(b) else {
+                continue;
+            };
+            if base_kind != kind || base_data.len() > MAX_DELTA_OBJECT {
+                continue;
+            }
+            let limit = best.as_ref().map_or(size / 2, |(d, _)| d.len() - 1);
+            if let Some(d) = delta::Index::new(&base_data).delta(data, limit) {
+                best = Some((d, *base));
+            }
+        }
+        best
+    }
+
+    /// A REF delta of object `id` against one of `bases` (objects the
+    /// remote has), when one is under half its size.
+    fn thin_entry(&mut self, id: &ObjectId, bases: &[ObjectId]) -> Option<output::Entry> {
+        let (kind, data) = self.object(id).ok()?;
+        let bases: Vec<Base> = bases.iter().map(|b| Base::Remote(*b)).collect();
+        let (delta, base) = self.best_delta(kind, &data, &bases)?;
+        let Base::Remote(base) = base else {
+            return None;
+        };
+        let count = output::Count::from_data(*id, None);
+        let d = gix::objs::Data {
+            kind,
+            object_hash: gix::hash::Kind::Sha1,
+            data: &delta,
+        };
+        let mut e = output::Entry::from_data(&count, &d, Default::default()).ok()?;
+        e.kind = output::entry::Kind::DeltaOid { id: base };
+        Some(e)
+    }
+
     /// One loose object as a pack entry: a delta against the base that
     /// gives the smallest one, when that is under half the object's size;
     /// else whole.
     fn entry(&mut self, id: &ObjectId, bases: &[Base]) -> Result<output::Entry, String> {
         let (kind, data) = self.object(id)?;
         let count = output::Count::from_data(*id, None);
-        let size = data.len();
-        let mut best: Option<(Vec<u8>, Base)> = None;
-        if (MIN_DELTA_OBJECT..=MAX_DELTA_OBJECT).contains(&size) {
-            for base in bases {
-                let (Base::InPack(_, b) | Base::Remote(b)) = base;
-                let Ok((base_kind, base_data)) = self.object(b) else {
-                    continue;
-                };
-                if base_kind != kind || base_data.len() > MAX_DELTA_OBJECT {
-                    continue;
-                }
-                let limit = best.as_ref().map_or(size / 2, |(d, _)| d.len() - 1);
-                if let Some(d) = delta::Index::new(&base_data).delta(&data, limit) {
-                    best = Some((d, *base));
-                }
-            }
-        }
+        let best = self.best_delta(kind, &data, bases);
         let entry = match best {
             None => {
                 let whole = gix::objs::Data {
