@@ -764,3 +764,63 @@ fn a_pack_holding_more_than_the_tip_reaches_is_counted_not_sent_whole() {
     assert_eq!(sent.objects, main_objects);
     assert!(sent.bytes < only_pack_size(&local));
 }
+
+#[test]
+fn a_skewed_clock_and_a_merge_send_exactly_the_new_objects() {
+    let w = World::new();
+    let (srv, local, _files, base) = delta_world(&w);
+    let mut s = String::new();
+    // A commit dated long before its parent (a wrong clock), then one
+    // dated normally; a side branch; and a merge of the two.
+    let commit = |s: &mut String, branch: &str, time: u64, msg: &str| {
+        s.push_str(&format!(
+            "commit refs/heads/{branch}\ncommitter T <t@example.com> {time} +0000\n"
+        ));
+        data(s, msg);
+    };
+    commit(&mut s, "main", 1_000_000_000, "skewed");
+    s.push_str(&format!("from {base}\nM 100644 inline skew.txt\n"));
+    data(&mut s, "written on a machine whose clock was wrong\n");
+    commit(&mut s, "main", 1_700_000_000, "after");
+    s.push_str("M 100644 inline dir/f2.txt\n");
+    data(&mut s, "replaced\n");
+    commit(&mut s, "side", 1_700_000_001, "side");
+    s.push_str(&format!("from {base}\nM 100644 inline side.txt\n"));
+    data(&mut s, "from the side\n");
+    commit(&mut s, "main", 1_700_000_002, "merge");
+    s.push_str("from refs/heads/main^0\nmerge refs/heads/side\nM 100644 inline side.txt\n");
+    data(&mut s, "from the side\n");
+    repo::try_git_with_input(
+        &local,
+        &[
+            "-c",
+            "fastimport.unpackLimit=100000",
+            "fast-import",
+            "--quiet",
+        ],
+        s.as_bytes(),
+    )
+    .expect("fast-import");
+    let tip = repo::rev_parse(&local, "refs/heads/main").expect("main");
+    let out = client()
+        .push(
+            &w.daemon.url("s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &quick(20_000, 10_000, 3),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+    repo::fsck(&srv).expect("fsck clean: nothing missing");
+    let needed = repo::git(
+        &local,
+        &["rev-list", "--objects", &tip, &format!("^{base}")],
+    )
+    .lines()
+    .count() as u64;
+    assert_eq!(
+        out.value.expect("report").pack.expect("pack").objects,
+        needed
+    );
+}
