@@ -8,14 +8,22 @@
 //! Loose objects (what `git commit` writes) are deltified here: while
 //! counting, each new commit's tree is compared with its first parent's,
 //! and every changed tree or file is paired with the version it replaces
-//! (its base). Each pairing is then encoded ([`delta`](super::delta)) and
+//! (its base). Each pairing is then encoded (`push::delta`) and
 //! kept when it is under half the object's size. A base that is itself
 //! sent goes before its delta (an OFS delta); a base that is not sent is
 //! one the remote has — every object of a parent's tree is either counted
 //! or reachable from the tips the remote advertised — and is named by id
-//! (a REF delta: a thin pack, unless the remote said `no-thin`). gix's own
-//! thin mode is never used: it deltas against bases it never checks the
-//! remote has.
+//! (a REF delta: a thin pack, unless the remote said `no-thin`). Objects
+//! stored in packs that gix-pack would write whole (stored whole, or as a
+//! delta against an object not sent) get the same treatment against the
+//! versions the remote has. gix's own thin mode is never used: it deltas
+//! against bases it never checks the remote has.
+//!
+//! Which commits are new is our own walk (by date, like git's): each
+//! commit is read once and the walk stops as soon as only commits the
+//! remote has are queued. With no remote tips to stop at, a local pack that
+//! the bitmaps show to be exactly what the tips reach is sent as it is
+//! (`push::bitmap`); otherwise gix-pack counts everything.
 
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
