@@ -328,15 +328,7 @@ fn a_thousand_commit_history_into_an_empty_repo_equals_git_push() {
     repo::init_bare(&w.srv("ours.git")).expect("init");
     repo::init_bare(&w.srv("theirs.git")).expect("init");
     let tip = repo::rev_parse(&local, "refs/heads/main").expect("main");
-    let out = client()
-        .push(
-            &w.daemon.url("ours.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(60_000, 30_000, 3),
-        )
-        .expect("valid input");
+    let out = push_main(&w, "ours.git", &local, &tip);
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     repo::git(
         &local,
@@ -449,6 +441,12 @@ fn loose_edits(local: &std::path::Path, from: &str, files: &mut Files, commits: 
         };
         data(&mut s, &toggle);
     }
+    import_loose(local, &s)
+}
+
+/// Runs a fast-import stream in `local` with its objects left loose (below
+/// `fastimport.unpackLimit`, fast-import explodes its pack); returns main.
+fn import_loose(local: &std::path::Path, stream: &str) -> String {
     repo::try_git_with_input(
         local,
         &[
@@ -457,10 +455,28 @@ fn loose_edits(local: &std::path::Path, from: &str, files: &mut Files, commits: 
             "fast-import",
             "--quiet",
         ],
-        s.as_bytes(),
+        stream.as_bytes(),
     )
     .expect("fast-import");
     repo::rev_parse(local, "refs/heads/main").expect("main")
+}
+
+/// Pushes `tip` to `refs/heads/main` of the world's repository `name`.
+fn push_main(
+    w: &World,
+    name: &str,
+    local: &std::path::Path,
+    tip: &str,
+) -> sluice_policy::Outcome<sluice_git::PushReport> {
+    client()
+        .push(
+            &w.daemon.url(name),
+            &[update(Some(tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(local),
+            &quick(60_000, 30_000, 3),
+        )
+        .expect("valid input")
 }
 
 /// A base commit (20 files), on the server and locally.
@@ -519,15 +535,7 @@ fn loose_commits_go_as_deltas_the_server_accepts() {
         .and_then(|n| n.parse().ok())
         .expect("count-objects");
     assert!(loose >= 360, "the new objects are loose ({loose})");
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(60_000, 30_000, 3),
-        )
-        .expect("valid input");
+    let out = push_main(&w, "s.git", &local, &tip);
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     assert_eq!(
         repo::rev_parse(&srv, "refs/heads/main").as_deref(),
@@ -581,15 +589,7 @@ fn a_few_loose_commits_go_thin_through_unpack_objects() {
     let w = World::new();
     let (srv, local, mut files, base) = delta_world(&w);
     let tip = loose_edits(&local, &base, &mut files, 4);
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push_main(&w, "s.git", &local, &tip);
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     assert_eq!(
         repo::rev_parse(&srv, "refs/heads/main").as_deref(),
@@ -641,27 +641,8 @@ fn a_merge_with_renames_deletions_and_a_file_become_directory_arrives_complete()
     s.push_str("R dir/f5.txt dir/renamed.txt\nD dir/f6.txt\nD toggle.txt\n");
     s.push_str("M 100755 inline toggle.txt/now-a-dir.sh\n");
     data(&mut s, "#!/bin/sh\necho hello\n");
-    repo::try_git_with_input(
-        &local,
-        &[
-            "-c",
-            "fastimport.unpackLimit=100000",
-            "fast-import",
-            "--quiet",
-        ],
-        s.as_bytes(),
-    )
-    .expect("fast-import");
-    let tip = repo::rev_parse(&local, "refs/heads/main").expect("main");
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let tip = import_loose(&local, &s);
+    let out = push_main(&w, "s.git", &local, &tip);
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     repo::fsck(&srv).expect("fsck clean: nothing missing");
     let objects = |p: &std::path::Path, rev: &str| {
@@ -709,15 +690,7 @@ fn a_repacked_history_with_bitmaps_goes_whole_into_an_empty_repo() {
     repo::git(&local, &["repack", "-adbq"]);
     repo::init_bare(&w.srv("ours.git")).expect("init");
     let tip = repo::rev_parse(&local, "refs/heads/main").expect("main");
-    let out = client()
-        .push(
-            &w.daemon.url("ours.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(60_000, 30_000, 3),
-        )
-        .expect("valid input");
+    let out = push_main(&w, "ours.git", &local, &tip);
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     repo::fsck(&w.srv("ours.git")).expect("fsck clean");
     let objects = |p: &std::path::Path| {
@@ -745,15 +718,7 @@ fn a_pack_holding_more_than_the_tip_reaches_is_counted_not_sent_whole() {
     repo::git(&local, &["repack", "-adbq"]);
     repo::init_bare(&w.srv("ours.git")).expect("init");
     let tip = repo::rev_parse(&local, "refs/heads/main").expect("main");
-    let out = client()
-        .push(
-            &w.daemon.url("ours.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(60_000, 30_000, 3),
-        )
-        .expect("valid input");
+    let out = push_main(&w, "ours.git", &local, &tip);
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     repo::fsck(&w.srv("ours.git")).expect("fsck clean");
     assert!(repo::rev_parse(&w.srv("ours.git"), "refs/heads/other").is_none());
@@ -790,27 +755,8 @@ fn a_skewed_clock_and_a_merge_send_exactly_the_new_objects() {
     commit(&mut s, "main", 1_700_000_002, "merge");
     s.push_str("from refs/heads/main^0\nmerge refs/heads/side\nM 100644 inline side.txt\n");
     data(&mut s, "from the side\n");
-    repo::try_git_with_input(
-        &local,
-        &[
-            "-c",
-            "fastimport.unpackLimit=100000",
-            "fast-import",
-            "--quiet",
-        ],
-        s.as_bytes(),
-    )
-    .expect("fast-import");
-    let tip = repo::rev_parse(&local, "refs/heads/main").expect("main");
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let tip = import_loose(&local, &s);
+    let out = push_main(&w, "s.git", &local, &tip);
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     repo::fsck(&srv).expect("fsck clean: nothing missing");
     let needed = repo::git(

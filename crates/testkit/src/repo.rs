@@ -358,84 +358,41 @@ pub fn reflog_entries(repo: &Path, refname: &str) -> Vec<ReflogEntry> {
 /// When git fails.
 #[track_caller]
 pub fn commit_on(repo: &Path, branch: &str, message: &str) -> String {
-    let refname = if branch.starts_with("refs/") {
-        branch.to_owned()
-    } else {
-        format!("refs/heads/{branch}")
-    };
-    let parent = rev_parse(repo, &format!("{refname}^{{commit}}"))
-        .or_else(|| rev_parse(repo, "HEAD^{commit}"));
-    let n = match &parent {
-        Some(p) => git(repo, &["rev-list", "--count", p])
+    let refname = full_branch(branch);
+    let n = match branch_parent(repo, &refname) {
+        Some(p) => git(repo, &["rev-list", "--count", &p])
             .parse::<u64>()
             .unwrap_or(0),
         None => 0,
     };
-    let index = tempfile::NamedTempFile::new().expect("temporary index");
-    let index_path = index.path().to_owned();
-    drop(index);
-    let with_index = |args: &[&str], input: Option<&[u8]>| -> String {
-        let mut cmd = git_command(repo);
-        cmd.env("GIT_INDEX_FILE", &index_path);
-        match run(cmd, args, input) {
-            Ok(o) => String::from_utf8_lossy(&o.stdout).trim().to_owned(),
-            Err(e) => panic!("{e}"),
-        }
-    };
-    match &parent {
-        Some(p) => with_index(&["read-tree", p], None),
-        None => with_index(&["read-tree", "--empty"], None),
-    };
-    let blob = with_index(
-        &["hash-object", "-w", "--stdin"],
-        Some(format!("{message}\n").as_bytes()),
-    );
-    with_index(
-        &[
-            "update-index",
-            "--add",
-            "--cacheinfo",
-            &format!("100644,{blob},commits/{n}.txt"),
-        ],
-        None,
-    );
-    let tree = with_index(&["write-tree"], None);
-    let _ = std::fs::remove_file(&index_path);
-    let mut args = vec!["commit-tree", tree.as_str(), "-m", message];
-    if let Some(p) = &parent {
-        args.push("-p");
-        args.push(p);
-    }
-    let oid = git(repo, &args);
-    let old = rev_parse(repo, &refname).unwrap_or_else(|| ZERO_OID.to_owned());
-    git(
+    commit_blob(
         repo,
-        &[
-            "update-ref",
-            "-m",
-            &format!("commit: {message}"),
-            &refname,
-            &oid,
-            &old,
-        ],
-    );
-    oid
+        &refname,
+        &format!("commits/{n}.txt"),
+        format!("{message}\n").as_bytes(),
+        message,
+    )
 }
 
-/// Commits `content` at `path` on `branch` in a bare `repo`, on top of the
-/// branch (or HEAD), with git's plumbing: the blob, trees and commit are
-/// loose objects, as `git commit` writes them. Returns the commit's id.
-///
-/// # Panics
-/// When git fails.
-pub fn commit_file(repo: &Path, branch: &str, path: &str, content: &[u8]) -> String {
-    let refname = if branch.starts_with("refs/") {
+fn full_branch(branch: &str) -> String {
+    if branch.starts_with("refs/") {
         branch.to_owned()
     } else {
         format!("refs/heads/{branch}")
-    };
-    let parent = rev_parse(repo, &format!("{refname}^{{commit}}"))
-        .or_else(|| rev_parse(repo, "HEAD^{commit}"));
+    }
+}
+
+/// The commit `refname` points at, else HEAD's.
+fn branch_parent(repo: &Path, refname: &str) -> Option<String> {
+    rev_parse(repo, &format!("{refname}^{{commit}}")).or_else(|| rev_parse(repo, "HEAD^{commit}"))
+}
+
+/// A commit on top of `refname` (or HEAD) whose tree is the parent's with
+/// `content` at `path`, written with git's plumbing (loose objects), and
+/// `refname` moved to it (reflog: `commit: <message>`).
+#[track_caller]
+fn commit_blob(repo: &Path, refname: &str, path: &str, content: &[u8], message: &str) -> String {
+    let parent = branch_parent(repo, refname);
     let index = tempfile::NamedTempFile::new().expect("temporary index");
     let index_path = index.path().to_owned();
     drop(index);
@@ -463,16 +420,42 @@ pub fn commit_file(repo: &Path, branch: &str, path: &str, content: &[u8]) -> Str
     );
     let tree = with_index(&["write-tree"], None);
     let _ = std::fs::remove_file(&index_path);
-    let message = format!("edit {path}");
-    let mut args = vec!["commit-tree", tree.as_str(), "-m", message.as_str()];
+    let mut args = vec!["commit-tree", tree.as_str(), "-m", message];
     if let Some(p) = &parent {
         args.push("-p");
         args.push(p);
     }
     let oid = git(repo, &args);
-    let old = rev_parse(repo, &refname).unwrap_or_else(|| ZERO_OID.to_owned());
-    git(repo, &["update-ref", &refname, &oid, &old]);
+    let old = rev_parse(repo, refname).unwrap_or_else(|| ZERO_OID.to_owned());
+    git(
+        repo,
+        &[
+            "update-ref",
+            "-m",
+            &format!("commit: {message}"),
+            refname,
+            &oid,
+            &old,
+        ],
+    );
     oid
+}
+
+/// Commits `content` at `path` on `branch` in a bare `repo`, on top of the
+/// branch (or HEAD), with git's plumbing: the blob, trees and commit are
+/// loose objects, as `git commit` writes them. Returns the commit's id.
+///
+/// # Panics
+/// When git fails.
+#[track_caller]
+pub fn commit_file(repo: &Path, branch: &str, path: &str, content: &[u8]) -> String {
+    commit_blob(
+        repo,
+        &full_branch(branch),
+        path,
+        content,
+        &format!("edit {path}"),
+    )
 }
 
 /// `git ls-remote <url>` run in `dir`: ref name → object id (HEAD and
