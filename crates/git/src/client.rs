@@ -177,6 +177,10 @@ pub(crate) fn error_text(e: &gix::Error) -> String {
 /// A reqwest client made on first use: building one loads the system's CA
 /// store and starts a runtime thread, which a client that only speaks
 /// git://, ssh:// or file:// never needs. Clones share it.
+/// How long the reads' client keeps an idle connection for reuse: less
+/// than the 5 s after which common servers close one.
+const READ_POOL_IDLE: Duration = Duration::from_secs(4);
+
 #[derive(Clone)]
 pub(crate) struct LazyHttp {
     cell: Arc<std::sync::OnceLock<reqwest::blocking::Client>>,
@@ -199,6 +203,12 @@ impl LazyHttp {
                 reqwest::blocking::Client::builder().connect_timeout(Duration::from_secs(30));
             if self.write {
                 b = b.pool_max_idle_per_host(0);
+            } else {
+                // Apache and lighttpd close an idle keep-alive connection
+                // after 5 s: a request sent on one the server is closing
+                // fails ("connection closed before message completed") and
+                // costs a retry. Idle connections are dropped here first.
+                b = b.pool_idle_timeout(READ_POOL_IDLE);
             }
             b.build().expect("building the HTTP client")
         })
