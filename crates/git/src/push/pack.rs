@@ -84,6 +84,31 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
+/// Threads to use: one per core.
+fn cores() -> usize {
+    std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1)
+}
+
+/// Object `id`, which must be a `kind`, with where it is stored.
+fn find_kind<'a>(
+    db: &Db,
+    id: &ObjectId,
+    kind: gix::object::Kind,
+    buf: &'a mut Vec<u8>,
+) -> Result<(gix::objs::Data<'a>, Option<gix_pack::data::entry::Location>), String> {
+    use gix_pack::Find;
+    let (data, location) = db
+        .try_find(id, buf)
+        .map_err(err)?
+        .ok_or_else(|| format!("{kind} {id} is missing"))?;
+    if data.kind != kind {
+        return Err(format!("{id} is a {}, not a {kind}", data.kind));
+    }
+    Ok((data, location))
+}
+
 /// Count the objects to send for `new_tips`, given what the remote has.
 pub(crate) fn count(
     repo: &gix::Repository,
@@ -159,11 +184,7 @@ pub(crate) fn count(
     }
     let mut ids: Vec<ObjectId> = Vec::new();
     if !walk_tips.is_empty() {
-        let walk = repo
-            .rev_walk(walk_tips)
-            .with_hidden(hidden.iter().copied())
-            .all()
-            .map_err(err)?;
+        let walk = repo.rev_walk(walk_tips).all().map_err(err)?;
         for info in walk {
             let info = info.map_err(err)?;
             ids.push(info.id);
@@ -260,11 +281,7 @@ fn thin_for_packed(
     if todo.is_empty() {
         return Ok(Default::default());
     }
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
-        .min(todo.len().div_ceil(LOOSE_PER_THREAD))
-        .max(1);
+    let threads = cores().min(todo.len().div_ceil(LOOSE_PER_THREAD)).max(1);
     let per = todo.len().div_ceil(threads);
     let parts: Result<Vec<Vec<(ObjectId, output::Entry)>>, String> = std::thread::scope(|scope| {
         let handles: Vec<_> = todo
@@ -293,8 +310,12 @@ fn thin_for_packed(
 struct Walked {
     id: ObjectId,
     tree: ObjectId,
-    first_parent: Option<ObjectId>,
+    /// Its first parent's tree; `None` for a root commit, or a parent this
+    /// repository does not have (shallow).
+    parent_tree: Option<ObjectId>,
     location: Option<gix_pack::data::entry::Location>,
+    /// Its first parent (its tree is filled in when the walk ends).
+    first_parent: Option<ObjectId>,
 }
 
 /// The commits reachable from `tips` and not from `hidden`, newest first
@@ -311,7 +332,6 @@ fn walk(
     hidden: &[ObjectId],
     interrupt: &AtomicBool,
 ) -> Result<Vec<Walked>, String> {
-    use gix_pack::Find;
     use std::collections::{BinaryHeap, HashMap};
     struct Node {
         hidden: bool,
@@ -327,13 +347,7 @@ fn walk(
     let mut seq = u64::MAX;
     let mut buf = Vec::new();
     let read = |id: &ObjectId, buf: &mut Vec<u8>| -> Result<Node, String> {
-        let (data, location) = db
-            .try_find(id, buf)
-            .map_err(err)?
-            .ok_or_else(|| format!("commit {id} is missing"))?;
-        if data.kind != gix::object::Kind::Commit {
-            return Err(format!("{id} is a {}, not a commit", data.kind));
-        }
+        let (data, location) = find_kind(db, id, gix::object::Kind::Commit, buf)?;
         let mut tree = None;
         let mut parents = Vec::new();
         let mut time = 0;
@@ -424,8 +438,9 @@ fn walk(
             out.push(Walked {
                 id,
                 tree: n.tree,
-                first_parent: parents.first().copied(),
+                parent_tree: None,
                 location: n.location.take(),
+                first_parent: parents.first().copied(),
             });
         }
         for p in parents.iter() {
@@ -444,6 +459,10 @@ fn walk(
                 Err(e) => return Err(e),
             }
         }
+    }
+    // Every parent of a new commit was queued, so read, unless missing.
+    for w in &mut out {
+        w.parent_tree = w.first_parent.and_then(|p| nodes.get(&p)).map(|n| n.tree);
     }
     Ok(out)
 }
@@ -504,7 +523,6 @@ struct Tree {
 
 impl Trees {
     fn get(&mut self, db: &Db, id: &ObjectId, buf: &mut Vec<u8>) -> Result<Tree, String> {
-        use gix_pack::Find;
         if let Some(t) = self.current.get(id) {
             return Ok(t.clone());
         }
@@ -512,13 +530,7 @@ impl Trees {
             self.current.insert(*id, t.clone());
             return Ok(t);
         }
-        let (data, location) = db
-            .try_find(id, buf)
-            .map_err(err)?
-            .ok_or_else(|| format!("tree {id} is missing"))?;
-        if data.kind != gix::object::Kind::Tree {
-            return Err(format!("{id} is a {}, not a tree", data.kind));
-        }
+        let (data, location) = find_kind(db, id, gix::object::Kind::Tree, buf)?;
         let t = Tree {
             data: data.data.into(),
             location,
@@ -548,14 +560,11 @@ fn count_against_parents(
     extra: &[ObjectId],
     interrupt: &AtomicBool,
 ) -> Result<(Vec<output::Count>, Pairs), String> {
-    use gix_pack::Find;
     use output::count::PackLocation;
     use std::collections::{HashMap, HashSet};
     let mut counts = Vec::new();
     let mut pairs: Pairs = HashMap::new();
     let mut seen: HashSet<ObjectId> = HashSet::new();
-    let mut commit_trees: HashMap<ObjectId, ObjectId> =
-        walked.iter().map(|w| (w.id, w.tree)).collect();
     let mut trees = Trees {
         current: HashMap::new(),
         previous: HashMap::new(),
@@ -567,42 +576,18 @@ fn count_against_parents(
             c.push(o);
         }
     };
-    let read_commit = |id: &ObjectId, buf: &mut Vec<u8>| -> Result<_, String> {
-        let (data, _) = db
-            .try_find(id, buf)
-            .map_err(err)?
-            .ok_or_else(|| format!("commit {id} is missing"))?;
-        gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash)
-            .tree_id()
-            .map_err(err)
-    };
     for w in walked {
         if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
             return Err("interrupted".into());
         }
         trees.next_commit();
-        let (tree, parent) = (w.tree, w.first_parent);
+        let (tree, old_root) = (w.tree, w.parent_tree);
         if seen.insert(w.id) {
             counts.push(output::Count {
                 id: w.id,
                 entry_pack_location: PackLocation::LookedUp(w.location.clone()),
             });
         }
-        let old_root = match parent {
-            None => None,
-            Some(p) => match commit_trees.get(&p) {
-                Some(t) => Some(*t),
-                None => match read_commit(&p, &mut buf) {
-                    Ok(t) => {
-                        commit_trees.insert(p, t);
-                        Some(t)
-                    }
-                    // A parent we do not have (a shallow repository): the
-                    // remote must have it, or the push is refused.
-                    Err(_) => None,
-                },
-            },
-        };
         if Some(tree) == old_root {
             continue;
         }
@@ -702,9 +687,7 @@ fn resolve_locations(db: &Db, counts: &mut [output::Count]) -> Result<(), String
         }
         Ok(())
     };
-    let threads = std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1);
+    let threads = cores();
     if counts.len() < 4000 || threads == 1 {
         return one(db.clone(), counts);
     }
@@ -894,11 +877,7 @@ struct LooseEntries {
 
 impl LooseEntries {
     fn new(plan: Vec<(ObjectId, Vec<Base>)>, db: &Db) -> LooseEntries {
-        let threads = std::thread::available_parallelism()
-            .map(|n| n.get())
-            .unwrap_or(1)
-            .min(plan.len().div_ceil(LOOSE_PER_THREAD))
-            .max(1);
+        let threads = cores().min(plan.len().div_ceil(LOOSE_PER_THREAD)).max(1);
         LooseEntries {
             plan,
             workers: (0..threads).map(|_| Worker::new(db.clone())).collect(),
@@ -954,6 +933,29 @@ impl Iterator for LooseEntries {
         };
         Some(result.map_err(|e| gix_error::Error::from_error(std::io::Error::other(e))))
     }
+}
+
+/// A pack entry for object `id` (a `kind`) as `delta` against `base`.
+fn delta_entry(
+    id: &ObjectId,
+    kind: gix::object::Kind,
+    delta: &[u8],
+    base: Base,
+) -> Result<output::Entry, String> {
+    let d = gix::objs::Data {
+        kind,
+        object_hash: gix::hash::Kind::Sha1,
+        data: delta,
+    };
+    let count = output::Count::from_data(*id, None);
+    let mut entry = output::Entry::from_data(&count, &d, Default::default()).map_err(err)?;
+    entry.kind = match base {
+        Base::InPack(index, _) => output::entry::Kind::DeltaRef {
+            object_index: index,
+        },
+        Base::Remote(id) => output::entry::Kind::DeltaOid { id },
+    };
+    Ok(entry)
 }
 
 /// Objects a worker keeps after encoding them (as bases for what follows).
@@ -1038,18 +1040,7 @@ impl Worker {
         let (kind, data) = self.object(id).ok()?;
         let bases: Vec<Base> = bases.iter().map(|b| Base::Remote(*b)).collect();
         let (delta, base) = self.best_delta(kind, &data, &bases)?;
-        let Base::Remote(base) = base else {
-            return None;
-        };
-        let count = output::Count::from_data(*id, None);
-        let d = gix::objs::Data {
-            kind,
-            object_hash: gix::hash::Kind::Sha1,
-            data: &delta,
-        };
-        let mut e = output::Entry::from_data(&count, &d, Default::default()).ok()?;
-        e.kind = output::entry::Kind::DeltaOid { id: base };
-        Some(e)
+        delta_entry(id, kind, &delta, base).ok()
     }
 
     /// One loose object as a pack entry: a delta against the base that
@@ -1057,33 +1048,17 @@ impl Worker {
     /// else whole.
     fn entry(&mut self, id: &ObjectId, bases: &[Base]) -> Result<output::Entry, String> {
         let (kind, data) = self.object(id)?;
-        let count = output::Count::from_data(*id, None);
-        let best = self.best_delta(kind, &data, bases);
-        let entry = match best {
+        let entry = match self.best_delta(kind, &data, bases) {
             None => {
                 let whole = gix::objs::Data {
                     kind,
                     object_hash: gix::hash::Kind::Sha1,
                     data: &data,
                 };
+                let count = output::Count::from_data(*id, None);
                 output::Entry::from_data(&count, &whole, Default::default()).map_err(err)?
             }
-            Some((delta, base)) => {
-                let d = gix::objs::Data {
-                    kind,
-                    object_hash: gix::hash::Kind::Sha1,
-                    data: &delta,
-                };
-                let mut entry =
-                    output::Entry::from_data(&count, &d, Default::default()).map_err(err)?;
-                entry.kind = match base {
-                    Base::InPack(index, _) => output::entry::Kind::DeltaRef {
-                        object_index: index,
-                    },
-                    Base::Remote(id) => output::entry::Kind::DeltaOid { id },
-                };
-                entry
-            }
+            Some((delta, base)) => delta_entry(id, kind, &delta, base)?,
         };
         self.remember(*id, kind, data);
         Ok(entry)
