@@ -548,7 +548,7 @@ fn worker(
             attempts: out
                 .attempts
                 .iter()
-                .map(|a| (a.phase.clone(), a.class))
+                .map(|a| (a.phase.to_string(), a.class))
                 .collect(),
             conns: before..after,
             error: out.error.as_ref().map(|e| e.cause.clone()),

@@ -116,7 +116,7 @@ fn measure<T>(server: &ScriptedServer, f: impl FnOnce() -> Outcome<T>) -> Seen<T
         "{:>9} {:<10} first attempt {:?}, {} attempts, {} connections, {} ms (deadline {} ms), peak +{} MiB, {} KiB sent, cause {:?}",
         out.kind.as_str(),
         out.operation.kind,
-        out.attempts.first().map(|a| (a.phase.as_str(), a.class)),
+        out.attempts.first().map(|a| (a.phase.as_ref(), a.class)),
         out.attempts.len(),
         conns.len(),
         took.as_millis(),
@@ -197,7 +197,7 @@ fn fetch(scene: &Scene, s: &ScriptedServer, o: &CallOptions) -> Seen<Vec<sluice_
 
 fn first(seen: &Seen<impl Sized>) -> (&str, Option<Class>) {
     let a = seen.out.attempts.first().expect("an attempt");
-    (a.phase.as_str(), a.class)
+    (a.phase.as_ref(), a.class)
 }
 
 fn tmp_files(dir: &Path) -> usize {

@@ -13,7 +13,7 @@ use sluice_testkit::{Fault, FaultProxy};
 
 fn class_of(out: &sluice_policy::Outcome<impl Sized>, n: usize) -> (String, Option<Class>) {
     let a = &out.attempts[n];
-    (a.phase.clone(), a.class)
+    (a.phase.to_string(), a.class)
 }
 
 #[test]

@@ -38,7 +38,7 @@ fn a_new_branch_is_created_and_the_server_is_fsck_clean() {
     let report = out.value.expect("report");
     assert_eq!(report.refs[0].status, RefStatus::Ok);
     assert_eq!(
-        out.attempts.last().map(|a| a.phase.as_str()),
+        out.attempts.last().map(|a| a.phase.as_ref()),
         Some("reported")
     );
     assert_eq!(out.may_have_applied, Some(true));

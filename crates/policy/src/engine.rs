@@ -385,6 +385,9 @@ struct RunState {
     last_error: Option<AttemptError>,
     reconciled: Option<Reconciled>,
     unsettled_complete: bool,
+    /// When the attempt that succeeded ended: the operation ended then too
+    /// (nothing runs after a success), so the clock is not read again.
+    succeeded_at: Option<Duration>,
 }
 
 /// backon's backoff, wrapped: applies hint, settle, deadline and budget.
@@ -589,7 +592,7 @@ impl Policy {
         // A generated id is unique by construction (process, clock, counter):
         // it needs no claim, only its record at the end.
         let generated = op.id.is_none();
-        let id = op.id.clone().unwrap_or_else(|| self.new_id());
+        let id = op.id.take().unwrap_or_else(|| self.new_id());
         let info = OperationInfo {
             id: id.clone(),
             kind: std::mem::take(&mut op.kind),
@@ -655,6 +658,7 @@ impl Policy {
             last_error: None,
             reconciled: None,
             unsettled_complete: false,
+            succeeded_at: None,
         });
         let backoff = PolicyBackoff {
             inner: self.exponential(&bounds),
@@ -732,7 +736,7 @@ impl Policy {
                 phase: Cow::Borrowed("connect"),
             };
             let result = attempt(&mut ctx);
-            let phase = ctx.phase.to_string();
+            let phase = ctx.phase.clone();
             let end = self.clock.now();
             let elapsed = end.saturating_sub(now);
             let mut st = state.lock().expect("run state lock");
@@ -749,6 +753,7 @@ impl Policy {
                         delay_ms: None,
                         elapsed_ms: ms(elapsed),
                     });
+                    st.succeeded_at = Some(end);
                     Ok(v)
                 }
                 Err(mut e) => {
@@ -781,7 +786,7 @@ impl Policy {
                     );
                     st.attempts.push(AttemptRecord {
                         n,
-                        phase: e.phase.to_string(),
+                        phase: e.phase.clone(),
                         class: Some(e.class),
                         cause: Some(e.cause.clone()),
                         remaining_ms: ms(remaining),
@@ -823,7 +828,10 @@ impl Policy {
             .call();
 
         let st = state.into_inner().expect("run state lock");
-        let ended = self.clock.now();
+        let ended = match (&result, st.succeeded_at) {
+            (Ok(_), Some(at)) => at,
+            _ => self.clock.now(),
+        };
         let elapsed = ended.saturating_sub(start);
         let mut out = blank(OutcomeKind::Unknown, info);
         out.elapsed_ms = ms(elapsed);

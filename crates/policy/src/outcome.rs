@@ -1,6 +1,7 @@
 //! The evidence every operation ends with: an [`Outcome`] and its attempt
 //! history, serialisable to the JSON shape of the design.
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use serde::ser::SerializeMap;
@@ -71,8 +72,9 @@ impl Stopped {
 pub struct AttemptRecord {
     /// Attempt number, from 1.
     pub n: u32,
-    /// The last phase the attempt completed.
-    pub phase: String,
+    /// The last phase the attempt completed (a phase name is usually a
+    /// `&'static str`, so recording it allocates nothing).
+    pub phase: Cow<'static, str>,
     /// The class of its failure; `None` on success.
     pub class: Option<Class>,
     /// The remote's words or what happened; `None` on success.

@@ -33,7 +33,7 @@ fn success_on_the_first_try_calls_the_operation_once() {
     assert_eq!(out.attempts.len(), 1);
     let a = &out.attempts[0];
     assert_eq!(
-        (a.n, a.phase.as_str(), a.class, a.cause.as_deref()),
+        (a.n, a.phase.as_ref(), a.class, a.cause.as_deref()),
         (1, "done", None, None)
     );
     assert_eq!(a.delay_ms, None);
