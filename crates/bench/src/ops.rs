@@ -223,3 +223,95 @@ pub fn run(cmd: &mut Command) -> Result<()> {
     }
     Ok(())
 }
+
+/// A pack of the objects `new` has and `old` lacks, made by `git
+/// pack-objects --thin` (untimed input of [`raw_push`]).
+pub fn git_thin_pack(local: &Path, old: &str, new: &str) -> Result<Vec<u8>> {
+    use std::io::Write as _;
+    let mut child = git_cmd(local)
+        .args(["pack-objects", "--stdout", "--thin", "-q", "--revs"])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()?;
+    child
+        .stdin
+        .take()
+        .context("pack-objects' stdin")?
+        .write_all(format!("{new}\n^{old}\n").as_bytes())?;
+    let out = child.wait_with_output()?;
+    if !out.status.success() {
+        bail!(
+            "git pack-objects failed: {}",
+            String::from_utf8_lossy(&out.stderr).trim_end()
+        );
+    }
+    Ok(out.stdout)
+}
+
+/// The server's floor for a one-commit push: the least a client can do over
+/// git://. Connects, reads the advertisement, writes one command and a pack
+/// made beforehand, and reads the report to the end (no parsing beyond
+/// checking it says `ok`). What this takes is the daemon's and
+/// receive-pack's own time, for any client.
+pub fn raw_push(
+    addr: std::net::SocketAddr,
+    repo: &str,
+    old: &str,
+    new: &str,
+    dst: &str,
+    pack: &[u8],
+) -> Result<()> {
+    use std::io::{BufReader, Write as _};
+    fn pkt(out: &mut Vec<u8>, payload: &[u8]) {
+        out.extend_from_slice(format!("{:04x}", payload.len() + 4).as_bytes());
+        out.extend_from_slice(payload);
+    }
+    fn read_pkt(r: &mut impl std::io::BufRead) -> Result<Option<Vec<u8>>> {
+        let mut len = [0u8; 4];
+        r.read_exact(&mut len)?;
+        let n = usize::from_str_radix(std::str::from_utf8(&len)?, 16)?;
+        if n == 0 {
+            return Ok(None);
+        }
+        let mut data = vec![0; n.checked_sub(4).context("a bad pkt-line length")?];
+        r.read_exact(&mut data)?;
+        Ok(Some(data))
+    }
+    let stream = std::net::TcpStream::connect(addr)?;
+    stream.set_nodelay(true)?;
+    stream.set_read_timeout(Some(Duration::from_secs(30)))?;
+    let mut w = stream.try_clone()?;
+    let mut r = BufReader::new(stream);
+    let mut req = Vec::new();
+    pkt(
+        &mut req,
+        format!(
+            "git-receive-pack /{}\0host=127.0.0.1\0",
+            repo.trim_start_matches('/')
+        )
+        .as_bytes(),
+    );
+    w.write_all(&req)?;
+    while read_pkt(&mut r)?.is_some() {}
+    let mut req = Vec::new();
+    pkt(
+        &mut req,
+        format!("{old} {new} {dst}\0report-status side-band-64k quiet agent=bench-raw\n")
+            .as_bytes(),
+    );
+    req.extend_from_slice(b"0000");
+    req.extend_from_slice(pack);
+    w.write_all(&req)?;
+    let mut report = Vec::new();
+    while let Some(p) = read_pkt(&mut r)? {
+        if p.first() == Some(&1) {
+            report.extend_from_slice(&p[1..]);
+        }
+    }
+    let text = String::from_utf8_lossy(&report);
+    if !text.contains("unpack ok") || !text.contains(&format!("ok {dst}")) {
+        bail!("the raw push was not accepted: {text:?}");
+    }
+    Ok(())
+}

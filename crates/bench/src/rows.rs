@@ -139,6 +139,9 @@ pub struct RowResult {
     pub title: String,
     /// Per implementation, in [`Impl::ALL`] order.
     pub series: Vec<(Impl, Series)>,
+    /// push-1 only: a raw client replaying a pack made beforehand — the
+    /// server's own time, which no client can go below.
+    pub floor: Option<Series>,
 }
 
 impl RowResult {
@@ -196,6 +199,18 @@ impl RowResult {
             }
             line.push_str(&format!("  [n={}]", s.secs.len()));
             println!("{line}");
+        }
+        if let Some(f) = &self.floor {
+            let git = self.get(Impl::Git).median();
+            println!(
+                "  floor    {} ({}), {} of git's time: a raw client replaying a pack made beforehand (the server's own time)  [n={}]",
+                f.median().map(fmt_secs).unwrap_or_default(),
+                stats::min_max(&f.secs)
+                    .map(|(lo, hi)| fmt_range(lo, hi))
+                    .unwrap_or_default(),
+                fmt_ratio(f.median(), git),
+                f.secs.len()
+            );
         }
         println!(
             "  sluice/git: {}; sluice/libgit2: {}; libgit2/git: {}",
@@ -363,6 +378,7 @@ impl Env {
             row,
             title: title.to_owned(),
             series: Impl::ALL.iter().map(|i| (*i, Series::default())).collect(),
+            floor: None,
         }
     }
 
@@ -535,7 +551,8 @@ impl Env {
             "push 1 commit (loose, 1–4 files edited; in-process: repository kept open)",
         );
         let local = self.work().join("local-push1.git");
-        let chain = 3 * (s.runs + 1);
+        // Three implementations and the raw floor per round.
+        let chain = 4 * (s.runs + 1);
         sluice_testkit::fixtures::copy_of("medium", &local)?;
         git(&local, &["branch", "chain", "main"]);
         let commits = history::add_commits(&local, "chain", chain, 1)?;
@@ -589,6 +606,30 @@ impl Env {
                         max_rss_kib: None,
                     });
                 }
+            }
+            if round > 0 {
+                let old = rev_parse(&remote, "refs/heads/main").context("the remote's main")?;
+                let oid = next.next().expect("enough commits").clone();
+                let pack = ops::git_thin_pack(&local, &old, &oid)?;
+                let t = Instant::now();
+                ops::raw_push(
+                    self.daemon.addr(),
+                    &name,
+                    &old,
+                    &oid,
+                    "refs/heads/main",
+                    &pack,
+                )?;
+                let wall = t.elapsed();
+                if rev_parse(&remote, "refs/heads/main").as_deref() != Some(oid.as_str()) {
+                    bail!("the raw push did not move main to {oid}");
+                }
+                res.floor
+                    .get_or_insert_with(Series::default)
+                    .add(&Measured {
+                        wall,
+                        max_rss_kib: None,
+                    });
             }
         }
         Ok(res)

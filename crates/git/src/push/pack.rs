@@ -84,11 +84,15 @@ fn err(e: impl std::fmt::Display) -> String {
     e.to_string()
 }
 
-/// Threads to use: one per core.
+/// Threads to use: one per core. Asked once per process: the answer reads
+/// cgroup files, a few hundred microseconds a time.
 fn cores() -> usize {
-    std::thread::available_parallelism()
-        .map(|n| n.get())
-        .unwrap_or(1)
+    static CORES: std::sync::OnceLock<usize> = std::sync::OnceLock::new();
+    *CORES.get_or_init(|| {
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    })
 }
 
 /// Object `id`, which must be a `kind`, with where it is stored.
