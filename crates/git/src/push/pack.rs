@@ -182,9 +182,22 @@ pub(crate) fn count(
         }
     }
     if !hidden.is_empty() {
+        let t = std::time::Instant::now();
         let walked = walk(&db, &walk_tips, &hidden, interrupt)?;
+        let walk_us = t.elapsed().as_micros() as u64;
         let (counts, pairs) = count_against_parents(&db, &walked, &extra_ids, interrupt)?;
-        return finish(db, counts, &pairs, thin);
+        let count_us = t.elapsed().as_micros() as u64 - walk_us;
+        let objects = counts.len();
+        let counted = finish(db, counts, &pairs, thin)?;
+        tracing::debug!(
+            commits = walked.len(),
+            objects,
+            walk_us,
+            count_us,
+            plan_us = t.elapsed().as_micros() as u64 - walk_us - count_us,
+            "pack counted"
+        );
+        return Ok(counted);
     }
     let mut ids: Vec<ObjectId> = Vec::new();
     if !walk_tips.is_empty() {
@@ -558,10 +571,81 @@ impl Trees {
 /// commit outside the walk, which the remote has. Unlike gix-pack's
 /// tree-diff expansion, boundary commits and their root trees are not
 /// counted (the remote has them).
+///
+/// Past [`COUNT_PER_THREAD`] commits the walk is cut into contiguous parts
+/// counted on every core (each with its own tree cache and delta-base
+/// cache), and the parts' counts are joined in walk order without repeats.
+/// A part does not know what an earlier part counted, so it may count an
+/// object an earlier part has too (dropped when joining) — never fewer
+/// than each commit's own difference, which is what completeness needs.
 fn count_against_parents(
     db: &Db,
     walked: &[Walked],
     extra: &[ObjectId],
+    interrupt: &AtomicBool,
+) -> Result<(Vec<output::Count>, Pairs), String> {
+    use output::count::PackLocation;
+    use std::collections::{HashMap, HashSet};
+    let threads = cores().min(walked.len() / COUNT_PER_THREAD).max(1);
+    let parts = if threads == 1 {
+        vec![count_part(db, walked, interrupt)?]
+    } else {
+        let per = walked.len().div_ceil(threads);
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = walked
+                .chunks(per)
+                .map(|part| {
+                    let db = db.clone();
+                    scope.spawn(move || count_part(&db, part, interrupt))
+                })
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| {
+                    h.join()
+                        .map_err(|_| "a counting thread panicked".to_string())?
+                })
+                .collect::<Result<Vec<_>, String>>()
+        })?
+    };
+    let mut counts = Vec::new();
+    let mut pairs: Pairs = HashMap::new();
+    let mut seen: HashSet<ObjectId> = HashSet::new();
+    for (part_counts, part_pairs) in parts {
+        counts.extend(part_counts.into_iter().filter(|c| seen.insert(c.id)));
+        for (new, olds) in part_pairs {
+            for old in olds {
+                add_pair(&mut pairs, new, old);
+            }
+        }
+    }
+    for id in extra {
+        if seen.insert(*id) {
+            counts.push(output::Count {
+                id: *id,
+                entry_pack_location: PackLocation::NotLookedUp,
+            });
+        }
+    }
+    Ok((counts, pairs))
+}
+
+/// Fewer new commits than this per thread are counted on one thread.
+const COUNT_PER_THREAD: usize = 64;
+
+/// Pair `new` with `old`, a delta base candidate, keeping at most
+/// [`MAX_CANDIDATES`].
+fn add_pair(pairs: &mut Pairs, new: ObjectId, old: ObjectId) {
+    let c = pairs.entry(new).or_default();
+    if c.len() < MAX_CANDIDATES && !c.contains(&old) {
+        c.push(old);
+    }
+}
+
+/// [`count_against_parents`] on one contiguous part of the walk.
+fn count_part(
+    db: &Db,
+    walked: &[Walked],
     interrupt: &AtomicBool,
 ) -> Result<(Vec<output::Count>, Pairs), String> {
     use output::count::PackLocation;
@@ -574,12 +658,6 @@ fn count_against_parents(
         previous: HashMap::new(),
     };
     let mut buf = Vec::new();
-    let add_pair = |pairs: &mut Pairs, n: ObjectId, o: ObjectId| {
-        let c = pairs.entry(n).or_default();
-        if c.len() < MAX_CANDIDATES && !c.contains(&o) {
-            c.push(o);
-        }
-    };
     for w in walked {
         if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
             return Err("interrupted".into());
@@ -659,14 +737,6 @@ fn count_against_parents(
                     });
                 }
             }
-        }
-    }
-    for id in extra {
-        if seen.insert(*id) {
-            counts.push(output::Count {
-                id: *id,
-                entry_pack_location: PackLocation::NotLookedUp,
-            });
         }
     }
     Ok((counts, pairs))
