@@ -772,3 +772,57 @@ fn a_skewed_clock_and_a_merge_send_exactly_the_new_objects() {
         needed
     );
 }
+
+#[test]
+fn a_bitmapped_pack_answers_an_incremental_push_renamed_files_included() {
+    let w = World::new();
+    let (srv, local, mut files, base) = delta_world(&w);
+    // 150 commits (past git's bitmap spacing of about 100, so some commits
+    // have no bitmap of their own), then a merge that renames a file.
+    let edits = loose_edits(&local, &base, &mut files, 150);
+    let mut s = String::new();
+    s.push_str("commit refs/heads/side\ncommitter T <t@example.com> 1700000500 +0000\n");
+    data(&mut s, "side");
+    s.push_str(&format!("from {edits}\n"));
+    s.push_str("M 100644 inline new/deep/x.txt\n");
+    data(&mut s, "deep\n");
+    s.push_str("commit refs/heads/main\ncommitter T <t@example.com> 1700000501 +0000\n");
+    data(&mut s, "merge");
+    s.push_str(&format!("from {edits}\nmerge refs/heads/side\n"));
+    s.push_str("M 100644 inline new/deep/x.txt\n");
+    data(&mut s, "deep\n");
+    s.push_str("R dir/f5.txt dir/renamed.txt\n");
+    let tip = import_loose(&local, &s);
+    repo::git(&local, &["repack", "-adbq"]);
+    let middle = repo::rev_parse(&local, "refs/heads/main~40").expect("main~40");
+    let needed = |new: &str, old: &str| {
+        repo::git(&local, &["rev-list", "--objects", new, &format!("^{old}")])
+            .lines()
+            .count() as u64
+    };
+    let objects = |p: &std::path::Path, rev: &str| {
+        let mut v: Vec<String> = repo::git(p, &["rev-list", "--objects", rev])
+            .lines()
+            .map(str::to_string)
+            .collect();
+        v.sort();
+        v
+    };
+    for (new, old) in [(&middle, &base), (&tip, &middle)] {
+        let out = push_main(&w, "s.git", &local, new);
+        assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+        repo::fsck(&srv).expect("fsck clean: nothing missing");
+        assert_eq!(objects(&srv, "main"), objects(&local, new));
+        // Exactly the new objects: the bitmaps know the remote has the
+        // renamed file's blob (counting by path would send it again).
+        let sent = out.value.expect("report").pack.expect("pack");
+        assert_eq!(sent.objects, needed(new, old), "{new} ^{old}");
+        // As the pack stores them: about git's own bytes.
+        let git_bytes = git_thin_pack_bytes(&local, new, old) as f64;
+        assert!(
+            (sent.bytes as f64) < git_bytes * 1.3,
+            "{} bytes against git's {git_bytes}",
+            sent.bytes
+        );
+    }
+}

@@ -3,14 +3,24 @@
 //! commits reach? Then the push sends that pack file as it is, with no
 //! commit walk, no counting and no entry-by-entry copy.
 //!
+//! A second question is answered for a push onto what the remote has:
+//! which objects of a pack do the new tips reach that the remote's tips do
+//! not ([`incremental`], git's own way: the bitmaps of the commits that
+//! have one, a walk of the few that have none). Those objects are then
+//! copied as the pack stores them, deltas included.
+//!
 //! Only single-pack bitmaps of version 1 are read. Anything unexpected —
 //! another version, a checksum that does not match the pack, a tip without
 //! a bitmap of its own, a truncated file — answers "no", and the push
 //! counts the usual way.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use gix::ObjectId;
+use gix_pack::data::output;
+
+use super::pack::{find_kind, Db};
 
 /// A pack whose every object is reachable from the tips asked about.
 #[derive(Debug)]
@@ -67,6 +77,323 @@ fn check_pack(bitmap_path: &Path, tips: &[ObjectId]) -> Option<WholePack> {
     })
 }
 
+/// The objects to push, chosen from a pack's bitmaps, in the pack's order.
+pub(crate) struct Reuse {
+    pack: gix_pack::data::File,
+    plan: Vec<Planned>,
+}
+
+/// One object to send and how the pack's entry for it is written.
+struct Planned {
+    id: ObjectId,
+    /// The entry's offset in the pack, and where the next one starts.
+    start: u64,
+    end: u64,
+    how: How,
+}
+
+enum How {
+    /// As stored: a whole object, or a delta against an earlier object of
+    /// this push (by its index in the push).
+    Stored(Option<usize>),
+    /// As stored, a delta against an object the remote has (thin) or sent
+    /// in this push, named by its id (a REF delta).
+    AgainstId(ObjectId),
+    /// Decoded and sent whole: a delta whose base is neither sent nor the
+    /// remote's (or the remote takes no thin packs).
+    Whole,
+}
+
+impl Reuse {
+    /// Objects in the push.
+    pub(crate) fn len(&self) -> usize {
+        self.plan.len()
+    }
+
+    /// Blobs and trees that would go whole: stored whole, or as a delta on
+    /// a base neither sent nor the remote's.
+    pub(crate) fn whole_ids(&self) -> Vec<ObjectId> {
+        self.plan
+            .iter()
+            .filter(|p| match p.how {
+                How::Whole => true,
+                How::Stored(None) => matches!(
+                    self.pack.entry(p.start).map(|e| e.header),
+                    Ok(gix_pack::data::entry::Header::Blob | gix_pack::data::entry::Header::Tree)
+                ),
+                _ => false,
+            })
+            .map(|p| p.id)
+            .collect()
+    }
+
+    /// The pack entries, a chunk at a time, in the push's order; an object
+    /// of `instead` (REF deltas against what the remote has) goes as that.
+    pub(crate) fn entries(
+        self,
+        db: Db,
+        mut instead: std::collections::HashMap<ObjectId, output::Entry>,
+    ) -> impl Iterator<Item = gix_error::Result<Vec<output::Entry>>> {
+        const CHUNK: usize = 256;
+        let Reuse { pack, plan } = self;
+        let mut next = 0;
+        let mut buf = Vec::new();
+        std::iter::from_fn(move || {
+            if next >= plan.len() {
+                return None;
+            }
+            let end = (next + CHUNK).min(plan.len());
+            let chunk: Result<Vec<output::Entry>, String> = plan[next..end]
+                .iter()
+                .map(|p| match instead.remove(&p.id) {
+                    Some(e) => Ok(e),
+                    None => entry(&pack, &db, p, &mut buf),
+                })
+                .collect();
+            next = end;
+            Some(chunk.map_err(|e| gix_error::Error::from_error(std::io::Error::other(e))))
+        })
+    }
+}
+
+fn entry(
+    pack: &gix_pack::data::File,
+    db: &Db,
+    p: &Planned,
+    buf: &mut Vec<u8>,
+) -> Result<output::Entry, String> {
+    use gix_pack::data::entry::Header;
+    if let How::Whole = p.how {
+        use gix_pack::Find;
+        let (data, _) = db
+            .try_find(&p.id, buf)
+            .map_err(|e| e.to_string())?
+            .ok_or_else(|| format!("{} is missing", p.id))?;
+        let count = output::Count::from_data(p.id, None);
+        return output::Entry::from_data(&count, &data, Default::default())
+            .map_err(|e| e.to_string());
+    }
+    let e = pack.entry(p.start).map_err(|e| e.to_string())?;
+    let data = pack
+        .entry_slice(e.data_offset..p.end)
+        .ok_or_else(|| format!("{} lies outside its pack", p.id))?;
+    let kind = match (&p.how, e.header) {
+        (How::AgainstId(base), _) => output::entry::Kind::DeltaOid { id: *base },
+        (How::Stored(Some(i)), Header::OfsDelta { .. }) => {
+            output::entry::Kind::DeltaRef { object_index: *i }
+        }
+        (How::Stored(None), h) => match h.as_kind() {
+            Some(k) => output::entry::Kind::Base(k),
+            None => return Err(format!("{}: a delta planned as whole", p.id)),
+        },
+        _ => return Err(format!("{}: its entry changed since it was planned", p.id)),
+    };
+    Ok(output::Entry {
+        id: p.id,
+        kind,
+        decompressed_size: usize::try_from(e.decompressed_size)
+            .map_err(|_| format!("{} is too large", p.id))?,
+        compressed_data: data.to_vec(),
+    })
+}
+
+/// The objects `wants` reach and `haves` do not, read from the bitmaps of
+/// the one local pack that holds all of them; `None` when no pack can
+/// answer (no bitmap, an object outside the pack, a want that is not a
+/// commit, an unreadable object) — the push then counts the usual way.
+pub(crate) fn incremental(
+    db: &Db,
+    objects_dir: &Path,
+    wants: &[ObjectId],
+    haves: &[ObjectId],
+    thin: bool,
+    interrupt: &AtomicBool,
+) -> Option<Reuse> {
+    let dir = std::fs::read_dir(objects_dir.join("pack")).ok()?;
+    let bitmaps: Vec<PathBuf> = dir
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "bitmap"))
+        .collect();
+    // git keeps one bitmapped pack; more would need choosing between them.
+    let [path] = bitmaps.as_slice() else {
+        return None;
+    };
+    let index =
+        gix_pack::index::File::at(path.with_extension("idx"), gix::hash::Kind::Sha1).ok()?;
+    if wants
+        .iter()
+        .chain(haves)
+        .any(|id| index.lookup(id).is_none())
+    {
+        return None;
+    }
+    let data = std::fs::read(path).ok()?;
+    let bitmaps = Bitmaps::parse(&data, index.num_objects())?;
+    if bitmaps.pack_checksum != index.pack_checksum().as_slice() {
+        return None;
+    }
+    let pack = gix_pack::data::File::at(path.with_extension("pack"), gix::hash::Kind::Sha1).ok()?;
+    if pack.checksum() != index.pack_checksum() || pack.num_objects() != index.num_objects() {
+        return None;
+    }
+    let n = index.num_objects() as usize;
+    // Bits are in pack order: the index's entries sorted by offset.
+    let mut order: Vec<u32> = (0..index.num_objects()).collect();
+    order.sort_unstable_by_key(|&i| index.pack_offset_at_index(i));
+    let mut pos_of = vec![0u32; n];
+    for (p, &i) in order.iter().enumerate() {
+        pos_of[i as usize] = p as u32;
+    }
+    let offsets: Vec<u64> = order
+        .iter()
+        .map(|&i| index.pack_offset_at_index(i))
+        .collect();
+    let walk = Walk {
+        db,
+        index: &index,
+        bitmaps: &bitmaps,
+        pos_of: &pos_of,
+        words: n.div_ceil(64),
+        interrupt,
+    };
+    let have_bits = walk.fill(haves, None)?;
+    let want_bits = walk.fill(wants, Some(&have_bits))?;
+    let selected = |p: usize| bit(&want_bits, p) && !bit(&have_bits, p);
+    let pack_end = pack.pack_end() as u64;
+    let mut out_index = vec![u32::MAX; n];
+    let mut plan = Vec::new();
+    for p in (0..n).filter(|&p| selected(p)) {
+        let idx = order[p];
+        let id = index.oid_at_index(idx).to_owned();
+        let start = offsets[p];
+        let end = offsets.get(p + 1).copied().unwrap_or(pack_end);
+        let header = pack.entry(start).ok()?.header;
+        use gix_pack::data::entry::Header;
+        let how = match header {
+            Header::OfsDelta { base_distance } => {
+                let base = start.checked_sub(base_distance)?;
+                let bp = offsets.binary_search(&base).ok()?;
+                if selected(bp) {
+                    How::Stored(Some(out_index[bp] as usize))
+                } else if thin && bit(&have_bits, bp) {
+                    How::AgainstId(index.oid_at_index(order[bp]).to_owned())
+                } else {
+                    How::Whole
+                }
+            }
+            Header::RefDelta { base_id } => {
+                let base_pos = index.lookup(base_id).map(|i| pos_of[i as usize] as usize);
+                match base_pos {
+                    Some(bp) if selected(bp) || (thin && bit(&have_bits, bp)) => {
+                        How::AgainstId(base_id)
+                    }
+                    _ => How::Whole,
+                }
+            }
+            _ => How::Stored(None),
+        };
+        out_index[p] = u32::try_from(plan.len()).ok()?;
+        plan.push(Planned {
+            id,
+            start,
+            end,
+            how,
+        });
+    }
+    Some(Reuse { pack, plan })
+}
+
+fn bit(words: &[u64], p: usize) -> bool {
+    words[p / 64] & (1 << (p % 64)) != 0
+}
+
+fn set(words: &mut [u64], p: usize) {
+    words[p / 64] |= 1 << (p % 64);
+}
+
+/// What reaches what, within one bitmapped pack.
+struct Walk<'a> {
+    db: &'a Db,
+    index: &'a gix_pack::index::File,
+    bitmaps: &'a Bitmaps<'a>,
+    /// Index position → pack position (bit).
+    pos_of: &'a [u32],
+    words: usize,
+    interrupt: &'a AtomicBool,
+}
+
+impl Walk<'_> {
+    fn pos(&self, id: &gix::oid) -> Option<usize> {
+        self.index
+            .lookup(id)
+            .map(|i| self.pos_of[i as usize] as usize)
+    }
+
+    /// Every object `tips` (commits) reach, as bits, except below objects
+    /// set in `stop` (which reach nothing outside `stop`): a commit with a
+    /// bitmap adds it; one without adds itself and its tree, and its
+    /// parents are walked.
+    fn fill(&self, tips: &[ObjectId], stop: Option<&[u64]>) -> Option<Vec<u64>> {
+        let mut bits = vec![0u64; self.words];
+        let stopped = |p: usize| stop.is_some_and(|s| bit(s, p));
+        let mut commits = tips.to_vec();
+        let mut trees = Vec::new();
+        let mut buf = Vec::new();
+        while let Some(c) = commits.pop() {
+            if self.interrupt.load(Ordering::Relaxed) {
+                return None;
+            }
+            let idx = self.index.lookup(c)?;
+            let p = self.pos_of[idx as usize] as usize;
+            if bit(&bits, p) || stopped(p) {
+                continue;
+            }
+            if let Some(words) = self.bitmaps.of_object(idx) {
+                for (b, w) in bits.iter_mut().zip(words) {
+                    *b |= w;
+                }
+                continue;
+            }
+            set(&mut bits, p);
+            let (data, _) = find_kind(self.db, &c, gix::object::Kind::Commit, &mut buf).ok()?;
+            let mut tree = None;
+            for token in gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash) {
+                use gix::objs::commit::ref_iter::Token;
+                match token.ok()? {
+                    Token::Tree { id } => tree = Some(id),
+                    Token::Parent { id } => commits.push(id),
+                    _ => break,
+                }
+            }
+            trees.push(tree?);
+        }
+        while let Some(t) = trees.pop() {
+            let p = self.pos(&t)?;
+            if bit(&bits, p) || stopped(p) {
+                continue;
+            }
+            set(&mut bits, p);
+            let (data, _) = find_kind(self.db, &t, gix::object::Kind::Tree, &mut buf).ok()?;
+            for e in gix::objs::TreeRefIter::from_bytes(data.data, gix::hash::Kind::Sha1) {
+                let e = e.ok()?;
+                if e.mode.is_commit() {
+                    continue; // a submodule's commit is not in this repository
+                }
+                if e.mode.is_tree() {
+                    trees.push(e.oid.to_owned());
+                } else {
+                    let p = self.pos(e.oid)?;
+                    if !stopped(p) {
+                        set(&mut bits, p);
+                    }
+                }
+            }
+        }
+        Some(bits)
+    }
+}
+
 /// The pack file is version 2, holds as many objects as its index, and
 /// ends with the checksum the index names.
 fn pack_matches(f: &mut std::fs::File, index: &gix_pack::index::File) -> Option<bool> {
@@ -94,6 +421,8 @@ struct Bitmaps<'a> {
     pack_checksum: &'a [u8],
     /// (index position of the commit, xor offset, EWAH bytes).
     entries: Vec<(u32, u8, &'a [u8])>,
+    /// Index position of a commit → its entry.
+    by_position: std::collections::HashMap<u32, usize>,
     /// Bits per bitmap: the pack's object count.
     bits: u32,
 }
@@ -133,9 +462,11 @@ impl<'a> Bitmaps<'a> {
             entries.push((position, xor, &data[at..at + len]));
             at += len;
         }
+        let by_position = entries.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
         Some(Bitmaps {
             pack_checksum,
             entries,
+            by_position,
             bits: objects,
         })
     }
@@ -143,7 +474,7 @@ impl<'a> Bitmaps<'a> {
     /// The uncompressed bitmap of the commit at index `position`, if it
     /// has one.
     fn of_object(&self, position: u32) -> Option<Vec<u64>> {
-        let i = self.entries.iter().position(|e| e.0 == position)?;
+        let i = *self.by_position.get(&position)?;
         self.resolve(i, 0)
     }
 

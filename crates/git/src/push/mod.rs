@@ -486,7 +486,11 @@ impl GitClient {
         // Count before the first byte: a local failure leaves no half request.
         let counted = if need_pack {
             let new_tips: Vec<ObjectId> = commands.iter().filter_map(|(_, _, n)| *n).collect();
-            let remote_tips: Vec<ObjectId> = advertised.values().copied().collect();
+            // The pushed refs' old values first: their trees are the likely
+            // bases of what changed (a repeat is dropped when counting).
+            let mut remote_tips: Vec<ObjectId> =
+                commands.iter().filter_map(|(_, old, _)| *old).collect();
+            remote_tips.extend(advertised.values().copied());
             Some(
                 pack::count(
                     repo,

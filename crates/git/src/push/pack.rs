@@ -42,7 +42,7 @@ pub struct PackStats {
     pub bytes: u64,
 }
 
-type Db = gix::odb::Cache<gix::odb::store::Handle<std::sync::Arc<gix::odb::Store>>>;
+pub(super) type Db = gix::odb::Cache<gix::odb::store::Handle<std::sync::Arc<gix::odb::Store>>>;
 
 /// Objects counted and ready to write.
 pub(crate) struct Counted {
@@ -54,6 +54,9 @@ pub(crate) struct Counted {
     db: Db,
     /// A local pack that is exactly what the new tips reach, sent as it is.
     whole: Option<bitmap::WholePack>,
+    /// The objects to send, chosen from a pack's bitmaps and copied as
+    /// that pack stores them.
+    reuse: Option<bitmap::Reuse>,
     /// Packed objects gix-pack would write whole, encoded instead as REF
     /// deltas against a previous version the remote has.
     thin_entries: std::collections::HashMap<ObjectId, output::Entry>,
@@ -96,7 +99,7 @@ fn cores() -> usize {
 }
 
 /// Object `id`, which must be a `kind`, with where it is stored.
-fn find_kind<'a>(
+pub(super) fn find_kind<'a>(
     db: &Db,
     id: &ObjectId,
     kind: gix::object::Kind,
@@ -177,7 +180,52 @@ pub(crate) fn count(
                 loose: Vec::new(),
                 db,
                 whole: Some(whole),
+                reuse: None,
                 thin_entries: Default::default(),
+            });
+        }
+    }
+    // What the remote has is known: the one bitmapped pack may answer what
+    // to send without walking every new commit's trees.
+    if !hidden.is_empty() && extra_ids.is_empty() && !walk_tips.is_empty() {
+        let t = std::time::Instant::now();
+        let objects_dir = db.store_ref().path().to_owned();
+        if let Some(reuse) =
+            bitmap::incremental(&db, &objects_dir, &walk_tips, &hidden, thin, interrupt)
+        {
+            let chosen_us = t.elapsed().as_micros() as u64;
+            // What goes whole (stored whole, or a delta on a base neither
+            // sent nor the remote's) is tried as a delta against the
+            // version at the same path in the remote's tip.
+            let thin_entries = if thin {
+                let whole = reuse.whole_ids();
+                let pairs = if whole.is_empty() {
+                    Pairs::default()
+                } else {
+                    tip_pairs(&db, &walk_tips, &hidden, interrupt)?
+                };
+                let todo: Vec<(ObjectId, Vec<ObjectId>)> = whole
+                    .into_iter()
+                    .filter_map(|id| Some((id, pairs.get(&id)?.clone())))
+                    .collect();
+                thin_deltas(&db, &todo)?
+            } else {
+                Default::default()
+            };
+            tracing::debug!(
+                objects = reuse.len(),
+                chosen_us,
+                thin = thin_entries.len(),
+                us = t.elapsed().as_micros() as u64,
+                "pack chosen from bitmaps"
+            );
+            return Ok(Counted {
+                packed: Vec::new(),
+                loose: Vec::new(),
+                db,
+                whole: None,
+                reuse: Some(reuse),
+                thin_entries,
             });
         }
     }
@@ -238,6 +286,7 @@ fn finish(
         loose,
         db,
         whole: None,
+        reuse: None,
         thin_entries,
     })
 }
@@ -295,6 +344,16 @@ fn thin_for_packed(
             todo.push((c.id, bases));
         }
     }
+    thin_deltas(db, &todo)
+}
+
+/// Each object of `todo` as a REF delta against the best of its bases
+/// (objects the remote has), where that is under half its size; on every
+/// core.
+fn thin_deltas(
+    db: &Db,
+    todo: &[(ObjectId, Vec<ObjectId>)],
+) -> Result<std::collections::HashMap<ObjectId, output::Entry>, String> {
     if todo.is_empty() {
         return Ok(Default::default());
     }
@@ -559,6 +618,40 @@ impl Trees {
     fn next_commit(&mut self) {
         self.previous = std::mem::take(&mut self.current);
     }
+}
+
+/// Each blob and tree of the new tips' trees paired with the version at
+/// the same path in the remote's first tip that this repository has (the
+/// caller puts the pushed refs' old values first): delta base candidates
+/// the remote holds.
+fn tip_pairs(
+    db: &Db,
+    wants: &[ObjectId],
+    haves: &[ObjectId],
+    interrupt: &AtomicBool,
+) -> Result<Pairs, String> {
+    let mut buf = Vec::new();
+    let mut tree_of = |id: &ObjectId| -> Result<ObjectId, String> {
+        let (data, _) = find_kind(db, id, gix::object::Kind::Commit, &mut buf)?;
+        gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash)
+            .tree_id()
+            .map_err(err)
+    };
+    let Some(have) = haves.first() else {
+        return Ok(Pairs::default());
+    };
+    let old_tree = tree_of(have)?;
+    let mut walked = Vec::new();
+    for want in wants {
+        walked.push(Walked {
+            id: *want,
+            tree: tree_of(want)?,
+            parent_tree: Some(old_tree),
+            location: None,
+            first_parent: None,
+        });
+    }
+    Ok(count_part(db, &walked, interrupt)?.1)
 }
 
 /// Count what `walked` (new commits, newest first) bring compared with
@@ -870,8 +963,28 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
         loose,
         db,
         whole,
+        reuse,
         mut thin_entries,
     } = counted;
+    if let Some(reuse) = reuse {
+        let num = reuse.len();
+        let mut counter = CountingWrite { inner: out, n: 0 };
+        let mut bytes = output::bytes::FromEntriesIter::new(
+            reuse.entries(db, thin_entries),
+            &mut counter,
+            u32::try_from(num).map_err(|_| "too many objects for one pack".to_string())?,
+            gix_pack::data::Version::V2,
+            gix::hash::Kind::Sha1,
+        );
+        for step in bytes.by_ref() {
+            step.map_err(err)?;
+        }
+        drop(bytes);
+        return Ok(PackStats {
+            objects: num as u64,
+            bytes: counter.n,
+        });
+    }
     if let Some(whole) = whole {
         let mut counter = CountingWrite { inner: out, n: 0 };
         let mut file = whole.file;
