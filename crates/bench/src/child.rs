@@ -171,6 +171,20 @@ pub fn child_main(args: &[String]) -> Result<()> {
         .filter(|i| *i != Impl::Git)
         .context(usage)?;
     let op = args.get(1).map(String::as_str).context(usage)?;
+    // Where the time goes: `SLUICE_BENCH_LOG=<file>` appends the sluice
+    // crates' debug events (with timestamps) of every child to that file.
+    if let Some(path) = std::env::var_os("SLUICE_BENCH_LOG") {
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&path)
+            .with_context(|| format!("opening {}", PathBuf::from(&path).display()))?;
+        tracing_subscriber::fmt()
+            .with_env_filter("sluice_git=debug,sluice_policy=debug")
+            .with_writer(std::sync::Mutex::new(file))
+            .with_ansi(false)
+            .init();
+    }
     let client = ops::client();
     let opts = ops::call_options();
     let elapsed = match (op, &args[2..]) {

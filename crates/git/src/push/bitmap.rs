@@ -115,14 +115,7 @@ impl Reuse {
     pub(crate) fn whole_ids(&self) -> Vec<ObjectId> {
         self.plan
             .iter()
-            .filter(|p| match p.how {
-                How::Whole => true,
-                How::Stored(None) => matches!(
-                    self.pack.entry(p.start).map(|e| e.header),
-                    Ok(gix_pack::data::entry::Header::Blob | gix_pack::data::entry::Header::Tree)
-                ),
-                _ => false,
-            })
+            .filter(|p| matches!(p.how, How::Whole))
             .map(|p| p.id)
             .collect()
     }
