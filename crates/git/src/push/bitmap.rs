@@ -96,8 +96,8 @@ enum How {
     /// As stored: a whole object, or a delta against an earlier object of
     /// this push (by its index in the push).
     Stored(Option<usize>),
-    /// As stored, a delta against an object the remote has (thin) or sent
-    /// in this push, named by its id (a REF delta).
+    /// As stored, a delta against an object the remote has, named by its
+    /// id (a REF delta in a thin pack).
     AgainstId(ObjectId),
     /// Decoded and sent whole: a delta whose base is neither sent nor the
     /// remote's (or the remote takes no thin packs).
@@ -172,7 +172,7 @@ fn entry(
         .ok_or_else(|| format!("{} lies outside its pack", p.id))?;
     let kind = match (&p.how, e.header) {
         (How::AgainstId(base), _) => output::entry::Kind::DeltaOid { id: *base },
-        (How::Stored(Some(i)), Header::OfsDelta { .. }) => {
+        (How::Stored(Some(i)), Header::OfsDelta { .. } | Header::RefDelta { .. }) => {
             output::entry::Kind::DeltaRef { object_index: *i }
         }
         (How::Stored(None), h) => match h.as_kind() {
@@ -276,9 +276,15 @@ pub(crate) fn incremental(
                 }
             }
             Header::RefDelta { base_id } => {
+                // A base sent earlier becomes an OFS delta; one the remote
+                // has stays a REF delta (thin); a base sent later would be
+                // named before it arrives: decoded instead.
                 let base_pos = index.lookup(base_id).map(|i| pos_of[i as usize] as usize);
                 match base_pos {
-                    Some(bp) if selected(bp) || (thin && bit(&have_bits, bp)) => {
+                    Some(bp) if selected(bp) && out_index[bp] != u32::MAX => {
+                        How::Stored(Some(out_index[bp] as usize))
+                    }
+                    Some(bp) if !selected(bp) && thin && bit(&have_bits, bp) => {
                         How::AgainstId(base_id)
                     }
                     _ => How::Whole,
