@@ -508,7 +508,7 @@ impl GitClient {
         };
         let ref_map = hs
             .prepare_lsrefs_or_extract_refmap(
-                ("agent", Some(self.agent.clone().into())),
+                ("agent", Some(self.agent.clone())),
                 prefix_filter,
                 context,
             )
@@ -574,14 +574,15 @@ impl GitClient {
             }
             read_fail(&s.meta, &error_text(&e))
         })?;
-        let local_fail = |e: gix::Error| GitError::Local {
-            phase: if received.pack {
-                Phase::PackReceived
-            } else {
-                Phase::Negotiated
-            },
-            detail: error_text(&e),
-        };
+        // The refs and the .keep, classed as before when gix did them inside
+        // its receive: from the wire.
+        crate::fetch::update_refs(repo, &ref_map)
+            .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+        if let Some(keep) = &received.keep {
+            std::fs::remove_file(keep).map_err(|e| {
+                read_fail(&s.meta, &format!("cannot remove {}: {e}", keep.display()))
+            })?;
+        }
         if received.pack {
             let (objects, bytes) = (received.objects, received.bytes);
             tracing::debug!(objects, bytes, remote = %remote.display, "fetch received a pack");
@@ -593,13 +594,6 @@ impl GitClient {
                 });
             }
             ctx.reached(Phase::PackReceived.as_str());
-        }
-        crate::fetch::update_refs(repo, &ref_map).map_err(local_fail)?;
-        if let Some(keep) = &received.keep {
-            std::fs::remove_file(keep).map_err(|e| GitError::Local {
-                phase: Phase::PackReceived,
-                detail: format!("cannot remove {}: {e}", keep.display()),
-            })?;
         }
         ctx.reached(Phase::Done.as_str());
         Ok(mappings)

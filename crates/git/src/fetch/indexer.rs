@@ -80,18 +80,16 @@ fn io_fail(what: &str, e: io::Error) -> gix::Error {
     fail(format!("{what}: {e}"))
 }
 
-/// One entry of the pack, as the resolver needs it: 40 bytes an object
-/// (the rest of an entry is read again from its header when needed).
+/// One entry of the pack, as the resolver needs it: 24 bytes an object,
+/// and its id beside it (the rest of an entry is read again from its header
+/// when needed).
 struct Obj {
     /// Where the entry starts (it ends where the next one starts).
     offset: u64,
     crc32: u32,
     /// For an OFS delta, its base's index.
     base: u32,
-    /// The object's id, once `resolved`.
-    id: ObjectId,
     what: What,
-    resolved: bool,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -211,12 +209,14 @@ impl<R: Read> Read for Counted<'_, R> {
 
 /// Read, check, index and store the pack in `pack` (a whole pack stream,
 /// header to trailer) in `dir`. `thin` finds the bases a thin pack leaves
-/// out.
+/// out; deltas are resolved on up to `threads` threads (each holding at
+/// most its share of [`CACHE_LIMIT`]).
 pub(crate) fn store(
     pack: &mut dyn BufRead,
     dir: &Path,
     thin: Option<impl gix::objs::Find>,
     object_hash: gix::hash::Kind,
+    threads: usize,
     progress: &mut dyn DynNestedProgress,
     interrupt: &AtomicBool,
 ) -> Result<Stored> {
@@ -238,7 +238,9 @@ pub(crate) fn store(
         object_hash,
     )?;
     let version = entries.version();
-    let mut objs: Vec<Obj> = Vec::with_capacity(entries.size_hint().0.min(1 << 20));
+    let expected = entries.size_hint().0.min(1 << 20);
+    let mut objs: Vec<Obj> = Vec::with_capacity(expected);
+    let mut ids: Vec<ObjectId> = Vec::with_capacity(expected);
     // REF deltas with their base in the pack: (base id, delta index).
     let mut ref_bases: Vec<(ObjectId, u32)> = Vec::new();
     let mut out = PackOut {
@@ -291,10 +293,10 @@ pub(crate) fn store(
                 offset: e.pack_offset,
                 crc32: e.crc32.expect("computed"),
                 base,
-                id: id.unwrap_or_else(|| object_hash.null()),
                 what,
-                resolved: id.is_some(),
             });
+            // A null id stands for "not resolved yet".
+            ids.push(id.unwrap_or_else(|| object_hash.null()));
         }
         if let Some(h) = written.digest() {
             hash = Some(h);
@@ -328,9 +330,11 @@ pub(crate) fn store(
     resolve(
         tmp.file(),
         bytes - object_hash.len_in_bytes() as u64,
-        &mut objs,
+        &objs,
+        &mut ids,
         &mut ref_bases,
         object_hash,
+        threads,
         &index_progress,
         interrupt,
     )?;
@@ -339,12 +343,13 @@ pub(crate) fn store(
     let idx = TempFile::new(dir, "idx")?;
     {
         let mut w = BufWriter::with_capacity(64 << 10, idx.file());
-        write_index(&mut w, &objs, hash, object_hash)?;
+        write_index(&mut w, &objs, &ids, hash, object_hash)?;
         w.flush()
             .map_err(|e| io_fail("cannot write the index", e))?;
     }
     let objects = objs.len() as u32;
     drop(objs);
+    drop(ids);
 
     let name = format!("pack-{}", hash.to_hex());
     let pack_path = dir.join(format!("{name}.pack"));
@@ -439,13 +444,17 @@ struct Frame {
     refs: std::ops::Range<usize>,
 }
 
-/// Give every delta its id: each whole object's descendants, depth first.
+/// Give every delta its id: each whole object's descendants, depth first,
+/// on `threads` threads that take whole objects in turn.
+#[allow(clippy::too_many_arguments)]
 fn resolve(
     file: &File,
     end: u64,
-    objs: &mut [Obj],
+    objs: &[Obj],
+    ids: &mut Vec<ObjectId>,
     ref_bases: &mut [(ObjectId, u32)],
     object_hash: gix::hash::Kind,
+    threads: usize,
     progress: &dyn Count,
     interrupt: &AtomicBool,
 ) -> Result<()> {
@@ -455,47 +464,173 @@ fn resolve(
         .collect();
     ofs.sort_by_key(|&i| objs[i as usize].base);
     ref_bases.sort_unstable();
-    let children = |ofs: &[u32], refs: &[(ObjectId, u32)], objs: &[Obj], i: u32| {
-        let lo = ofs.partition_point(|&k| objs[k as usize].base < i);
-        let hi = lo + ofs[lo..].partition_point(|&k| objs[k as usize].base == i);
-        let (rlo, rhi) = if refs.is_empty() {
-            (0, 0)
-        } else {
-            let id = &objs[i as usize].id;
-            let rlo = refs.partition_point(|(b, _)| b < id);
-            (rlo, rlo + refs[rlo..].partition_point(|(b, _)| b == id))
-        };
-        (lo..hi, rlo..rhi)
+    let whole = ids.iter().filter(|id| !id.is_null()).count();
+    progress.set(whole);
+    let deltas = objs.len() - whole;
+    // Threads pay off only with something to share.
+    let threads = if deltas < MIN_DELTAS_FOR_THREADS {
+        1
+    } else {
+        threads.max(1)
     };
-    let mut reader = Reader {
+    let shared = Shared {
+        objs,
+        ofs: &ofs,
+        refs: ref_bases,
+        ids: std::sync::Mutex::new(std::mem::take(ids)),
+        next: std::sync::atomic::AtomicUsize::new(0),
+        resolved: std::sync::atomic::AtomicUsize::new(whole),
+        stop: AtomicBool::new(false),
+        interrupt,
         file,
         end,
         object_hash,
-        inflate: gix::zlib::Inflate::default(),
-        packed: Vec::new(),
+        limit: cache_limit() / threads,
     };
-    let mut delta = Vec::new();
-    let mut resolved = objs.iter().filter(|o| o.resolved).count();
-    progress.set(resolved);
-    let limit = cache_limit();
-    let mut stack: Vec<Frame> = Vec::new();
-    for root in 0..objs.len() {
-        if objs[root].what != What::Whole {
-            continue;
+    let result = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads)
+            .map(|_| {
+                let shared = &shared;
+                scope.spawn(move || shared.work(None))
+            })
+            .collect();
+        let mut result = shared.work(Some(progress));
+        for h in helpers {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(fail("a resolving thread panicked")));
+            if result.is_ok() {
+                result = r;
+            }
         }
-        let (o, r) = children(&ofs, ref_bases, objs, root as u32);
-        if o.is_empty() && r.is_empty() {
-            continue;
+        result
+    });
+    *ids = shared.ids.into_inner().unwrap_or_else(|p| p.into_inner());
+    result?;
+    let resolved = shared.resolved.into_inner();
+    if resolved != objs.len() {
+        return Err(fail(format!(
+            "{} deltas have no base in the pack or the repository",
+            objs.len() - resolved
+        )));
+    }
+    Ok(())
+}
+
+/// What the resolving threads share.
+struct Shared<'a> {
+    objs: &'a [Obj],
+    /// OFS deltas, ordered by base.
+    ofs: &'a [u32],
+    /// REF deltas with their base in the pack, ordered by base id.
+    refs: &'a [(ObjectId, u32)],
+    /// Every object's id, null until resolved.
+    ids: std::sync::Mutex<Vec<ObjectId>>,
+    /// The next object to look at as a root.
+    next: std::sync::atomic::AtomicUsize,
+    resolved: std::sync::atomic::AtomicUsize,
+    /// Set when a thread failed: the others stop.
+    stop: AtomicBool,
+    interrupt: &'a AtomicBool,
+    file: &'a File,
+    end: u64,
+    object_hash: gix::hash::Kind,
+    /// Each thread's cap on the data it holds.
+    limit: usize,
+}
+
+/// Fewer deltas than this are resolved on the calling thread alone (any
+/// number in the tests, so that they run the threads).
+const MIN_DELTAS_FOR_THREADS: usize = if cfg!(test) { 1 } else { 2_000 };
+
+/// Roots a thread takes at a time.
+const ROOTS_PER_TAKE: usize = 64;
+
+impl Shared<'_> {
+    /// The children of object `i` (whose id is `id`): ranges of `ofs` and
+    /// `refs`.
+    fn children(&self, i: u32, id: &ObjectId) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let objs = self.objs;
+        let lo = self.ofs.partition_point(|&k| objs[k as usize].base < i);
+        let hi = lo + self.ofs[lo..].partition_point(|&k| objs[k as usize].base == i);
+        let (rlo, rhi) = if self.refs.is_empty() {
+            (0, 0)
+        } else {
+            let rlo = self.refs.partition_point(|(b, _)| b < id);
+            (
+                rlo,
+                rlo + self.refs[rlo..].partition_point(|(b, _)| b == id),
+            )
+        };
+        (lo..hi, rlo..rhi)
+    }
+
+    fn work(&self, progress: Option<&dyn Count>) -> Result<()> {
+        let r = self.work_inner(progress);
+        if r.is_err() {
+            self.stop.store(true, Ordering::Relaxed);
         }
-        if interrupt.load(Ordering::Relaxed) {
-            return Err(fail("interrupted"));
+        r
+    }
+
+    fn work_inner(&self, progress: Option<&dyn Count>) -> Result<()> {
+        let objs = self.objs;
+        let mut reader = Reader {
+            file: self.file,
+            end: self.end,
+            object_hash: self.object_hash,
+            inflate: gix::zlib::Inflate::default(),
+            packed: Vec::new(),
+        };
+        let mut delta = Vec::new();
+        let mut stack: Vec<Frame> = Vec::new();
+        loop {
+            let first = self.next.fetch_add(ROOTS_PER_TAKE, Ordering::Relaxed);
+            if first >= objs.len() {
+                return Ok(());
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            if self.interrupt.load(Ordering::Relaxed) {
+                return Err(fail("interrupted"));
+            }
+            if let Some(p) = progress {
+                p.set(self.resolved.load(Ordering::Relaxed));
+            }
+            let take = objs.iter().enumerate().skip(first).take(ROOTS_PER_TAKE);
+            for (root, obj) in take {
+                if obj.what != What::Whole {
+                    continue;
+                }
+                let root_id = self.ids.lock().unwrap_or_else(|p| p.into_inner())[root];
+                let (o, r) = self.children(root as u32, &root_id);
+                if o.is_empty() && r.is_empty() {
+                    continue;
+                }
+                self.tree(root, o, r, &mut reader, &mut delta, &mut stack)?;
+            }
         }
+    }
+
+    /// Resolve everything below the whole object `root`.
+    fn tree(
+        &self,
+        root: usize,
+        o: std::ops::Range<usize>,
+        r: std::ops::Range<usize>,
+        reader: &mut Reader<'_>,
+        delta: &mut Vec<u8>,
+        stack: &mut Vec<Frame>,
+    ) -> Result<()> {
+        let objs = self.objs;
         let mut data = Vec::new();
         let kind = reader
             .read(objs, root, &mut data)?
             .as_kind()
             .ok_or_else(|| fail("a whole object changed into a delta"))?;
         let mut held = data.len();
+        stack.clear();
         stack.push(Frame {
             obj: root as u32,
             data: Some(data),
@@ -504,9 +639,9 @@ fn resolve(
         });
         while let Some(top) = stack.last_mut() {
             let child = if let Some(i) = top.ofs.next() {
-                ofs[i]
+                self.ofs[i]
             } else if let Some(i) = top.refs.next() {
-                ref_bases[i].1
+                self.refs[i].1
             } else {
                 let f = stack.pop().expect("a top");
                 held -= f.data.map_or(0, |d| d.len());
@@ -514,22 +649,23 @@ fn resolve(
             };
             let last = top.ofs.is_empty() && top.refs.is_empty();
             let at = stack.len() - 1;
-            let (base, rebuilt) = data_of(&mut stack, at, objs, &mut reader, &mut delta)?;
-            reader.read(objs, child as usize, &mut delta)?;
+            let (base, rebuilt) = data_of(stack, at, objs, reader, delta)?;
+            reader.read(objs, child as usize, delta)?;
             let mut target = Vec::new();
-            crate::fetch::apply::apply(base, &delta, &mut target)
+            crate::fetch::apply::apply(base, delta, &mut target)
                 .map_err(|e| fail(e.to_string()))?;
             held += rebuilt;
-            let id = gix::objs::compute_hash(object_hash, kind, &target)?;
-            let c = &mut objs[child as usize];
-            if c.resolved {
-                // Reached again through a base the pack holds twice.
-                continue;
+            let id = gix::objs::compute_hash(self.object_hash, kind, &target)?;
+            {
+                let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+                let slot = &mut ids[child as usize];
+                if !slot.is_null() {
+                    // Reached again through a base the pack holds twice.
+                    continue;
+                }
+                *slot = id;
             }
-            c.id = id;
-            c.resolved = true;
-            resolved += 1;
-            progress.inc();
+            self.resolved.fetch_add(1, Ordering::Relaxed);
             if last {
                 // The base has no other child: its data goes now (the frame
                 // stays, as a link of the chain a dropped child is rebuilt
@@ -538,7 +674,7 @@ fn resolve(
                     held -= d.len();
                 }
             }
-            let (o, r) = children(&ofs, ref_bases, objs, child);
+            let (o, r) = self.children(child, &id);
             if o.is_empty() && r.is_empty() {
                 continue;
             }
@@ -553,7 +689,7 @@ fn resolve(
             // furthest from being needed again); the top stays.
             let top = stack.len() - 1;
             for f in stack[..top].iter_mut() {
-                if held <= limit {
+                if held <= self.limit {
                     break;
                 }
                 if let Some(d) = f.data.take() {
@@ -561,14 +697,8 @@ fn resolve(
                 }
             }
         }
+        Ok(())
     }
-    if resolved != objs.len() {
-        return Err(fail(format!(
-            "{} deltas have no base in the pack or the repository",
-            objs.len() - resolved
-        )));
-    }
-    Ok(())
 }
 
 /// The data of frame `at`, rebuilt from the nearest frame below it that
@@ -635,11 +765,12 @@ fn verify_trailer(file: &File, len: u64, want: ObjectId, kind: gix::hash::Kind) 
 fn write_index(
     w: &mut impl Write,
     objs: &[Obj],
+    ids: &[ObjectId],
     pack: ObjectId,
     kind: gix::hash::Kind,
 ) -> Result<()> {
     let mut order: Vec<u32> = (0..objs.len() as u32).collect();
-    let id = |i: u32| &objs[i as usize].id;
+    let id = |i: u32| &ids[i as usize];
     order.sort_unstable_by(|a, b| id(*a).cmp(id(*b)));
     let mut h = gix::hash::hasher(kind);
     let mut put = |w: &mut dyn Write, b: &[u8]| -> Result<()> {
@@ -745,6 +876,7 @@ mod tests {
             dir,
             thin,
             gix::hash::Kind::Sha1,
+            2,
             &mut gix::progress::Discard,
             &interrupt,
         )
@@ -936,6 +1068,7 @@ mod tests {
             &t.path().join("q"),
             None::<gix::OdbHandle>,
             gix::hash::Kind::Sha1,
+            1,
             &mut gix::progress::Discard,
             &interrupt,
         )
@@ -993,6 +1126,7 @@ mod tests {
             &dir,
             None::<gix::OdbHandle>,
             gix::hash::Kind::Sha1,
+            1,
             &mut gix::progress::Discard,
             &interrupt,
         )

@@ -110,7 +110,19 @@ pub(crate) fn negotiator(repo: &gix::Repository) -> Box<dyn gix::negotiate::Nego
     algo.into_negotiator()
 }
 
+/// Threads resolving a received pack's deltas: `pack.threads` when set
+/// (0 meaning every core), else every core; at most 8.
+pub(crate) fn threads(repo: &gix::Repository) -> usize {
+    let cores = || std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = match repo.config_snapshot().integer("pack.threads") {
+        Some(n) if n > 0 => usize::try_from(n).unwrap_or(1),
+        _ => cores(),
+    };
+    n.clamp(1, 8)
+}
+
 /// Run the fetch command on `transport`: negotiate, then store the pack.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transport>(
     repo: &gix::Repository,
     handshake: &mut gix::protocol::Handshake,
@@ -151,6 +163,7 @@ pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transpor
                 &pack_dir,
                 Some(repo.objects.clone()),
                 repo.object_hash(),
+                threads(repo),
                 progress,
                 interrupt,
             )?;
@@ -175,7 +188,7 @@ pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transpor
         gix::protocol::fetch::Context {
             handshake,
             transport,
-            user_agent: ("agent", Some(agent.to_owned().into())),
+            user_agent: ("agent", Some(agent.to_owned())),
             trace_packetlines: false,
         },
         gix::protocol::fetch::Options {
