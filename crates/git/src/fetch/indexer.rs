@@ -7,16 +7,20 @@
 //!    from the local object database and inserted before their first delta
 //!    (`LookupRefDeltaObjectsIter`), and every entry is written to a
 //!    temporary file in `objects/pack` (`EntriesToBytesIter`, which writes
-//!    the final header and trailer). Whole objects are hashed on the way.
-//! 2. Deltas are resolved base by base, depth first: a base's data is kept
+//!    the final header and trailer); 24 bytes an entry are kept.
+//! 2. Each whole object is read back and hashed, and the deltas on it are
+//!    resolved base by base, depth first: a base's data is kept
 //!    while its children are built from it, and the data held along the
 //!    current chain is capped ([`CACHE_LIMIT`]); a dropped base is rebuilt
-//!    from the nearest ancestor still held when it is needed again.
+//!    from the nearest ancestor still held when it is needed again. With
+//!    several threads, each takes whole objects in turn and holds at most
+//!    its share of the cap.
 //! 3. A version 2 `.idx` is written (fanout, sorted ids, CRC32s, 31-bit
 //!    offsets with a table of 64-bit ones, pack checksum, own checksum), the
-//!    written pack's trailer is checked against its bytes, and the pair is
-//!    moved into place as `pack-<hash>.pack` / `.idx` behind a `.keep`,
-//!    which the caller removes once its refs point into the pack.
+//!    pack is checked to end in its checksum (the sender's trailer was
+//!    checked on the way in, the written file's hashed as read back), and
+//!    the pair is moved into place as `pack-<hash>.pack` / `.idx` behind a
+//!    `.keep`, which the caller removes once its refs point into the pack.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufWriter, Read, Seek, Write};
@@ -246,8 +250,6 @@ pub(crate) fn store(
     let mut out = PackOut {
         w: BufWriter::with_capacity(64 << 10, tmp.file()),
     };
-    let mut inflate = gix::zlib::Inflate::default();
-    let mut buf = Vec::new();
     let mut hash = None;
     {
         let entries: Box<dyn Iterator<Item = Result<input::Entry>>> = match thin {
@@ -262,32 +264,20 @@ pub(crate) fn store(
         for entry in &mut written {
             let e = entry?;
             let index = u32::try_from(objs.len()).map_err(|_| fail("too many objects"))?;
-            let (what, base, kind) = match e.header {
+            let (what, base) = match e.header {
                 Header::OfsDelta { base_distance } => {
                     let at = Header::verified_base_pack_offset(e.pack_offset, base_distance)
                         .ok_or_else(|| fail("an OFS delta's base is outside the pack"))?;
                     let base = objs
                         .binary_search_by_key(&at, |o| o.offset)
                         .map_err(|_| fail("an OFS delta's base is not an entry"))?;
-                    (What::Ofs, base as u32, None)
+                    (What::Ofs, base as u32)
                 }
                 Header::RefDelta { base_id } => {
                     ref_bases.push((base_id, index));
-                    (What::Ref, 0, None)
+                    (What::Ref, 0)
                 }
-                h => (What::Whole, 0, h.as_kind()),
-            };
-            let id = match kind {
-                Some(kind) => {
-                    let data = e.compressed.as_deref().expect("kept");
-                    inflate_into(&mut inflate, data, e.decompressed_size, &mut buf)?;
-                    let id = gix::objs::compute_hash(object_hash, kind, &buf)?;
-                    if buf.capacity() > 1 << 20 {
-                        buf = Vec::new();
-                    }
-                    Some(id)
-                }
-                None => None,
+                _ => (What::Whole, 0),
             };
             objs.push(Obj {
                 offset: e.pack_offset,
@@ -295,8 +285,8 @@ pub(crate) fn store(
                 base,
                 what,
             });
-            // A null id stands for "not resolved yet".
-            ids.push(id.unwrap_or_else(|| object_hash.null()));
+            // A null id stands for "not hashed yet".
+            ids.push(object_hash.null());
         }
         if let Some(h) = written.digest() {
             hash = Some(h);
@@ -458,15 +448,15 @@ fn resolve(
     progress: &dyn Count,
     interrupt: &AtomicBool,
 ) -> Result<()> {
-    // OFS deltas ordered by their base (in pack order within a base).
-    let mut ofs: Vec<u32> = (0..objs.len() as u32)
+    // OFS deltas as (base, delta), ordered by base (in pack order within a
+    // base).
+    let mut ofs: Vec<(u32, u32)> = (0..objs.len() as u32)
         .filter(|&i| objs[i as usize].what == What::Ofs)
+        .map(|i| (objs[i as usize].base, i))
         .collect();
-    ofs.sort_by_key(|&i| objs[i as usize].base);
+    ofs.sort_unstable();
     ref_bases.sort_unstable();
-    let whole = ids.iter().filter(|id| !id.is_null()).count();
-    progress.set(whole);
-    let deltas = objs.len() - whole;
+    let deltas = objs.iter().filter(|o| o.what != What::Whole).count();
     // Threads pay off only with something to share.
     let threads = if deltas < MIN_DELTAS_FOR_THREADS {
         1
@@ -479,7 +469,7 @@ fn resolve(
         refs: ref_bases,
         ids: std::sync::Mutex::new(std::mem::take(ids)),
         next: std::sync::atomic::AtomicUsize::new(0),
-        resolved: std::sync::atomic::AtomicUsize::new(whole),
+        resolved: std::sync::atomic::AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         interrupt,
         file,
@@ -520,8 +510,8 @@ fn resolve(
 /// What the resolving threads share.
 struct Shared<'a> {
     objs: &'a [Obj],
-    /// OFS deltas, ordered by base.
-    ofs: &'a [u32],
+    /// OFS deltas as (base, delta), ordered by base.
+    ofs: &'a [(u32, u32)],
     /// REF deltas with their base in the pack, ordered by base id.
     refs: &'a [(ObjectId, u32)],
     /// Every object's id, null until resolved.
@@ -550,9 +540,8 @@ impl Shared<'_> {
     /// The children of object `i` (whose id is `id`): ranges of `ofs` and
     /// `refs`.
     fn children(&self, i: u32, id: &ObjectId) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
-        let objs = self.objs;
-        let lo = self.ofs.partition_point(|&k| objs[k as usize].base < i);
-        let hi = lo + self.ofs[lo..].partition_point(|&k| objs[k as usize].base == i);
+        let lo = self.ofs.partition_point(|&(b, _)| b < i);
+        let hi = lo + self.ofs[lo..].partition_point(|&(b, _)| b == i);
         let (rlo, rhi) = if self.refs.is_empty() {
             (0, 0)
         } else {
@@ -603,22 +592,15 @@ impl Shared<'_> {
                 if obj.what != What::Whole {
                     continue;
                 }
-                let root_id = self.ids.lock().unwrap_or_else(|p| p.into_inner())[root];
-                let (o, r) = self.children(root as u32, &root_id);
-                if o.is_empty() && r.is_empty() {
-                    continue;
-                }
-                self.tree(root, o, r, &mut reader, &mut delta, &mut stack)?;
+                self.tree(root, &mut reader, &mut delta, &mut stack)?;
             }
         }
     }
 
-    /// Resolve everything below the whole object `root`.
+    /// Hash the whole object `root`, then resolve everything below it.
     fn tree(
         &self,
         root: usize,
-        o: std::ops::Range<usize>,
-        r: std::ops::Range<usize>,
         reader: &mut Reader<'_>,
         delta: &mut Vec<u8>,
         stack: &mut Vec<Frame>,
@@ -629,6 +611,13 @@ impl Shared<'_> {
             .read(objs, root, &mut data)?
             .as_kind()
             .ok_or_else(|| fail("a whole object changed into a delta"))?;
+        let id = gix::objs::compute_hash(self.object_hash, kind, &data)?;
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())[root] = id;
+        self.resolved.fetch_add(1, Ordering::Relaxed);
+        let (o, r) = self.children(root as u32, &id);
+        if o.is_empty() && r.is_empty() {
+            return Ok(());
+        }
         let mut held = data.len();
         stack.clear();
         stack.push(Frame {
@@ -639,7 +628,7 @@ impl Shared<'_> {
         });
         while let Some(top) = stack.last_mut() {
             let child = if let Some(i) = top.ofs.next() {
-                self.ofs[i]
+                self.ofs[i].1
             } else if let Some(i) = top.refs.next() {
                 self.refs[i].1
             } else {
@@ -734,29 +723,22 @@ fn data_of<'s>(
     Ok((stack[at].data.as_deref().expect("held"), rebuilt))
 }
 
-/// Check the written pack's trailer against its bytes, read again.
+/// Check that the written pack ends in the checksum `want`.
+///
+/// The sender's trailer was checked against the bytes received
+/// (`BytesToEntriesIter` in `Verify` mode), and `EntriesToBytesIter` hashed
+/// the written file as it read it back from disk: what is left to check is
+/// that the file ends in that hash.
 fn verify_trailer(file: &File, len: u64, want: ObjectId, kind: gix::hash::Kind) -> Result<()> {
     let hash_len = kind.len_in_bytes() as u64;
     if len < 12 + hash_len {
         return Err(fail("the pack is too short"));
     }
-    let mut h = gix::hash::hasher(kind);
-    let mut buf = vec![0u8; 64 << 10];
-    let mut at = 0u64;
-    let body = len - hash_len;
-    while at < body {
-        let n = (body - at).min(buf.len() as u64) as usize;
-        file.read_exact_at(&mut buf[..n], at)
-            .map_err(|e| io_fail("cannot read the pack", e))?;
-        h.update(&buf[..n]);
-        at += n as u64;
-    }
     let mut trailer = vec![0u8; hash_len as usize];
-    file.read_exact_at(&mut trailer, body)
+    file.read_exact_at(&mut trailer, len - hash_len)
         .map_err(|e| io_fail("cannot read the pack", e))?;
-    let got = h.try_finalize()?;
-    if got.as_slice() != trailer.as_slice() || got != want {
-        return Err(fail("the stored pack's checksum does not match its bytes"));
+    if trailer.as_slice() != want.as_slice() {
+        return Err(fail("the stored pack does not end in its checksum"));
     }
     Ok(())
 }
