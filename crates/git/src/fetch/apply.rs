@@ -37,7 +37,10 @@ pub(crate) fn apply(base: &[u8], delta: &[u8], out: &mut Vec<u8>) -> Result<(), 
     }
     let want = size(delta, &mut at)?;
     out.clear();
-    out.reserve_exact(want);
+    // The declared size is the sender's word: reserve no more than the
+    // instructions can produce (at most 0x10000 bytes a delta byte), so a
+    // hostile header costs nothing before the bytes are really written.
+    out.reserve_exact(want.min(delta.len().saturating_mul(0x10000)));
     while at < delta.len() {
         let op = delta[at];
         at += 1;
@@ -119,6 +122,10 @@ mod tests {
             &[11, 3, 1, b'a'][..],
             &[
                 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x7f,
+            ][..],
+            // A target of 2^62 bytes declared, three written.
+            &[
+                11, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x80, 0x40, 3, b'a', b'b', b'c',
             ][..],
         ] {
             assert!(apply(&base, d, &mut out).is_err(), "{d:?}");
