@@ -489,17 +489,33 @@ impl GitClient {
                 gix::remote::Direction::Fetch,
             )
             .map_err(|e| local(error_text(&e)))?;
-        let conn = gremote.to_connection_with_transport(&mut s.transport);
-        let options = gix::remote::ref_map::Options {
-            prefix_from_spec_as_filter_on_remote: prefix_filter,
-            ..Default::default()
+        let mut hs = gix::protocol::handshake(
+            &mut s.transport,
+            Service::UploadPack,
+            no_auth,
+            Vec::new(),
+            &mut gix::progress::Discard,
+        )
+        .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+        let tags = gremote.fetch_tags();
+        let context = gix::protocol::fetch::refmap::init::Context {
+            fetch_refspecs: gremote.refspecs(gix::remote::Direction::Fetch).to_vec(),
+            extra_refspecs: tags
+                .to_refspec()
+                .map(|s| s.to_owned())
+                .into_iter()
+                .collect(),
         };
-        let prepare = conn
-            .prepare_fetch(gix::progress::Discard, options)
+        let ref_map = hs
+            .prepare_lsrefs_or_extract_refmap(
+                ("agent", Some(self.agent.clone())),
+                prefix_filter,
+                context,
+            )
+            .and_then(|m| m.fetch_blocking(gix::progress::Discard, &mut s.transport, false))
             .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
         ctx.reached(Phase::Advertised.as_str());
-        let mappings: Vec<_> = prepare
-            .ref_map()
+        let mappings: Vec<_> = ref_map
             .mappings
             .iter()
             .filter_map(|m| {
@@ -515,34 +531,60 @@ impl GitClient {
                 })
             })
             .collect();
-        let outcome = prepare
-            .with_reflog_message(gix::remote::fetch::RefLogMessage::Prefixed {
-                action: "sluice-remote fetch".into(),
-            })
-            .receive(
-                crate::progress::Sink::new(opts.progress.clone()),
-                ctx.cancel_flag().as_atomic(),
-            )
-            .map_err(|e| {
-                if unsupported_before_request(&s.meta, &e) {
-                    return GitError::Unsupported {
-                        phase: Phase::Advertised,
-                        detail: error_text(&e),
-                    };
-                }
-                read_fail(&s.meta, &error_text(&e))
+        if ref_map.is_missing_required_mapping() {
+            // Classed as gix's own refusal was: from the wire.
+            return Err(read_fail(
+                &s.meta,
+                &format!(
+                    "none of the refspecs {} matched any of the {} refs on the remote",
+                    refspecs.join(", "),
+                    ref_map.remote_refs.len()
+                ),
+            ));
+        }
+        if ref_map.object_hash != repo.object_hash() {
+            return Err(GitError::Unsupported {
+                phase: Phase::Advertised,
+                detail: format!(
+                    "the remote uses {} object ids, the local repository {}",
+                    ref_map.object_hash,
+                    repo.object_hash()
+                ),
+            });
+        }
+        let received = crate::fetch::receive(
+            repo,
+            &mut hs,
+            &mut s.transport,
+            &ref_map,
+            tags,
+            &self.agent,
+            crate::progress::Sink::new(opts.progress.clone()),
+            ctx.cancel_flag().as_atomic(),
+        );
+        if hs.server_protocol_version == Protocol::V2 {
+            gix::protocol::indicate_end_of_interaction(&mut s.transport, false).ok();
+        }
+        let received = received.map_err(|e| {
+            if unsupported_before_request(&s.meta, &e) {
+                return GitError::Unsupported {
+                    phase: Phase::Advertised,
+                    detail: error_text(&e),
+                };
+            }
+            read_fail(&s.meta, &error_text(&e))
+        })?;
+        // The refs and the .keep, classed as before when gix did them inside
+        // its receive: from the wire.
+        crate::fetch::update_refs(repo, &ref_map)
+            .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+        if let Some(keep) = &received.keep {
+            std::fs::remove_file(keep).map_err(|e| {
+                read_fail(&s.meta, &format!("cannot remove {}: {e}", keep.display()))
             })?;
-        if let gix::remote::fetch::Status::Change {
-            write_pack_bundle, ..
-        } = &outcome.status
-        {
-            let objects = write_pack_bundle.index.num_objects as u64;
-            let bytes = write_pack_bundle
-                .data_path
-                .as_ref()
-                .and_then(|p| std::fs::metadata(p).ok())
-                .map(|m| m.len())
-                .unwrap_or(0);
+        }
+        if received.pack {
+            let (objects, bytes) = (received.objects, received.bytes);
             tracing::debug!(objects, bytes, remote = %remote.display, "fetch received a pack");
             if let Some(cb) = &opts.progress {
                 cb(&crate::Progress {

@@ -29,6 +29,7 @@
 mod client;
 mod connect;
 mod error;
+mod fetch;
 mod http;
 mod lsrefs_http;
 mod progress;

@@ -186,3 +186,99 @@ fn an_incremental_fetch_transfers_only_the_new_objects_and_reports_progress() {
     );
     sluice_testkit::repo::fsck(&dst).expect("fsck clean");
 }
+
+fn keep_files(repo: &std::path::Path) -> Vec<std::path::PathBuf> {
+    std::fs::read_dir(repo.join("objects/pack"))
+        .expect("pack dir")
+        .filter_map(|e| e.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.extension().is_some_and(|x| x == "keep") || p.to_string_lossy().contains("tmp_")
+        })
+        .collect()
+}
+
+#[test]
+fn fetch_updates_refs_as_git_fetch_does() {
+    use sluice_testkit::repo::{commit_on, git, reflog_entries, rev_parse};
+    let w = World::new();
+    let src = w.small("small.git");
+    let dst = w.path("dst.git");
+    let repo = empty_repo(&dst);
+    let url = w.daemon.url("small.git");
+    let unforced = vec![
+        "refs/heads/*:refs/remotes/origin/*".to_string(),
+        "refs/tags/*:refs/tags/*".to_string(),
+    ];
+    let fetch = |specs: &[String]| {
+        let repo = gix::open(&dst).expect("open");
+        let out = client()
+            .fetch(&url, specs, &repo, &quick(20_000, 10_000, 3))
+            .expect("valid input");
+        assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+        out
+    };
+    drop(repo);
+    // Created, with our reflog message, and no .keep left behind.
+    fetch(&unforced);
+    let main0 = rev_parse(&src, "refs/heads/main").expect("main");
+    let dev0 = rev_parse(&src, "refs/heads/dev").expect("dev");
+    let light0 = rev_parse(&src, "refs/tags/light").expect("light");
+    assert_eq!(
+        rev_parse(&dst, "refs/remotes/origin/main").as_deref(),
+        Some(main0.as_str())
+    );
+    assert_eq!(
+        rev_parse(&dst, "refs/tags/light").as_deref(),
+        Some(light0.as_str())
+    );
+    let log = reflog_entries(&dst, "refs/remotes/origin/main");
+    assert_eq!(log.len(), 1, "{log:?}");
+    assert!(log[0].message.starts_with("sluice-remote fetch"), "{log:?}");
+    assert_eq!(keep_files(&dst), Vec::<std::path::PathBuf>::new());
+
+    // main rewritten (not a fast-forward), dev advanced, a tag moved.
+    git(
+        &src,
+        &["update-ref", "refs/heads/main", &format!("{main0}~2")],
+    );
+    let main1 = commit_on(&src, "main", "rewritten");
+    let dev1 = commit_on(&src, "dev", "advanced");
+    git(&src, &["update-ref", "refs/tags/light", &main1]);
+    let out = fetch(&unforced);
+    let main1_id = gix::ObjectId::from_hex(main1.as_bytes()).expect("hex");
+    assert!(out.value.expect("refs").iter().any(|r| r.oid == main1_id));
+    assert_eq!(
+        rev_parse(&dst, "refs/remotes/origin/dev").as_deref(),
+        Some(dev1.as_str())
+    );
+    assert_eq!(
+        rev_parse(&dst, "refs/remotes/origin/main").as_deref(),
+        Some(main0.as_str())
+    );
+    assert_eq!(
+        rev_parse(&dst, "refs/tags/light").as_deref(),
+        Some(light0.as_str())
+    );
+    assert_ne!(dev0, dev1);
+    assert_eq!(keep_files(&dst), Vec::<std::path::PathBuf>::new());
+
+    // Forced: both move.
+    let forced: Vec<String> = unforced.iter().map(|s| format!("+{s}")).collect();
+    fetch(&forced);
+    assert_eq!(
+        rev_parse(&dst, "refs/remotes/origin/main").as_deref(),
+        Some(main1.as_str())
+    );
+    assert_eq!(
+        rev_parse(&dst, "refs/tags/light").as_deref(),
+        Some(main1.as_str())
+    );
+    let log = reflog_entries(&dst, "refs/remotes/origin/main");
+    assert_eq!(log.last().map(|e| e.new.as_str()), Some(main1.as_str()));
+    assert!(
+        log.iter()
+            .all(|e| e.message.starts_with("sluice-remote fetch")),
+        "{log:?}"
+    );
+    sluice_testkit::repo::fsck(&dst).expect("fsck clean");
+}

@@ -8,7 +8,7 @@
 //! blind: [`GitClient::push`] settles it by reading the destination refs.
 
 mod bitmap;
-mod delta;
+pub(crate) mod delta;
 pub mod pack;
 pub mod report;
 pub mod spec;

@@ -1,0 +1,1118 @@
+//! Storing a received pack: our own indexer, which reads the pack back with
+//! positioned reads (`read_at`) instead of mapping it, so the pack's pages
+//! never count in the process's resident memory.
+//!
+//! 1. The stream is parsed entry by entry (gix-pack's `BytesToEntriesIter`,
+//!    which also checks the sender's trailer), thin-pack bases are fetched
+//!    from the local object database and inserted before their first delta
+//!    (`LookupRefDeltaObjectsIter`), and every entry is written to a
+//!    temporary file in `objects/pack` (`EntriesToBytesIter`, which writes
+//!    the final header and trailer); 24 bytes an entry are kept.
+//! 2. Each whole object is read back and hashed, and the deltas on it are
+//!    resolved base by base, depth first: a base's data is kept
+//!    while its children are built from it, and the data held along the
+//!    current chain is capped ([`CACHE_LIMIT`]); a dropped base is rebuilt
+//!    from the nearest ancestor still held when it is needed again. With
+//!    several threads, each takes whole objects in turn and holds at most
+//!    its share of the cap.
+//! 3. A version 2 `.idx` is written (fanout, sorted ids, CRC32s, 31-bit
+//!    offsets with a table of 64-bit ones, pack checksum, own checksum), the
+//!    pack is checked to end in its checksum (the sender's trailer was
+//!    checked on the way in, the written file's hashed as read back), and
+//!    the pair is moved into place as `pack-<hash>.pack` / `.idx` behind a
+//!    `.keep`, which the caller removes once its refs point into the pack.
+
+use std::fs::File;
+use std::io::{self, BufRead, BufWriter, Read, Seek, Write};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use gix::hash::ObjectId;
+use gix::progress::{Count, DynNestedProgress, Progress};
+use gix_pack::data::entry::Header;
+use gix_pack::data::input;
+
+/// Data held along the chain being resolved, at most (the top of the chain
+/// is always held, whatever its size).
+pub(crate) const CACHE_LIMIT: usize = 4 << 20;
+
+#[cfg(test)]
+thread_local! {
+    /// The cap, as a test sets it.
+    static TEST_LIMIT: std::cell::Cell<usize> = const { std::cell::Cell::new(CACHE_LIMIT) };
+}
+
+fn cache_limit() -> usize {
+    #[cfg(test)]
+    return TEST_LIMIT.with(|l| l.get());
+    #[cfg(not(test))]
+    CACHE_LIMIT
+}
+
+/// What a stored pack is.
+#[derive(Debug)]
+pub(crate) struct Stored {
+    /// Objects in the pack (with any bases a thin pack needed).
+    pub objects: u32,
+    /// The pack's size in bytes.
+    pub bytes: u64,
+    /// The pack's checksum (its name).
+    pub hash: ObjectId,
+    /// The `.pack`, `.idx` and `.keep` paths; `None` for an empty pack,
+    /// which is not stored.
+    pub paths: Option<Paths>,
+}
+
+/// Where a stored pack is.
+#[derive(Debug)]
+pub(crate) struct Paths {
+    pub pack: PathBuf,
+    pub index: PathBuf,
+    /// `None` when the pack was already there.
+    pub keep: Option<PathBuf>,
+}
+
+type Result<T> = std::result::Result<T, gix::Error>;
+
+fn fail(what: impl Into<String>) -> gix::Error {
+    let what: String = what.into();
+    gix_error::message!("{what}").into()
+}
+
+fn io_fail(what: &str, e: io::Error) -> gix::Error {
+    fail(format!("{what}: {e}"))
+}
+
+/// One entry of the pack, as the resolver needs it: 24 bytes an object,
+/// and its id beside it (the rest of an entry is read again from its header
+/// when needed).
+struct Obj {
+    /// Where the entry starts (it ends where the next one starts).
+    offset: u64,
+    crc32: u32,
+    /// For an OFS delta, its base's index.
+    base: u32,
+    what: What,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum What {
+    Whole,
+    /// An OFS delta; `base` says on what.
+    Ofs,
+    /// A REF delta whose base is in the pack (see `ref_bases`).
+    Ref,
+}
+
+/// A temporary file in the pack directory, removed unless persisted.
+struct TempFile {
+    path: PathBuf,
+    file: Option<File>,
+}
+
+impl TempFile {
+    fn new(dir: &Path, kind: &str) -> Result<TempFile> {
+        use std::sync::atomic::AtomicU64;
+        static N: AtomicU64 = AtomicU64::new(0);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or(0);
+        for _ in 0..16 {
+            let path = dir.join(format!(
+                "tmp_{kind}_{}_{}_{nanos:x}",
+                std::process::id(),
+                N.fetch_add(1, Ordering::Relaxed)
+            ));
+            match std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path)
+            {
+                Ok(file) => {
+                    return Ok(TempFile {
+                        path,
+                        file: Some(file),
+                    })
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
+                Err(e) => return Err(io_fail("cannot create a temporary pack file", e)),
+            }
+        }
+        Err(fail("cannot create a temporary pack file: names taken"))
+    }
+
+    fn file(&self) -> &File {
+        self.file.as_ref().expect("open until persisted")
+    }
+
+    fn persist(mut self, to: &Path) -> Result<()> {
+        let file = self.file.take().expect("persisted once");
+        file.sync_all()
+            .map_err(|e| io_fail("cannot sync the pack", e))?;
+        drop(file);
+        std::fs::rename(&self.path, to).map_err(|e| io_fail("cannot move the pack into place", e))
+    }
+}
+
+impl Drop for TempFile {
+    fn drop(&mut self) {
+        if self.file.take().is_some() {
+            let _ = std::fs::remove_file(&self.path);
+        }
+    }
+}
+
+/// The pack being written: `EntriesToBytesIter` writes it, rewinds, and reads
+/// it back for the trailer.
+struct PackOut<'a> {
+    w: BufWriter<&'a File>,
+}
+
+impl Write for PackOut<'_> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        self.w.write(buf)
+    }
+    fn flush(&mut self) -> io::Result<()> {
+        self.w.flush()
+    }
+}
+
+impl Seek for PackOut<'_> {
+    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
+        self.w.seek(pos)
+    }
+}
+
+impl Read for PackOut<'_> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        self.w.flush()?;
+        self.w.get_mut().read(buf)
+    }
+}
+
+/// Counts the bytes read into a progress task and stops on interrupt.
+struct Counted<'a, R> {
+    inner: R,
+    progress: &'a dyn Count,
+    interrupt: &'a AtomicBool,
+}
+
+impl<R: Read> Read for Counted<'_, R> {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        if self.interrupt.load(Ordering::Relaxed) {
+            return Err(io::Error::other("interrupted"));
+        }
+        let n = self.inner.read(buf)?;
+        self.progress.inc_by(n);
+        Ok(n)
+    }
+}
+
+/// Read, check, index and store the pack in `pack` (a whole pack stream,
+/// header to trailer) in `dir`. `thin` finds the bases a thin pack leaves
+/// out; deltas are resolved on up to `threads` threads (each holding at
+/// most its share of [`CACHE_LIMIT`]).
+pub(crate) fn store(
+    pack: &mut dyn BufRead,
+    dir: &Path,
+    thin: Option<impl gix::objs::Find>,
+    object_hash: gix::hash::Kind,
+    threads: usize,
+    progress: &mut dyn DynNestedProgress,
+    interrupt: &AtomicBool,
+) -> Result<Stored> {
+    let tmp = TempFile::new(dir, "pack")?;
+    let mut read_progress = progress.add_child_with_id(
+        "read pack".into(),
+        gix::progress::prodash::progress::UNKNOWN,
+    );
+    read_progress.init(None, gix::progress::bytes());
+    let counted = Counted {
+        inner: pack,
+        progress: &read_progress,
+        interrupt,
+    };
+    let entries = input::BytesToEntriesIter::new_from_header(
+        io::BufReader::with_capacity(64 << 10, counted),
+        input::Mode::Verify,
+        input::EntryDataMode::KeepAndCrc32,
+        object_hash,
+    )?;
+    let version = entries.version();
+    let expected = entries.size_hint().0.min(1 << 20);
+    let mut objs: Vec<Obj> = Vec::with_capacity(expected);
+    let mut ids: Vec<ObjectId> = Vec::with_capacity(expected);
+    // REF deltas with their base in the pack: (base id, delta index).
+    let mut ref_bases: Vec<(ObjectId, u32)> = Vec::new();
+    let mut out = PackOut {
+        w: BufWriter::with_capacity(64 << 10, tmp.file()),
+    };
+    let mut hash = None;
+    {
+        let entries: Box<dyn Iterator<Item = Result<input::Entry>>> = match thin {
+            Some(find) => Box::new(input::LookupRefDeltaObjectsIter::new(
+                entries,
+                find,
+                gix::zlib::Compression::DEFAULT,
+            )),
+            None => Box::new(entries),
+        };
+        let mut written = input::EntriesToBytesIter::new(entries, &mut out, version, object_hash);
+        for entry in &mut written {
+            let e = entry?;
+            let index = u32::try_from(objs.len()).map_err(|_| fail("too many objects"))?;
+            let (what, base) = match e.header {
+                Header::OfsDelta { base_distance } => {
+                    let at = Header::verified_base_pack_offset(e.pack_offset, base_distance)
+                        .ok_or_else(|| fail("an OFS delta's base is outside the pack"))?;
+                    let base = objs
+                        .binary_search_by_key(&at, |o| o.offset)
+                        .map_err(|_| fail("an OFS delta's base is not an entry"))?;
+                    (What::Ofs, base as u32)
+                }
+                Header::RefDelta { base_id } => {
+                    ref_bases.push((base_id, index));
+                    (What::Ref, 0)
+                }
+                _ => (What::Whole, 0),
+            };
+            objs.push(Obj {
+                offset: e.pack_offset,
+                crc32: e.crc32.expect("computed"),
+                base,
+                what,
+            });
+            // A null id stands for "not hashed yet".
+            ids.push(object_hash.null());
+        }
+        if let Some(h) = written.digest() {
+            hash = Some(h);
+        }
+    }
+    drop(read_progress);
+    out.flush()
+        .map_err(|e| io_fail("cannot write the pack", e))?;
+    drop(out);
+    let hash = match hash {
+        Some(h) => h,
+        // An empty pack: nothing to store.
+        None => {
+            return Ok(Stored {
+                objects: 0,
+                bytes: 0,
+                hash: object_hash.null(),
+                paths: None,
+            })
+        }
+    };
+    let bytes = tmp
+        .file()
+        .metadata()
+        .map_err(|e| io_fail("cannot read the pack's size", e))?
+        .len();
+
+    let mut index_progress =
+        progress.add_child_with_id("indexing".into(), gix::progress::prodash::progress::UNKNOWN);
+    index_progress.init(Some(objs.len()), gix::progress::count("objects"));
+    resolve(
+        tmp.file(),
+        bytes - object_hash.len_in_bytes() as u64,
+        &objs,
+        &mut ids,
+        &mut ref_bases,
+        object_hash,
+        threads,
+        &index_progress,
+        interrupt,
+    )?;
+    verify_trailer(tmp.file(), bytes, hash, object_hash)?;
+
+    let idx = TempFile::new(dir, "idx")?;
+    {
+        let mut w = BufWriter::with_capacity(64 << 10, idx.file());
+        write_index(&mut w, &objs, &ids, hash, object_hash)?;
+        w.flush()
+            .map_err(|e| io_fail("cannot write the index", e))?;
+    }
+    let objects = objs.len() as u32;
+    drop(objs);
+    drop(ids);
+
+    let name = format!("pack-{}", hash.to_hex());
+    let pack_path = dir.join(format!("{name}.pack"));
+    let index_path = dir.join(format!("{name}.idx"));
+    let keep = if pack_path.is_file() {
+        None
+    } else {
+        let keep = dir.join(format!("{name}.keep"));
+        std::fs::write(&keep, b"").map_err(|e| io_fail("cannot write the .keep", e))?;
+        tmp.persist(&pack_path)?;
+        Some(keep)
+    };
+    if !index_path.is_file() {
+        idx.persist(&index_path)?;
+    }
+    Ok(Stored {
+        objects,
+        bytes,
+        hash,
+        paths: Some(Paths {
+            pack: pack_path,
+            index: index_path,
+            keep,
+        }),
+    })
+}
+
+/// Inflate one zlib stream of known output size into `out`.
+fn inflate_into(
+    inflate: &mut gix::zlib::Inflate,
+    data: &[u8],
+    size: u64,
+    out: &mut Vec<u8>,
+) -> Result<()> {
+    let size = usize::try_from(size).map_err(|_| fail("object too large"))?;
+    out.clear();
+    out.resize(size, 0);
+    inflate.reset();
+    let (_, _, produced) = inflate.once(data, out)?;
+    if produced != size {
+        return Err(fail(
+            "an entry inflates to another size than its header says",
+        ));
+    }
+    Ok(())
+}
+
+/// Reads entries back with positioned reads and inflates them.
+struct Reader<'a> {
+    file: &'a File,
+    /// Where the last entry ends (the trailer starts).
+    end: u64,
+    object_hash: gix::hash::Kind,
+    inflate: gix::zlib::Inflate,
+    packed: Vec<u8>,
+}
+
+impl Reader<'_> {
+    /// Inflate entry `i` into `out`; returns its header.
+    fn read(&mut self, objs: &[Obj], i: usize, out: &mut Vec<u8>) -> Result<Header> {
+        let start = objs[i].offset;
+        let end = objs.get(i + 1).map_or(self.end, |o| o.offset);
+        let n = end
+            .checked_sub(start)
+            .and_then(|n| usize::try_from(n).ok())
+            .ok_or_else(|| fail("entries overlap"))?;
+        self.packed.clear();
+        self.packed.resize(n, 0);
+        self.file
+            .read_exact_at(&mut self.packed, start)
+            .map_err(|e| io_fail("cannot read the pack", e))?;
+        let entry = gix_pack::data::Entry::from_bytes(&self.packed, start, self.object_hash)?;
+        let body = self
+            .packed
+            .get(entry.header_size()..)
+            .ok_or_else(|| fail("an entry is shorter than its header"))?;
+        let r = inflate_into(&mut self.inflate, body, entry.decompressed_size, out);
+        if self.packed.capacity() > 1 << 20 {
+            self.packed = Vec::new();
+        }
+        r.map(|()| entry.header)
+    }
+}
+
+/// One base on the chain being resolved.
+struct Frame {
+    obj: u32,
+    data: Option<Vec<u8>>,
+    /// Its OFS children still to build: indices into `ofs`.
+    ofs: std::ops::Range<usize>,
+    /// Its REF children still to build: indices into `ref_bases`.
+    refs: std::ops::Range<usize>,
+}
+
+/// Give every delta its id: each whole object's descendants, depth first,
+/// on `threads` threads that take whole objects in turn.
+#[allow(clippy::too_many_arguments)]
+fn resolve(
+    file: &File,
+    end: u64,
+    objs: &[Obj],
+    ids: &mut Vec<ObjectId>,
+    ref_bases: &mut [(ObjectId, u32)],
+    object_hash: gix::hash::Kind,
+    threads: usize,
+    progress: &dyn Count,
+    interrupt: &AtomicBool,
+) -> Result<()> {
+    // OFS deltas as (base, delta), ordered by base (in pack order within a
+    // base).
+    let mut ofs: Vec<(u32, u32)> = (0..objs.len() as u32)
+        .filter(|&i| objs[i as usize].what == What::Ofs)
+        .map(|i| (objs[i as usize].base, i))
+        .collect();
+    ofs.sort_unstable();
+    ref_bases.sort_unstable();
+    let deltas = objs.iter().filter(|o| o.what != What::Whole).count();
+    // Threads pay off only with something to share.
+    let threads = if deltas < MIN_DELTAS_FOR_THREADS {
+        1
+    } else {
+        threads.max(1)
+    };
+    let shared = Shared {
+        objs,
+        ofs: &ofs,
+        refs: ref_bases,
+        ids: std::sync::Mutex::new(std::mem::take(ids)),
+        next: std::sync::atomic::AtomicUsize::new(0),
+        resolved: std::sync::atomic::AtomicUsize::new(0),
+        stop: AtomicBool::new(false),
+        interrupt,
+        file,
+        end,
+        object_hash,
+        limit: cache_limit() / threads,
+    };
+    let result = std::thread::scope(|scope| {
+        let helpers: Vec<_> = (1..threads)
+            .map(|_| {
+                let shared = &shared;
+                scope.spawn(move || shared.work(None))
+            })
+            .collect();
+        let mut result = shared.work(Some(progress));
+        for h in helpers {
+            let r = h
+                .join()
+                .unwrap_or_else(|_| Err(fail("a resolving thread panicked")));
+            if result.is_ok() {
+                result = r;
+            }
+        }
+        result
+    });
+    *ids = shared.ids.into_inner().unwrap_or_else(|p| p.into_inner());
+    result?;
+    let resolved = shared.resolved.into_inner();
+    if resolved != objs.len() {
+        return Err(fail(format!(
+            "{} deltas have no base in the pack or the repository",
+            objs.len() - resolved
+        )));
+    }
+    Ok(())
+}
+
+/// What the resolving threads share.
+struct Shared<'a> {
+    objs: &'a [Obj],
+    /// OFS deltas as (base, delta), ordered by base.
+    ofs: &'a [(u32, u32)],
+    /// REF deltas with their base in the pack, ordered by base id.
+    refs: &'a [(ObjectId, u32)],
+    /// Every object's id, null until resolved.
+    ids: std::sync::Mutex<Vec<ObjectId>>,
+    /// The next object to look at as a root.
+    next: std::sync::atomic::AtomicUsize,
+    resolved: std::sync::atomic::AtomicUsize,
+    /// Set when a thread failed: the others stop.
+    stop: AtomicBool,
+    interrupt: &'a AtomicBool,
+    file: &'a File,
+    end: u64,
+    object_hash: gix::hash::Kind,
+    /// Each thread's cap on the data it holds.
+    limit: usize,
+}
+
+/// Fewer deltas than this are resolved on the calling thread alone (any
+/// number in the tests, so that they run the threads).
+const MIN_DELTAS_FOR_THREADS: usize = if cfg!(test) { 1 } else { 2_000 };
+
+/// Roots a thread takes at a time.
+const ROOTS_PER_TAKE: usize = 64;
+
+impl Shared<'_> {
+    /// The children of object `i` (whose id is `id`): ranges of `ofs` and
+    /// `refs`.
+    fn children(&self, i: u32, id: &ObjectId) -> (std::ops::Range<usize>, std::ops::Range<usize>) {
+        let lo = self.ofs.partition_point(|&(b, _)| b < i);
+        let hi = lo + self.ofs[lo..].partition_point(|&(b, _)| b == i);
+        let (rlo, rhi) = if self.refs.is_empty() {
+            (0, 0)
+        } else {
+            let rlo = self.refs.partition_point(|(b, _)| b < id);
+            (
+                rlo,
+                rlo + self.refs[rlo..].partition_point(|(b, _)| b == id),
+            )
+        };
+        (lo..hi, rlo..rhi)
+    }
+
+    fn work(&self, progress: Option<&dyn Count>) -> Result<()> {
+        let r = self.work_inner(progress);
+        if r.is_err() {
+            self.stop.store(true, Ordering::Relaxed);
+        }
+        r
+    }
+
+    fn work_inner(&self, progress: Option<&dyn Count>) -> Result<()> {
+        let objs = self.objs;
+        let mut reader = Reader {
+            file: self.file,
+            end: self.end,
+            object_hash: self.object_hash,
+            inflate: gix::zlib::Inflate::default(),
+            packed: Vec::new(),
+        };
+        let mut delta = Vec::new();
+        let mut stack: Vec<Frame> = Vec::new();
+        loop {
+            let first = self.next.fetch_add(ROOTS_PER_TAKE, Ordering::Relaxed);
+            if first >= objs.len() {
+                return Ok(());
+            }
+            if self.stop.load(Ordering::Relaxed) {
+                return Ok(());
+            }
+            if self.interrupt.load(Ordering::Relaxed) {
+                return Err(fail("interrupted"));
+            }
+            if let Some(p) = progress {
+                p.set(self.resolved.load(Ordering::Relaxed));
+            }
+            let take = objs.iter().enumerate().skip(first).take(ROOTS_PER_TAKE);
+            for (root, obj) in take {
+                if obj.what != What::Whole {
+                    continue;
+                }
+                self.tree(root, &mut reader, &mut delta, &mut stack)?;
+            }
+        }
+    }
+
+    /// Hash the whole object `root`, then resolve everything below it.
+    fn tree(
+        &self,
+        root: usize,
+        reader: &mut Reader<'_>,
+        delta: &mut Vec<u8>,
+        stack: &mut Vec<Frame>,
+    ) -> Result<()> {
+        let objs = self.objs;
+        let mut data = Vec::new();
+        let kind = reader
+            .read(objs, root, &mut data)?
+            .as_kind()
+            .ok_or_else(|| fail("a whole object changed into a delta"))?;
+        let id = gix::objs::compute_hash(self.object_hash, kind, &data)?;
+        self.ids.lock().unwrap_or_else(|p| p.into_inner())[root] = id;
+        self.resolved.fetch_add(1, Ordering::Relaxed);
+        let (o, r) = self.children(root as u32, &id);
+        if o.is_empty() && r.is_empty() {
+            return Ok(());
+        }
+        let mut held = data.len();
+        stack.clear();
+        stack.push(Frame {
+            obj: root as u32,
+            data: Some(data),
+            ofs: o,
+            refs: r,
+        });
+        while let Some(top) = stack.last_mut() {
+            let child = if let Some(i) = top.ofs.next() {
+                self.ofs[i].1
+            } else if let Some(i) = top.refs.next() {
+                self.refs[i].1
+            } else {
+                let f = stack.pop().expect("a top");
+                held -= f.data.map_or(0, |d| d.len());
+                continue;
+            };
+            let last = top.ofs.is_empty() && top.refs.is_empty();
+            let at = stack.len() - 1;
+            let (base, rebuilt) = data_of(stack, at, objs, reader, delta)?;
+            reader.read(objs, child as usize, delta)?;
+            let mut target = Vec::new();
+            crate::fetch::apply::apply(base, delta, &mut target)
+                .map_err(|e| fail(e.to_string()))?;
+            held += rebuilt;
+            let id = gix::objs::compute_hash(self.object_hash, kind, &target)?;
+            {
+                let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+                let slot = &mut ids[child as usize];
+                if !slot.is_null() {
+                    // Reached again through a base the pack holds twice.
+                    continue;
+                }
+                *slot = id;
+            }
+            self.resolved.fetch_add(1, Ordering::Relaxed);
+            if last {
+                // The base has no other child: its data goes now (the frame
+                // stays, as a link of the chain a dropped child is rebuilt
+                // along).
+                if let Some(d) = stack[at].data.take() {
+                    held -= d.len();
+                }
+            }
+            let (o, r) = self.children(child, &id);
+            if o.is_empty() && r.is_empty() {
+                continue;
+            }
+            held += target.len();
+            stack.push(Frame {
+                obj: child,
+                data: Some(target),
+                ofs: o,
+                refs: r,
+            });
+            // Over the cap: drop the data nearest the root first (the
+            // furthest from being needed again); the top stays.
+            let top = stack.len() - 1;
+            for f in stack[..top].iter_mut() {
+                if held <= self.limit {
+                    break;
+                }
+                if let Some(d) = f.data.take() {
+                    held -= d.len();
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The data of frame `at`, rebuilt from the nearest frame below it that
+/// still holds its data (or from the pack) when it was dropped; also says
+/// how many bytes were rebuilt (now held again).
+fn data_of<'s>(
+    stack: &'s mut [Frame],
+    at: usize,
+    objs: &[Obj],
+    reader: &mut Reader<'_>,
+    delta: &mut Vec<u8>,
+) -> Result<(&'s [u8], usize)> {
+    let mut rebuilt = 0;
+    if stack[at].data.is_none() {
+        let from = (0..at).rev().find(|&i| stack[i].data.is_some());
+        let (mut data, start) = match from {
+            Some(i) => (stack[i].data.clone().expect("held"), i + 1),
+            None => {
+                let mut d = Vec::new();
+                reader.read(objs, stack[0].obj as usize, &mut d)?;
+                (d, 1)
+            }
+        };
+        for f in &stack[start..=at] {
+            reader.read(objs, f.obj as usize, delta)?;
+            let mut next = Vec::new();
+            crate::fetch::apply::apply(&data, delta, &mut next).map_err(|e| fail(e.to_string()))?;
+            data = next;
+        }
+        rebuilt = data.len();
+        stack[at].data = Some(data);
+    }
+    Ok((stack[at].data.as_deref().expect("held"), rebuilt))
+}
+
+/// Check that the written pack ends in the checksum `want`.
+///
+/// The sender's trailer was checked against the bytes received
+/// (`BytesToEntriesIter` in `Verify` mode), and `EntriesToBytesIter` hashed
+/// the written file as it read it back from disk: what is left to check is
+/// that the file ends in that hash.
+fn verify_trailer(file: &File, len: u64, want: ObjectId, kind: gix::hash::Kind) -> Result<()> {
+    let hash_len = kind.len_in_bytes() as u64;
+    if len < 12 + hash_len {
+        return Err(fail("the pack is too short"));
+    }
+    let mut trailer = vec![0u8; hash_len as usize];
+    file.read_exact_at(&mut trailer, len - hash_len)
+        .map_err(|e| io_fail("cannot read the pack", e))?;
+    if trailer.as_slice() != want.as_slice() {
+        return Err(fail("the stored pack does not end in its checksum"));
+    }
+    Ok(())
+}
+
+/// Write a version 2 index of `objs` (all resolved) for the pack `pack`.
+fn write_index(
+    w: &mut impl Write,
+    objs: &[Obj],
+    ids: &[ObjectId],
+    pack: ObjectId,
+    kind: gix::hash::Kind,
+) -> Result<()> {
+    let mut order: Vec<u32> = (0..objs.len() as u32).collect();
+    let id = |i: u32| &ids[i as usize];
+    order.sort_unstable_by(|a, b| id(*a).cmp(id(*b)));
+    let mut h = gix::hash::hasher(kind);
+    let mut put = |w: &mut dyn Write, b: &[u8]| -> Result<()> {
+        h.update(b);
+        w.write_all(b)
+            .map_err(|e| io_fail("cannot write the index", e))
+    };
+    put(w, b"\xfftOc")?;
+    put(w, &2u32.to_be_bytes())?;
+    let mut fanout = [0u32; 256];
+    for &i in &order {
+        fanout[usize::from(id(i).as_slice()[0])] += 1;
+    }
+    let mut total = 0u32;
+    for n in fanout {
+        total += n;
+        put(w, &total.to_be_bytes())?;
+    }
+    for &i in &order {
+        put(w, id(i).as_slice())?;
+    }
+    for &i in &order {
+        put(w, &objs[i as usize].crc32.to_be_bytes())?;
+    }
+    let mut large = Vec::new();
+    for &i in &order {
+        let off = objs[i as usize].offset;
+        if off < 0x8000_0000 {
+            put(w, &(off as u32).to_be_bytes())?;
+        } else {
+            let n = 0x8000_0000u32 | large.len() as u32;
+            large.push(off);
+            put(w, &n.to_be_bytes())?;
+        }
+    }
+    for off in large {
+        put(w, &off.to_be_bytes())?;
+    }
+    put(w, pack.as_slice())?;
+    let own = h.try_finalize()?;
+    w.write_all(own.as_slice())
+        .map_err(|e| io_fail("cannot write the index", e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use gix::objs::Kind;
+    use std::process::Command;
+
+    fn git(dir: &Path, args: &[&str], stdin: Option<&[u8]>) -> Vec<u8> {
+        let mut c = Command::new("git");
+        c.current_dir(dir)
+            .args(args)
+            .env("GIT_CONFIG_NOSYSTEM", "1")
+            .env("HOME", dir)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@e")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@e")
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped());
+        let mut child = c.spawn().expect("git runs");
+        let input = stdin.map(|b| b.to_vec()).unwrap_or_default();
+        let mut w = child.stdin.take().expect("stdin");
+        let t = std::thread::spawn(move || w.write_all(&input));
+        let out = child.wait_with_output().expect("git output");
+        t.join().expect("writer").expect("stdin written");
+        assert!(out.status.success(), "git {args:?} failed");
+        out.stdout
+    }
+
+    /// A repository with a history of edits to a few files (so packs of it
+    /// hold deltas, chains of them).
+    fn history(dir: &Path, commits: usize) -> Vec<String> {
+        git(dir, &["init", "-q", "-b", "main", "."], None);
+        let mut tips = Vec::new();
+        let mut lines: Vec<String> = (0..400)
+            .map(|i| format!("line {i} of the file\n"))
+            .collect();
+        for c in 0..commits {
+            lines[(c * 37) % 400] = format!("edited in commit {c}\n");
+            lines.insert((c * 11) % 400, format!("inserted in {c}\n"));
+            std::fs::write(dir.join("a.txt"), lines.concat()).expect("write");
+            std::fs::write(dir.join("b.txt"), lines[..200].concat().repeat(2)).expect("write");
+            git(dir, &["add", "."], None);
+            git(dir, &["commit", "-q", "-m", &format!("c{c}")], None);
+            tips.push(
+                String::from_utf8(git(dir, &["rev-parse", "HEAD"], None))
+                    .expect("utf8")
+                    .trim()
+                    .to_owned(),
+            );
+        }
+        tips
+    }
+
+    fn index(pack: &[u8], dir: &Path, thin: Option<gix::OdbHandle>) -> Stored {
+        std::fs::create_dir_all(dir).expect("mkdir");
+        let interrupt = AtomicBool::new(false);
+        store(
+            &mut &pack[..],
+            dir,
+            thin,
+            gix::hash::Kind::Sha1,
+            2,
+            &mut gix::progress::Discard,
+            &interrupt,
+        )
+        .expect("stored")
+    }
+
+    /// Our `.idx` and `git index-pack`'s for the stored pack are the same
+    /// bytes.
+    fn same_as_git(stored: &Stored, scratch: &Path) {
+        let paths = stored.paths.as_ref().expect("stored");
+        let theirs = scratch.join("git.idx");
+        let _ = std::fs::remove_file(&theirs);
+        git(
+            scratch,
+            &[
+                "index-pack",
+                "-o",
+                theirs.to_str().expect("utf8"),
+                paths.pack.to_str().expect("utf8"),
+            ],
+            None,
+        );
+        let ours = std::fs::read(&paths.index).expect("ours");
+        assert_eq!(
+            ours,
+            std::fs::read(&theirs).expect("theirs"),
+            "idx differs from git's"
+        );
+        assert!(paths.keep.as_ref().is_some_and(|k| k.is_file()));
+    }
+
+    fn deltas_in(scratch: &Path, stored: &Stored) -> usize {
+        let idx = stored.paths.as_ref().expect("stored").index.clone();
+        let out = git(
+            scratch,
+            &["verify-pack", "-v", idx.to_str().expect("utf8")],
+            None,
+        );
+        String::from_utf8_lossy(&out)
+            .lines()
+            .filter(|l| l.split_whitespace().count() == 7)
+            .count()
+    }
+
+    #[test]
+    fn ofs_and_ref_delta_packs_index_as_git_does() {
+        let t = tempfile::tempdir().expect("tmp");
+        let src = t.path().join("src");
+        std::fs::create_dir_all(&src).expect("mkdir");
+        history(&src, 40);
+        for (n, extra) in [("ofs", Some("--delta-base-offset")), ("ref", None)] {
+            let mut args = vec!["pack-objects", "--revs", "--stdout"];
+            args.extend(extra);
+            let pack = git(&src, &args, Some(b"main\n"));
+            let dir = t.path().join(n);
+            let stored = index(&pack, &dir, None);
+            assert_eq!(
+                std::fs::read(&stored.paths.as_ref().expect("p").pack).expect("pack"),
+                pack
+            );
+            same_as_git(&stored, t.path());
+            assert!(
+                deltas_in(t.path(), &stored) > 20,
+                "{n}: too few deltas to prove anything"
+            );
+        }
+    }
+
+    #[test]
+    fn a_tiny_base_cache_rebuilds_dropped_bases() {
+        let t = tempfile::tempdir().expect("tmp");
+        let src = t.path().join("src");
+        std::fs::create_dir_all(&src).expect("mkdir");
+        history(&src, 30);
+        let pack = git(
+            &src,
+            &["pack-objects", "--revs", "--stdout", "--delta-base-offset"],
+            Some(b"main\n"),
+        );
+        TEST_LIMIT.with(|l| l.set(1));
+        let stored = index(&pack, &t.path().join("p"), None);
+        TEST_LIMIT.with(|l| l.set(CACHE_LIMIT));
+        same_as_git(&stored, t.path());
+    }
+
+    /// A pack of our own making: a whole blob, an OFS delta on it, a REF
+    /// delta on that delta's object, an OFS delta on the REF delta, and the
+    /// REF delta's base placed after it.
+    #[test]
+    fn a_pack_mixing_ofs_and_ref_deltas_indexes_as_git_does() {
+        use crate::push::delta::Index;
+        let v: Vec<Vec<u8>> = (0..5)
+            .map(|k| {
+                (0..300)
+                    .map(|i| {
+                        if i % 50 == k * 7 {
+                            format!("changed {k} {i}\n")
+                        } else {
+                            format!("row {i}\n")
+                        }
+                    })
+                    .collect::<String>()
+                    .into_bytes()
+            })
+            .collect();
+        let id =
+            |d: &[u8]| gix::objs::compute_hash(gix::hash::Kind::Sha1, Kind::Blob, d).expect("hash");
+        let delta =
+            |base: &[u8], target: &[u8]| Index::new(base).delta(target, usize::MAX).expect("delta");
+        let mut body = Vec::new();
+        let push = |body: &mut Vec<u8>, header: Header, data: &[u8]| {
+            let at = 12 + body.len() as u64;
+            header.write_to(data.len() as u64, body).expect("header");
+            let mut z =
+                gix::zlib::stream::deflate::Write::new(Vec::new(), gix::zlib::Compression::DEFAULT);
+            z.write_all(data).expect("deflate");
+            z.flush().expect("deflate");
+            body.extend(z.into_inner());
+            at
+        };
+        let o0 = push(&mut body, Header::Blob, &v[0]);
+        let o1 = 12 + body.len() as u64;
+        push(
+            &mut body,
+            Header::OfsDelta {
+                base_distance: o1 - o0,
+            },
+            &delta(&v[0], &v[1]),
+        );
+        let o2 = push(
+            &mut body,
+            Header::RefDelta { base_id: id(&v[1]) },
+            &delta(&v[1], &v[2]),
+        );
+        let o3 = 12 + body.len() as u64;
+        push(
+            &mut body,
+            Header::OfsDelta {
+                base_distance: o3 - o2,
+            },
+            &delta(&v[2], &v[3]),
+        );
+        push(
+            &mut body,
+            Header::RefDelta { base_id: id(&v[4]) },
+            &delta(&v[4], &v[0][..100]),
+        );
+        push(&mut body, Header::Blob, &v[4]);
+        let mut pack = gix_pack::data::header::encode(gix_pack::data::Version::V2, 6).to_vec();
+        pack.extend(body);
+        let mut h = gix::hash::hasher(gix::hash::Kind::Sha1);
+        h.update(&pack);
+        let trailer = h.try_finalize().expect("hash");
+        pack.extend_from_slice(trailer.as_slice());
+
+        let t = tempfile::tempdir().expect("tmp");
+        git(t.path(), &["init", "-q", "--bare", "."], None);
+        let stored = index(&pack, &t.path().join("p"), None);
+        assert_eq!(stored.objects, 6);
+        assert_eq!(stored.hash, trailer);
+        same_as_git(&stored, t.path());
+    }
+
+    #[test]
+    fn a_thin_pack_is_completed_from_the_repository() {
+        let t = tempfile::tempdir().expect("tmp");
+        let src = t.path().join("src");
+        std::fs::create_dir_all(&src).expect("mkdir");
+        let tips = history(&src, 20);
+        let old = &tips[14];
+        let input = format!("main\n^{old}\n");
+        let pack = git(
+            &src,
+            &[
+                "pack-objects",
+                "--revs",
+                "--thin",
+                "--stdout",
+                "--delta-base-offset",
+            ],
+            Some(input.as_bytes()),
+        );
+        let sent = u32::from_be_bytes(pack[8..12].try_into().expect("4"));
+        // Without the repository the bases are missing.
+        std::fs::create_dir_all(t.path().join("q")).expect("mkdir");
+        let interrupt = AtomicBool::new(false);
+        let err = store(
+            &mut &pack[..],
+            &t.path().join("q"),
+            None::<gix::OdbHandle>,
+            gix::hash::Kind::Sha1,
+            1,
+            &mut gix::progress::Discard,
+            &interrupt,
+        )
+        .expect_err("bases missing");
+        assert!(err.to_string().contains("no base"), "{err}");
+        assert_eq!(
+            std::fs::read_dir(t.path().join("q")).expect("dir").count(),
+            0,
+            "temporaries left"
+        );
+
+        let repo = gix::open(&src).expect("open");
+        let stored = index(&pack, &t.path().join("p"), Some(repo.objects.clone()));
+        assert!(
+            stored.objects > sent,
+            "bases were added: {} vs {sent}",
+            stored.objects
+        );
+        same_as_git(&stored, t.path());
+        let out = git(
+            t.path(),
+            &[
+                "verify-pack",
+                stored
+                    .paths
+                    .as_ref()
+                    .expect("p")
+                    .index
+                    .to_str()
+                    .expect("utf8"),
+            ],
+            None,
+        );
+        assert!(out.is_empty() || String::from_utf8_lossy(&out).contains("ok"));
+    }
+
+    #[test]
+    fn a_corrupt_trailer_is_refused_and_leaves_nothing() {
+        let t = tempfile::tempdir().expect("tmp");
+        let src = t.path().join("src");
+        std::fs::create_dir_all(&src).expect("mkdir");
+        history(&src, 3);
+        let mut pack = git(
+            &src,
+            &["pack-objects", "--revs", "--stdout"],
+            Some(b"main\n"),
+        );
+        let n = pack.len();
+        pack[n - 1] ^= 1;
+        let dir = t.path().join("p");
+        std::fs::create_dir_all(&dir).expect("mkdir");
+        let interrupt = AtomicBool::new(false);
+        assert!(store(
+            &mut &pack[..],
+            &dir,
+            None::<gix::OdbHandle>,
+            gix::hash::Kind::Sha1,
+            1,
+            &mut gix::progress::Discard,
+            &interrupt,
+        )
+        .is_err());
+        assert_eq!(std::fs::read_dir(&dir).expect("dir").count(), 0);
+    }
+}

@@ -1,0 +1,202 @@
+//! Fetch, ours around gix-protocol: the ref listing and the negotiation are
+//! gix-protocol's, the pack is stored by our own indexer ([`indexer`], which
+//! never maps the received pack) and the local refs are updated by
+//! [`refs::update`] in one transaction.
+
+pub(crate) mod apply;
+pub(crate) mod indexer;
+mod refs;
+
+use std::ops::DerefMut;
+use std::path::PathBuf;
+use std::sync::atomic::AtomicBool;
+
+use gix::protocol::fetch::{negotiate, Arguments, RefMap};
+
+pub(crate) use refs::update as update_refs;
+
+/// What the pack phase brought.
+#[derive(Debug, Default)]
+pub(crate) struct Received {
+    /// A pack was received and stored.
+    pub pack: bool,
+    /// Objects in it.
+    pub objects: u64,
+    /// Its size.
+    pub bytes: u64,
+    /// The `.keep` guarding it until the refs point into it.
+    pub keep: Option<PathBuf>,
+}
+
+/// Negotiation through gix-protocol's own steps, over what `repo` has.
+pub(crate) struct Negotiate<'a, 'b, 'c> {
+    pub objects: &'a gix::OdbHandle,
+    pub refs: &'a gix::refs::file::Store,
+    pub graph: &'a mut gix::negotiate::Graph<'b, 'c>,
+    pub alternates: Vec<PathBuf>,
+    pub open_options: gix::open::Options,
+    pub ref_map: &'a RefMap,
+    pub shallow: &'a gix::protocol::fetch::Shallow,
+    pub tags: gix::protocol::fetch::Tags,
+    pub negotiator: Box<dyn gix::negotiate::Negotiator>,
+}
+
+impl gix::protocol::fetch::Negotiate for Negotiate<'_, '_, '_> {
+    fn mark_complete_and_common_ref(&mut self) -> gix::Result<negotiate::Action> {
+        let alternates = std::mem::take(&mut self.alternates);
+        let open_options = self.open_options.clone();
+        negotiate::mark_complete_and_common_ref(
+            self.objects,
+            self.refs,
+            move || {
+                // An alternate's objects directory sits in its git dir.
+                Ok(alternates
+                    .into_iter()
+                    .filter_map(move |objects| {
+                        let git_dir = objects.parent()?;
+                        gix::open_opts(git_dir, open_options.clone()).ok()
+                    })
+                    .map(|r| (r.refs, r.objects)))
+            },
+            self.negotiator.deref_mut(),
+            &mut *self.graph,
+            self.ref_map,
+            self.shallow,
+            negotiate::make_refmapping_ignore_predicate(self.tags, self.ref_map),
+        )
+    }
+
+    fn add_wants(&mut self, arguments: &mut Arguments, remote_ref_target_known: &[bool]) -> bool {
+        negotiate::add_wants(
+            self.objects,
+            arguments,
+            self.ref_map,
+            remote_ref_target_known,
+            self.shallow,
+            negotiate::make_refmapping_ignore_predicate(self.tags, self.ref_map),
+        )
+    }
+
+    fn one_round(
+        &mut self,
+        state: &mut negotiate::one_round::State,
+        arguments: &mut Arguments,
+        previous_response: Option<&gix::protocol::fetch::Response>,
+    ) -> gix::Result<(negotiate::Round, bool)> {
+        negotiate::one_round(
+            self.negotiator.deref_mut(),
+            &mut *self.graph,
+            state,
+            arguments,
+            previous_response,
+        )
+    }
+}
+
+/// The negotiation algorithm `fetch.negotiationAlgorithm` names
+/// (`consecutive` when unset or unknown).
+pub(crate) fn negotiator(repo: &gix::Repository) -> Box<dyn gix::negotiate::Negotiator> {
+    let algo = match repo
+        .config_snapshot()
+        .string("fetch.negotiationAlgorithm")
+        .as_deref()
+        .map(|s| s.to_vec())
+        .as_deref()
+    {
+        Some(b"skipping") => gix::negotiate::Algorithm::Skipping,
+        Some(b"noop") => gix::negotiate::Algorithm::Noop,
+        _ => gix::negotiate::Algorithm::Consecutive,
+    };
+    algo.into_negotiator()
+}
+
+/// Threads resolving a received pack's deltas: `pack.threads` when set
+/// (0 meaning every core), else every core; at most 8.
+pub(crate) fn threads(repo: &gix::Repository) -> usize {
+    let cores = || std::thread::available_parallelism().map_or(1, |n| n.get());
+    let n = match repo.config_snapshot().integer("pack.threads") {
+        Some(n) if n > 0 => usize::try_from(n).unwrap_or(1),
+        _ => cores(),
+    };
+    n.clamp(1, 8)
+}
+
+/// Run the fetch command on `transport`: negotiate, then store the pack.
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transport>(
+    repo: &gix::Repository,
+    handshake: &mut gix::protocol::Handshake,
+    transport: &mut T,
+    ref_map: &RefMap,
+    tags: gix::protocol::fetch::Tags,
+    agent: &str,
+    progress: crate::progress::Sink,
+    interrupt: &AtomicBool,
+) -> gix::Result<Received> {
+    let shallow = gix::protocol::fetch::Shallow::NoChange;
+    let graph_repo = {
+        let mut r = repo.clone();
+        r.objects.refresh = gix::odb::store::RefreshMode::Never;
+        r.objects.unset_object_cache();
+        r
+    };
+    let cache = graph_repo.commit_graph_if_enabled().ok().flatten();
+    let mut graph = graph_repo.revision_graph(cache.as_ref());
+    let mut negotiate = Negotiate {
+        objects: &graph_repo.objects,
+        refs: &graph_repo.refs,
+        graph: &mut graph,
+        alternates: repo.objects.store_ref().alternate_db_paths()?,
+        open_options: repo.open_options().clone(),
+        ref_map,
+        shallow: &shallow,
+        tags,
+        negotiator: negotiator(repo),
+    };
+    let pack_dir = repo.objects.store_ref().path().join("pack");
+    let mut received = Received::default();
+    gix::protocol::fetch(
+        &mut negotiate,
+        |pack, progress, interrupt| -> gix::Result<bool> {
+            let stored = indexer::store(
+                pack,
+                &pack_dir,
+                Some(repo.objects.clone()),
+                repo.object_hash(),
+                threads(repo),
+                progress,
+                interrupt,
+            )?;
+            if let Some(p) = &stored.paths {
+                tracing::debug!(
+                    hash = %stored.hash,
+                    pack = %p.pack.display(),
+                    index = %p.index.display(),
+                    "stored the received pack"
+                );
+            }
+            received = Received {
+                pack: true,
+                objects: u64::from(stored.objects),
+                bytes: stored.bytes,
+                keep: stored.paths.and_then(|p| p.keep),
+            };
+            Ok(true)
+        },
+        progress,
+        interrupt,
+        gix::protocol::fetch::Context {
+            handshake,
+            transport,
+            user_agent: ("agent", Some(agent.to_owned())),
+            trace_packetlines: false,
+        },
+        gix::protocol::fetch::Options {
+            shallow_file: repo.shallow_file()?,
+            shallow: &shallow,
+            tags,
+            reject_shallow_remote: false,
+        },
+    )?;
+    Ok(received)
+}
