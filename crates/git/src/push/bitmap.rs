@@ -231,9 +231,13 @@ pub(crate) fn incremental(
         return None;
     }
     let n = index.num_objects() as usize;
-    // Bits are in pack order: the index's entries sorted by offset.
-    let mut order: Vec<u32> = (0..index.num_objects()).collect();
-    order.sort_unstable_by_key(|&i| index.pack_offset_at_index(i));
+    // Bits are in pack order: the index's entries sorted by offset (the
+    // `.rev` file beside the pack lists them so; else they are sorted here).
+    let order = read_rev(&path.with_extension("rev"), &index).unwrap_or_else(|| {
+        let mut order: Vec<u32> = (0..index.num_objects()).collect();
+        order.sort_unstable_by_key(|&i| index.pack_offset_at_index(i));
+        order
+    });
     let mut pos_of = vec![0u32; n];
     for (p, &i) in order.iter().enumerate() {
         pos_of[i as usize] = p as u32;
@@ -301,6 +305,58 @@ pub(crate) fn incremental(
         });
     }
     Some(Reuse { pack, plan })
+}
+
+/// The index positions of a pack's objects in pack order, from its `.rev`
+/// file (gitformat-pack: `RIDX`, version 1, SHA-1), if it is there and
+/// names this pack and a permutation in offset order.
+fn read_rev(path: &Path, index: &gix_pack::index::File) -> Option<Vec<u32>> {
+    let data = std::fs::read(path).ok()?;
+    let n = index.num_objects() as usize;
+    if data.len() != 12 + 4 * n + 40
+        || data.get(..4)? != b"RIDX"
+        || be32(&data[4..8]) != 1
+        || be32(&data[8..12]) != 1
+        || &data[12 + 4 * n..12 + 4 * n + 20] != index.pack_checksum().as_slice()
+    {
+        return None;
+    }
+    let order: Vec<u32> = data[12..12 + 4 * n].chunks_exact(4).map(be32).collect();
+    let ordered = order.iter().all(|&i| (i as usize) < n)
+        && order
+            .windows(2)
+            .all(|w| index.pack_offset_at_index(w[0]) < index.pack_offset_at_index(w[1]));
+    ordered.then_some(order)
+}
+
+/// Whether commit `new` reaches commit `old`, answered by `new`'s own
+/// bitmap in the one bitmapped pack that holds both; `None` when there is
+/// no such answer (the caller then walks).
+pub(crate) fn reaches(objects_dir: &Path, new: &ObjectId, old: &ObjectId) -> Option<bool> {
+    let dir = std::fs::read_dir(objects_dir.join("pack")).ok()?;
+    let bitmaps: Vec<PathBuf> = dir
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "bitmap"))
+        .collect();
+    let [path] = bitmaps.as_slice() else {
+        return None;
+    };
+    let index =
+        gix_pack::index::File::at(path.with_extension("idx"), gix::hash::Kind::Sha1).ok()?;
+    let (new_idx, old_idx) = (index.lookup(new)?, index.lookup(old)?);
+    let data = std::fs::read(path).ok()?;
+    let bitmaps = Bitmaps::parse(&data, index.num_objects())?;
+    if bitmaps.pack_checksum != index.pack_checksum().as_slice() {
+        return None;
+    }
+    let words = bitmaps.of_object(new_idx)?;
+    // `old`'s bit: its rank among the pack's offsets.
+    let offset = index.pack_offset_at_index(old_idx);
+    let position = (0..index.num_objects())
+        .filter(|&i| index.pack_offset_at_index(i) < offset)
+        .count();
+    Some(bit(&words, position))
 }
 
 fn bit(words: &[u64], p: usize) -> bool {
@@ -581,6 +637,48 @@ mod tests {
         assert!(whole_pack(&objects, &[main]).is_none());
         // A commit that is not in the pack at all.
         assert!(whole_pack(&objects, &[oid("1111111111111111111111111111111111111111")]).is_none());
+    }
+
+    #[test]
+    fn a_tip_s_bitmap_answers_ancestry_and_the_rev_file_gives_pack_order() {
+        use sluice_testkit::repo;
+        let dir = tempfile::tempdir().expect("tempdir");
+        let local = sluice_testkit::RepoBuilder::new()
+            .branch("main", 40)
+            .branch_from("other", "main", 5)
+            .build(&dir.path().join("r.git"))
+            .expect("builds");
+        let objects = local.join("objects");
+        let rev = |r: &str| oid(&repo::rev_parse(&local, r).expect(r));
+        let (main, back, other) = (
+            rev("refs/heads/main"),
+            rev("main~5"),
+            rev("refs/heads/other"),
+        );
+        // No bitmap yet: no answer (the caller walks).
+        assert_eq!(reaches(&objects, &main, &back), None);
+        repo::git(&local, &["repack", "-adbq"]);
+        assert_eq!(reaches(&objects, &main, &back), Some(true));
+        assert_eq!(reaches(&objects, &other, &main), Some(true));
+        assert_eq!(reaches(&objects, &main, &other), Some(false));
+        assert_eq!(reaches(&objects, &back, &main), Some(false));
+        // The .rev file's order is the offsets' order.
+        let pack_dir = objects.join("pack");
+        repo::git(
+            &local,
+            &["-c", "pack.writeReverseIndex=true", "repack", "-adbq"],
+        );
+        let idx_path = std::fs::read_dir(&pack_dir)
+            .expect("pack dir")
+            .flatten()
+            .map(|e| e.path())
+            .find(|p| p.extension().is_some_and(|e| e == "idx"))
+            .expect("an index");
+        let index = gix_pack::index::File::at(&idx_path, gix::hash::Kind::Sha1).expect("idx");
+        let order = read_rev(&idx_path.with_extension("rev"), &index).expect("a .rev file");
+        let mut sorted: Vec<u32> = (0..index.num_objects()).collect();
+        sorted.sort_by_key(|&i| index.pack_offset_at_index(i));
+        assert_eq!(order, sorted);
     }
 
     #[test]
