@@ -190,6 +190,23 @@ fn entry(
     })
 }
 
+/// The `.bitmap` file of the repository's one bitmapped pack, with that
+/// pack's index. git keeps one; with more there is no single answer.
+fn only_bitmapped_pack(objects_dir: &Path) -> Option<(PathBuf, gix_pack::index::File)> {
+    let dir = std::fs::read_dir(objects_dir.join("pack")).ok()?;
+    let bitmaps: Vec<PathBuf> = dir
+        .flatten()
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|e| e == "bitmap"))
+        .collect();
+    let [path] = bitmaps.as_slice() else {
+        return None;
+    };
+    let index =
+        gix_pack::index::File::at(path.with_extension("idx"), gix::hash::Kind::Sha1).ok()?;
+    Some((path.clone(), index))
+}
+
 /// The objects `wants` reach and `haves` do not, read from the bitmaps of
 /// the one local pack that holds all of them; `None` when no pack can
 /// answer (no bitmap, an object outside the pack, a want that is not a
@@ -202,18 +219,7 @@ pub(crate) fn incremental(
     thin: bool,
     interrupt: &AtomicBool,
 ) -> Option<Reuse> {
-    let dir = std::fs::read_dir(objects_dir.join("pack")).ok()?;
-    let bitmaps: Vec<PathBuf> = dir
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "bitmap"))
-        .collect();
-    // git keeps one bitmapped pack; more would need choosing between them.
-    let [path] = bitmaps.as_slice() else {
-        return None;
-    };
-    let index =
-        gix_pack::index::File::at(path.with_extension("idx"), gix::hash::Kind::Sha1).ok()?;
+    let (path, index) = only_bitmapped_pack(objects_dir)?;
     if wants
         .iter()
         .chain(haves)
@@ -221,7 +227,7 @@ pub(crate) fn incremental(
     {
         return None;
     }
-    let data = std::fs::read(path).ok()?;
+    let data = std::fs::read(&path).ok()?;
     let bitmaps = Bitmaps::parse(&data, index.num_objects())?;
     if bitmaps.pack_checksum != index.pack_checksum().as_slice() {
         return None;
@@ -333,17 +339,7 @@ fn read_rev(path: &Path, index: &gix_pack::index::File) -> Option<Vec<u32>> {
 /// bitmap in the one bitmapped pack that holds both; `None` when there is
 /// no such answer (the caller then walks).
 pub(crate) fn reaches(objects_dir: &Path, new: &ObjectId, old: &ObjectId) -> Option<bool> {
-    let dir = std::fs::read_dir(objects_dir.join("pack")).ok()?;
-    let bitmaps: Vec<PathBuf> = dir
-        .flatten()
-        .map(|e| e.path())
-        .filter(|p| p.extension().is_some_and(|e| e == "bitmap"))
-        .collect();
-    let [path] = bitmaps.as_slice() else {
-        return None;
-    };
-    let index =
-        gix_pack::index::File::at(path.with_extension("idx"), gix::hash::Kind::Sha1).ok()?;
+    let (path, index) = only_bitmapped_pack(objects_dir)?;
     let (new_idx, old_idx) = (index.lookup(new)?, index.lookup(old)?);
     let data = std::fs::read(path).ok()?;
     let bitmaps = Bitmaps::parse(&data, index.num_objects())?;

@@ -968,22 +968,7 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
     } = counted;
     if let Some(reuse) = reuse {
         let num = reuse.len();
-        let mut counter = CountingWrite { inner: out, n: 0 };
-        let mut bytes = output::bytes::FromEntriesIter::new(
-            reuse.entries(db, thin_entries),
-            &mut counter,
-            u32::try_from(num).map_err(|_| "too many objects for one pack".to_string())?,
-            gix_pack::data::Version::V2,
-            gix::hash::Kind::Sha1,
-        );
-        for step in bytes.by_ref() {
-            step.map_err(err)?;
-        }
-        drop(bytes);
-        return Ok(PackStats {
-            objects: num as u64,
-            bytes: counter.n,
-        });
+        return write_entries(reuse.entries(db, thin_entries), num, out);
     }
     if let Some(whole) = whole {
         let mut counter = CountingWrite { inner: out, n: 0 };
@@ -1037,9 +1022,19 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
                 })
             }))
         };
+    write_entries(loose.chain(packed), num, out)
+}
+
+/// A version 2 pack of `num` objects from `entries` (chunks in pack order),
+/// written to `out`.
+fn write_entries(
+    entries: impl Iterator<Item = gix_error::Result<Vec<output::Entry>>>,
+    num: usize,
+    out: &mut dyn Write,
+) -> Result<PackStats, String> {
     let mut counter = CountingWrite { inner: out, n: 0 };
     let mut bytes = output::bytes::FromEntriesIter::new(
-        loose.chain(packed),
+        entries,
         &mut counter,
         u32::try_from(num).map_err(|_| "too many objects for one pack".to_string())?,
         gix_pack::data::Version::V2,
