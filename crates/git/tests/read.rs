@@ -187,6 +187,43 @@ fn an_incremental_fetch_transfers_only_the_new_objects_and_reports_progress() {
     sluice_testkit::repo::fsck(&dst).expect("fsck clean");
 }
 
+#[test]
+fn fetches_through_one_open_repository_see_the_packs_earlier_fetches_wrote() {
+    // A service keeps its repository open between calls: each fetch's
+    // negotiation must find the objects the previous fetch stored (it
+    // once failed with "object could not be found" for the remote-tracking
+    // ref the previous fetch had just set).
+    let w = World::new();
+    let src = w.small("small.git");
+    let dst = w.path("dst.git");
+    let repo = empty_repo(&dst);
+    let url = w.daemon.url("small.git");
+    let specs = vec!["+refs/heads/*:refs/remotes/origin/*".to_string()];
+    for round in 0..3 {
+        let old = sluice_testkit::repo::rev_parse(&src, "refs/heads/main").expect("main");
+        let new = if round == 0 {
+            old.clone()
+        } else {
+            sluice_testkit::repo::commit_on(&src, "main", &format!("round {round}"))
+        };
+        let out = client()
+            .fetch(&url, &specs, &repo, &quick(20_000, 10_000, 1))
+            .expect("valid input");
+        assert_eq!(
+            out.kind,
+            OutcomeKind::Succeeded,
+            "round {round}: {:?}",
+            out.error
+        );
+        assert_eq!(out.attempts.len(), 1, "round {round}");
+        assert_eq!(
+            sluice_testkit::repo::rev_parse(&dst, "refs/remotes/origin/main").as_deref(),
+            Some(new.as_str())
+        );
+    }
+    sluice_testkit::repo::fsck(&dst).expect("fsck clean");
+}
+
 fn keep_files(repo: &std::path::Path) -> Vec<std::path::PathBuf> {
     std::fs::read_dir(repo.join("objects/pack"))
         .expect("pack dir")
