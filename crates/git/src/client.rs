@@ -479,6 +479,15 @@ impl GitClient {
             phase: Phase::Connect,
             detail,
         };
+        // gix's object store has a fixed number of pack slots, sized when
+        // the repository was opened (1.1× the packs then on disk, at least
+        // 32), and every fetch adds a pack: a handle kept open runs out of
+        // slots and no longer sees new packs (the soak's fetches failed in
+        // negotiation once a repository held 33). The fetch works on a view
+        // opened now, sized for the packs on disk.
+        let fresh = gix::open_opts(repo.git_dir(), repo.open_options().clone())
+            .map_err(|e| local(format!("reopening the repository: {}", error_text(&e))))?;
+        let repo = &fresh;
         let mut s =
             Session::open(self.dial(remote, Service::UploadPack, Protocol::V2, ctx, false))?;
         let gremote = repo

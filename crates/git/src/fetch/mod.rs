@@ -134,18 +134,6 @@ pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transpor
     interrupt: &AtomicBool,
 ) -> gix::Result<Received> {
     let shallow = gix::protocol::fetch::Shallow::NoChange;
-    // A pack written since this repository handle last looked at the disk
-    // (an earlier fetch's, by our indexer) is not in its object store's
-    // view yet, and negotiation looks objects up without refreshing it: a
-    // local ref pointing into that pack would fail negotiation. One lookup
-    // of an object that cannot exist, with refreshing on, makes the store
-    // read `objects/pack` again.
-    {
-        use gix::objs::Exists as _;
-        let mut fresh = repo.objects.clone();
-        fresh.refresh = gix::odb::store::RefreshMode::AfterAllIndicesLoaded;
-        let _ = fresh.exists(&gix::ObjectId::null(repo.object_hash()));
-    }
     let graph_repo = {
         let mut r = repo.clone();
         r.objects.refresh = gix::odb::store::RefreshMode::Never;
