@@ -52,10 +52,7 @@ fn check_pack(bitmap_path: &Path, tips: &[ObjectId]) -> Option<WholePack> {
     let index =
         gix_pack::index::File::at(bitmap_path.with_extension("idx"), gix::hash::Kind::Sha1).ok()?;
     let data = std::fs::read(bitmap_path).ok()?;
-    let bitmaps = Bitmaps::parse(&data, index.num_objects())?;
-    if bitmaps.pack_checksum != index.pack_checksum().as_slice() {
-        return None;
-    }
+    let bitmaps = Bitmaps::parse(&data, &index)?;
     let mut file = std::fs::File::open(&pack).ok()?;
     if !pack_matches(&mut file, &index)? {
         return None;
@@ -228,10 +225,7 @@ pub(crate) fn incremental(
         return None;
     }
     let data = std::fs::read(&path).ok()?;
-    let bitmaps = Bitmaps::parse(&data, index.num_objects())?;
-    if bitmaps.pack_checksum != index.pack_checksum().as_slice() {
-        return None;
-    }
+    let bitmaps = Bitmaps::parse(&data, &index)?;
     let pack = gix_pack::data::File::at(path.with_extension("pack"), gix::hash::Kind::Sha1).ok()?;
     if pack.checksum() != index.pack_checksum() || pack.num_objects() != index.num_objects() {
         return None;
@@ -342,10 +336,7 @@ pub(crate) fn reaches(objects_dir: &Path, new: &ObjectId, old: &ObjectId) -> Opt
     let (path, index) = only_bitmapped_pack(objects_dir)?;
     let (new_idx, old_idx) = (index.lookup(new)?, index.lookup(old)?);
     let data = std::fs::read(path).ok()?;
-    let bitmaps = Bitmaps::parse(&data, index.num_objects())?;
-    if bitmaps.pack_checksum != index.pack_checksum().as_slice() {
-        return None;
-    }
+    let bitmaps = Bitmaps::parse(&data, &index)?;
     let words = bitmaps.of_object(new_idx)?;
     // `old`'s bit: its rank among the pack's offsets.
     let offset = index.pack_offset_at_index(old_idx);
@@ -469,7 +460,6 @@ fn be32(b: &[u8]) -> u32 {
 
 /// A parsed `.bitmap`: the commits' bitmaps, still compressed.
 struct Bitmaps<'a> {
-    pack_checksum: &'a [u8],
     /// (index position of the commit, xor offset, EWAH bytes).
     entries: Vec<(u32, u8, &'a [u8])>,
     /// Index position of a commit → its entry.
@@ -486,7 +476,9 @@ fn ewah_len(data: &[u8]) -> Option<usize> {
 }
 
 impl<'a> Bitmaps<'a> {
-    fn parse(data: &'a [u8], objects: u32) -> Option<Bitmaps<'a>> {
+    /// The bitmaps in `data`, if they are for the pack `index` describes
+    /// (its checksum).
+    fn parse(data: &'a [u8], index: &gix_pack::index::File) -> Option<Bitmaps<'a>> {
         const FULL_DAG: u16 = 0x1;
         if data.get(..4)? != b"BITM" {
             return None;
@@ -497,7 +489,9 @@ impl<'a> Bitmaps<'a> {
             return None;
         }
         let count = be32(data.get(8..12)?) as usize;
-        let pack_checksum = data.get(12..32)?;
+        if data.get(12..32)? != index.pack_checksum().as_slice() {
+            return None;
+        }
         let mut at = 32;
         // The four type bitmaps (commits, trees, blobs, tags): skipped.
         for _ in 0..4 {
@@ -515,10 +509,9 @@ impl<'a> Bitmaps<'a> {
         }
         let by_position = entries.iter().enumerate().map(|(i, e)| (e.0, i)).collect();
         Some(Bitmaps {
-            pack_checksum,
             entries,
             by_position,
-            bits: objects,
+            bits: index.num_objects(),
         })
     }
 
