@@ -720,6 +720,14 @@ fn check(
                     ));
                 }
             }
+            OutcomeKind::LocalError | OutcomeKind::Running => {
+                report.violations.push(format!(
+                    "{who}: {} in a soak with no local trouble ({:?}, {:?})",
+                    p.kind.as_str(),
+                    p.attempts,
+                    p.error
+                ));
+            }
             OutcomeKind::Unknown => {
                 let faults: Vec<String> = conns[p.worker][p.conns.clone()]
                     .iter()
@@ -760,9 +768,9 @@ fn check(
         let delivered: Vec<usize> = (0..recs.len())
             .filter(|&i| delivered_pack(&recs[i]))
             .collect();
-        // A second pack is the design's "not landed: tried again, leased on
-        // exactly the value read" — only ever after a read; its lease keeps
-        // it from applying twice (checked above on the reflog).
+        // One operation, one delivered pack: an unknown push is settled by
+        // reading and never pushed again (the one rule), so a second
+        // delivered pack is a violation, with or without a read before it.
         for w in delivered.windows(2) {
             let read_between = recs[w[0] + 1..w[1]]
                 .iter()
@@ -771,11 +779,10 @@ fn check(
                 report.second_packs_after_read += 1;
             } else {
                 report.doubled_updates += 1;
-                report.violations.push(format!(
-                    "{who}: a second pack without a read before it ({:?})",
-                    p.attempts
-                ));
             }
+            report
+                .violations
+                .push(format!("{who}: a second delivered pack ({:?})", p.attempts));
         }
         for &i in &delivered {
             if recs[i].passed(Point::Responded) {

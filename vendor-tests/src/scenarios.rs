@@ -442,7 +442,10 @@ fn rejected(out: &Outcome<PushReport>, dst: &str, what: &str) -> Result<String, 
     ensure(r.status == RefStatus::Rejected, || {
         format!("{what}: {dst} was not rejected: {r:?}")
     })?;
-    Ok(r.reason.clone().unwrap_or_default())
+    // The remote's words when it gave them, else the typed reason as git says it.
+    Ok(r.message
+        .clone()
+        .unwrap_or_else(|| r.reason.map_or("rejected", |x| x.git_words()).to_string()))
 }
 
 fn unchanged(srv: &Path, r: &str, before: Option<&str>, what: &str) -> Result<(), String> {

@@ -38,6 +38,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             outcome.may_have_applied
         ),
         OutcomeKind::Rejected => println!("this operation id ran before"),
+        OutcomeKind::LocalError => println!(
+            "stopped on this side: {:?}",
+            outcome.error.as_ref().map(|e| &e.cause)
+        ),
+        OutcomeKind::Running => unreachable!("only an earlier run is `running`"),
     }
     if let Some(r) = &outcome.reconciled {
         println!("settled by reading: {}", r.verdict.as_str());

@@ -9,7 +9,7 @@
 //! |---|---|
 //! | ls-refs | `[ { name, oid (null when unborn), peeled, symref_target } ]` |
 //! | fetch | `[ { remote_ref, local_ref, oid } ]` |
-//! | push | `[ { ref, status: ok\|rejected, reason } ]` |
+//! | push | `[ { ref, status: ok\|rejected\|unknown, reason, message, verdict, old, new } ]` |
 //! | http get | `{ status, body }` |
 
 use serde::Serialize;
@@ -18,7 +18,8 @@ use sluice_git::{FetchedRef, PushReport, RemoteRef};
 use sluice_policy::Outcome;
 
 /// Every top-level key of the document, in order.
-pub const KEYS: [&str; 11] = [
+pub const KEYS: [&str; 14] = [
+    "schema",
     "result",
     "operation",
     "deadline_ms",
@@ -29,6 +30,8 @@ pub const KEYS: [&str; 11] = [
     "reconciled",
     "refused_credentials",
     "previous",
+    "remote_messages",
+    "recorded",
     "value",
 ];
 
@@ -66,10 +69,21 @@ pub struct Pushed {
     /// The destination ref.
     #[serde(rename = "ref")]
     pub name: String,
-    /// `ok` or `rejected`.
+    /// `ok`, `rejected` or `unknown`.
     pub status: &'static str,
-    /// Why (the remote's words for a rejection, `up to date`, ...).
-    pub reason: Option<String>,
+    /// Why it was rejected, kebab-case (`stale-info`, `non-fast-forward`,
+    /// `fetch-first`, `hook-declined`, `atomic-push-failed`,
+    /// `failed-to-update-ref`, `protected`, `other`); null unless rejected.
+    pub reason: Option<&'static str>,
+    /// The remote's words for it (or this client's when it refused it).
+    pub message: Option<String>,
+    /// What a settling read found: `landed`, `not-landed`, `moved`; null
+    /// when the push's answer was read.
+    pub verdict: Option<&'static str>,
+    /// The value the command expected (40 hex), null when absent.
+    pub old: Option<String>,
+    /// The value pushed (40 hex), null for a delete.
+    pub new: Option<String>,
 }
 
 /// `value` of http get.
@@ -112,7 +126,11 @@ pub fn push_value(report: &PushReport) -> Vec<Pushed> {
         .map(|r| Pushed {
             name: r.name.clone(),
             status: r.status.as_str(),
-            reason: r.reason.clone(),
+            reason: r.reason.map(|x| x.as_str()),
+            message: r.message.clone(),
+            verdict: r.verdict.map(|v| v.as_str()),
+            old: hex(r.old.as_ref()),
+            new: hex(r.new.as_ref()),
         })
         .collect()
 }
@@ -138,7 +156,7 @@ pub fn document<T: Serialize>(outcome: &Outcome<T>) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sluice_git::{RefResult, RefStatus};
+    use sluice_git::{RefResult, RefStatus, RejectReason};
     use sluice_policy::{Effect, OperationInfo, OutcomeKind};
 
     fn blank() -> Outcome<Vec<Pushed>> {
@@ -160,6 +178,8 @@ mod tests {
             reconciled: None,
             refused_credentials: vec![],
             previous: None,
+            remote_messages: vec![],
+            recorded: None,
         }
     }
 
@@ -200,14 +220,21 @@ mod tests {
             refs: vec![RefResult {
                 name: "refs/heads/main".into(),
                 status: RefStatus::Rejected,
-                reason: Some("stale info".into()),
+                reason: Some(RejectReason::StaleInfo),
+                message: None,
+                verdict: None,
+                old: Some(oid),
+                new: None,
             }],
             pack: None,
         });
         let j = serde_json::to_value(&v).expect("json");
         assert_eq!(j[0]["ref"], "refs/heads/main");
         assert_eq!(j[0]["status"], "rejected");
-        assert_eq!(j[0]["reason"], "stale info");
+        assert_eq!(j[0]["reason"], "stale-info");
+        assert_eq!(j[0]["old"], "0123456789abcdef0123456789abcdef01234567");
+        assert_eq!(j[0]["new"], serde_json::Value::Null);
+        assert_eq!(j[0]["verdict"], serde_json::Value::Null);
         let v = fetch_value(&[FetchedRef {
             remote_ref: "refs/heads/main".into(),
             local_ref: None,

@@ -287,7 +287,8 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
     s.check(
         out.value.as_ref().is_some_and(|r| {
             r.refs.first().is_some_and(|x| {
-                x.status == RefStatus::Rejected && x.reason.as_deref() == Some("stale info")
+                x.status == RefStatus::Rejected
+                    && x.reason == Some(sluice_git::RejectReason::StaleInfo)
             })
         }),
         "main was not rejected as stale info",

@@ -54,12 +54,38 @@ pub fn push(remote: &str, specs: &[PushSpec], report: &PushReport) -> String {
             None => r.name.clone(),
         };
         let deleting = spec.is_some_and(|p| p.src.is_none());
-        let (flag, label, reason) = match (r.status, r.reason.as_deref()) {
-            (RefStatus::Rejected, why) => ('!', "[rejected]", why.map(|w| format!(" ({w})"))),
-            (RefStatus::Ok, Some("up to date")) => ('=', "[up to date]", None),
-            (RefStatus::Ok, _) if deleting => ('-', "[deleted]", None),
-            (RefStatus::Ok, _) if force => ('+', "[forced update]", None),
-            (RefStatus::Ok, why) => (' ', "[updated]", why.map(|w| format!(" ({w})"))),
+        let (flag, label, reason) = match r.status {
+            RefStatus::Rejected => {
+                let words = match (r.reason, r.message.as_deref()) {
+                    // The remote's own words when it gave them, as git does.
+                    (_, Some(m)) => m.to_string(),
+                    (Some(why), None) => why.git_words().to_string(),
+                    (None, None) => "rejected".into(),
+                };
+                let label = if r.message.is_some() {
+                    "[remote rejected]"
+                } else {
+                    "[rejected]"
+                };
+                ('!', label, Some(format!(" ({words})")))
+            }
+            RefStatus::Unknown => (
+                '?',
+                "[unknown]",
+                Some(format!(
+                    " (answer not read; settled by reading: {})",
+                    r.verdict.map_or("no read answered", |v| v.as_str())
+                )),
+            ),
+            RefStatus::Ok if r.is_up_to_date() => ('=', "[up to date]", None),
+            RefStatus::Ok if deleting => ('-', "[deleted]", None),
+            RefStatus::Ok if force => ('+', "[forced update]", None),
+            RefStatus::Ok => (
+                ' ',
+                "[updated]",
+                r.verdict
+                    .map(|v| format!(" (answer not read; settled by reading: {})", v.as_str())),
+            ),
         };
         let _ = writeln!(
             s,
@@ -74,7 +100,7 @@ pub fn push(remote: &str, specs: &[PushSpec], report: &PushReport) -> String {
 /// more than one attempt, or it did not succeed) the attempt history, the
 /// settling read and the earlier run of a rejected id.
 pub fn summary<T>(outcome: &Outcome<T>) -> String {
-    let mut s = String::new();
+    let mut s = remote_lines(&outcome.remote_messages);
     let n = outcome.attempts.len();
     let op = &outcome.operation;
     let attempts = if n == 1 {
@@ -103,6 +129,18 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
                 let _ = writeln!(s, "  answer: {}", e.cause);
             }
         }
+        OutcomeKind::LocalError | OutcomeKind::Running => {
+            if let Some(e) = &outcome.error {
+                let _ = writeln!(
+                    s,
+                    "  stopped on this side (not the remote's answer): {}",
+                    e.cause
+                );
+            }
+            if outcome.may_have_applied == Some(true) {
+                let _ = writeln!(s, "  the write MAY HAVE APPLIED");
+            }
+        }
         OutcomeKind::Unknown => {
             let _ = writeln!(
                 s,
@@ -128,6 +166,17 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
                 let _ = writeln!(s, "  {}", e.cause);
             }
             match &outcome.previous {
+                Some(p) if p.result == OutcomeKind::Running => {
+                    let _ = writeln!(
+                        s,
+                        "  the earlier run has not ended (it may still be running, or its process died){}",
+                        if p.may_have_applied == Some(true) {
+                            "; the write MAY HAVE APPLIED"
+                        } else {
+                            ""
+                        }
+                    );
+                }
                 Some(p) => {
                     let _ = writeln!(
                         s,
@@ -165,6 +214,15 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
     }
     if n > 1 || outcome.attempts.iter().any(|a| a.class.is_some()) {
         s.push_str(&history(outcome));
+    }
+    s
+}
+
+/// The server's words as git prints them: `remote: <line>`.
+pub fn remote_lines(messages: &[String]) -> String {
+    let mut s = String::new();
+    for m in messages {
+        let _ = writeln!(s, "remote: {m}");
     }
     s
 }

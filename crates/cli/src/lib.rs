@@ -56,6 +56,10 @@ pub const EXIT_USAGE: u8 = 2;
 pub const EXIT_UNKNOWN: u8 = 3;
 /// Exit code: the operation id had been claimed before.
 pub const EXIT_REJECTED: u8 = 4;
+/// Exit code: stopped on this side (the object store, the disk, a lock, a
+/// token command that cannot start, a ledger that cannot be read or
+/// written): never the remote's answer.
+pub const EXIT_LOCAL_ERROR: u8 = 5;
 
 /// The exit code of an outcome: 0 succeeded · 1 answered · 3 unknown · 4 rejected.
 pub fn exit_code(kind: OutcomeKind) -> u8 {
@@ -64,6 +68,8 @@ pub fn exit_code(kind: OutcomeKind) -> u8 {
         OutcomeKind::Answered => EXIT_ANSWERED,
         OutcomeKind::Unknown => EXIT_UNKNOWN,
         OutcomeKind::Rejected => EXIT_REJECTED,
+        // `Running` appears only in `previous`; an outcome never has it.
+        OutcomeKind::LocalError | OutcomeKind::Running => EXIT_LOCAL_ERROR,
     }
 }
 

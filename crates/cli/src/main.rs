@@ -2,7 +2,8 @@
 //! (`sluice_cli`), runs one operation through sluice-git or sluice-forge
 //! under the policy, prints the outcome (one JSON document with `--json`,
 //! a short human summary otherwise) and exits with the outcome's code:
-//! 0 succeeded · 1 answered · 2 usage or bad input · 3 unknown · 4 rejected.
+//! 0 succeeded · 1 answered · 2 usage or bad input · 3 unknown · 4 rejected
+//! · 5 local-error.
 #![forbid(unsafe_code)]
 
 mod demo;
@@ -109,8 +110,10 @@ fn credentials(common: &Common) -> Option<Arc<dyn CredentialSource>> {
         .map(|c| Arc::new(CommandSource::new(c.clone())) as Arc<dyn CredentialSource>)
 }
 
-/// Raised by the first Ctrl-C: the operation stops trying, and a push whose
-/// answer was not read is settled by reading. A second Ctrl-C exits at once.
+/// Raised by the first SIGINT or SIGTERM (what a service manager sends):
+/// the operation stops trying, a push whose answer was not read is settled
+/// by reading, and the document is still printed. A second signal exits at
+/// once (130), removing the temporary pack files first.
 fn cancel_flag() -> &'static sluice_policy::CancelFlag {
     static FLAG: std::sync::OnceLock<sluice_policy::CancelFlag> = std::sync::OnceLock::new();
     FLAG.get_or_init(|| {
@@ -118,9 +121,10 @@ fn cancel_flag() -> &'static sluice_policy::CancelFlag {
         let raised = flag.clone();
         let _ = ctrlc::set_handler(move || {
             if raised.is_cancelled() {
+                sluice_git::remove_temporary_files();
                 std::process::exit(130);
             }
-            eprintln!("interrupted: stopping (a push whose answer was not read is settled by reading first)");
+            eprintln!("interrupted: stopping (a push whose request was complete is settled by reading first)");
             raised.cancel();
         });
         flag

@@ -20,7 +20,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
-use sluice_policy::{Credential, CredentialError, CredentialSource};
+use sluice_policy::{CancelFlag, Credential, CredentialError, CredentialSource};
 
 use crate::error::ForgeError;
 
@@ -157,25 +157,37 @@ impl GitHubAppSource {
         let claims = AppClaims::at(&self.app_id, now);
         jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &self.key)
             .map(SecretString::from)
-            .map_err(|e| CredentialError(format!("could not sign the app's JWT: {e}")))
+            .map_err(|e| CredentialError::new(format!("could not sign the app's JWT: {e}")))
     }
 
     /// A token from the cache when it is good for longer than the refresh
     /// margin; else a new one.
     pub fn cached_or_new(&self) -> Result<Credential, CredentialError> {
+        self.cached_or_new_within(self.timeout)
+    }
+
+    /// [`GitHubAppSource::cached_or_new`], a mint bounded by `limit` (and by
+    /// the source's own request timeout).
+    pub fn cached_or_new_within(&self, limit: Duration) -> Result<Credential, CredentialError> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = cache.as_ref() {
             if SystemTime::now() + self.refresh_margin < c.expires_at {
                 return Ok(c.credential.clone());
             }
         }
-        self.mint_into(&mut cache)
+        self.mint_into(&mut cache, limit)
     }
 
     /// A token minted now, replacing the cached one.
     pub fn fresh(&self) -> Result<Credential, CredentialError> {
+        self.fresh_within(self.timeout)
+    }
+
+    /// [`GitHubAppSource::fresh`], bounded by `limit` (and by the source's
+    /// own request timeout).
+    pub fn fresh_within(&self, limit: Duration) -> Result<Credential, CredentialError> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        self.mint_into(&mut cache)
+        self.mint_into(&mut cache, limit)
     }
 
     /// A source for one operation: its first purchase may come from the
@@ -187,11 +199,20 @@ impl GitHubAppSource {
         })
     }
 
-    fn mint_into(&self, cache: &mut Option<Cached>) -> Result<Credential, CredentialError> {
+    fn mint_into(
+        &self,
+        cache: &mut Option<Cached>,
+        limit: Duration,
+    ) -> Result<Credential, CredentialError> {
+        if limit.is_zero() {
+            return Err(CredentialError::new(
+                "no time was left to request an installation token",
+            ));
+        }
         let jwt = self.jwt(SystemTime::now())?;
         let mut url = self.api_base.clone();
         url.path_segments_mut()
-            .map_err(|_| CredentialError("the API base cannot take a path".into()))?
+            .map_err(|_| CredentialError::new("the API base cannot take a path"))?
             .pop_if_empty()
             .extend([
                 "app",
@@ -200,7 +221,7 @@ impl GitHubAppSource {
                 "access_tokens",
             ]);
         let mut auth = HeaderValue::from_str(&format!("Bearer {}", jwt.expose_secret()))
-            .map_err(|_| CredentialError("the app's JWT is not a valid header value".into()))?;
+            .map_err(|_| CredentialError::new("the app's JWT is not a valid header value"))?;
         auth.set_sensitive(true);
         let resp = self
             .http
@@ -208,36 +229,36 @@ impl GitHubAppSource {
             .header(AUTHORIZATION, auth)
             .header(ACCEPT, "application/vnd.github+json")
             .header("x-github-api-version", crate::client::API_VERSION)
-            .timeout(self.timeout)
+            .timeout(self.timeout.min(limit))
             .send()
             .map_err(|e| {
-                CredentialError(format!(
+                CredentialError::new(format!(
                     "installation token request failed: {}",
                     crate::client::error_chain(&e)
                 ))
             })?;
         let status = resp.status().as_u16();
         let body = resp.text().map_err(|e| {
-            CredentialError(format!(
+            CredentialError::new(format!(
                 "installation token answer was cut: {}",
                 crate::client::error_chain(&e)
             ))
         })?;
         if !(200..300).contains(&status) {
-            return Err(CredentialError(format!(
+            return Err(CredentialError::new(format!(
                 "installation token request answered HTTP {status}: {}",
                 crate::classify::api_message(&body)
             )));
         }
         let answer: TokenAnswer = serde_json::from_str(&body).map_err(|e| {
-            CredentialError(format!(
+            CredentialError::new(format!(
                 "installation token answer is not the expected JSON: {e}"
             ))
         })?;
         drop(body);
         if answer.token.is_empty() {
-            return Err(CredentialError(
-                "installation token answer holds an empty token".into(),
+            return Err(CredentialError::new(
+                "installation token answer holds an empty token",
             ));
         }
         let expires_at = answer
@@ -264,6 +285,14 @@ impl CredentialSource for GitHubAppSource {
     fn credential(&self) -> Result<Credential, CredentialError> {
         self.cached_or_new()
     }
+
+    fn credential_within(
+        &self,
+        limit: Duration,
+        _cancel: &CancelFlag,
+    ) -> Result<Credential, CredentialError> {
+        self.cached_or_new_within(limit)
+    }
 }
 
 struct OperationAppSource {
@@ -273,10 +302,21 @@ struct OperationAppSource {
 
 impl CredentialSource for OperationAppSource {
     fn credential(&self) -> Result<Credential, CredentialError> {
+        self.credential_within(self.app.timeout, &CancelFlag::new())
+    }
+
+    /// Bounded by `limit`: the mint's request timeout is what remains of
+    /// the operation (a blocking request is not cut by the cancel flag; the
+    /// limit bounds it).
+    fn credential_within(
+        &self,
+        limit: Duration,
+        _cancel: &CancelFlag,
+    ) -> Result<Credential, CredentialError> {
         if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
-            self.app.cached_or_new()
+            self.app.cached_or_new_within(limit)
         } else {
-            self.app.fresh()
+            self.app.fresh_within(limit)
         }
     }
 }

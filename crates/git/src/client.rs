@@ -540,16 +540,32 @@ impl GitClient {
                 })
             })
             .collect();
-        if ref_map.is_missing_required_mapping() {
-            // Classed as gix's own refusal was: from the wire.
-            return Err(read_fail(
-                &s.meta,
-                &format!(
-                    "none of the refspecs {} matched any of the {} refs on the remote",
-                    refspecs.join(", "),
-                    ref_map.remote_refs.len()
-                ),
-            ));
+        // A refspec naming one ref (no glob, not an object id) whose ref the
+        // remote did not advertise is the remote's answer, as git's
+        // "couldn't find remote ref": asking again gets the same list.
+        for (i, spec) in gremote
+            .refspecs(gix::remote::Direction::Fetch)
+            .iter()
+            .enumerate()
+        {
+            let gix::refspec::Instruction::Fetch(
+                gix::refspec::instruction::Fetch::Only { src }
+                | gix::refspec::instruction::Fetch::AndUpdate { src, .. },
+            ) = spec.to_ref().instruction()
+            else {
+                continue;
+            };
+            let exact =
+                src.find_byteset(b"*?[]\\").is_none() && ObjectId::from_hex(src.as_ref()).is_err();
+            let matched = ref_map.mappings.iter().any(|m| {
+                m.spec_index == gix::protocol::fetch::refmap::SpecIndex::ExplicitInRemote(i)
+            });
+            if exact && !matched {
+                return Err(GitError::NotAdvertised {
+                    phase: Phase::Advertised,
+                    name: src.to_string(),
+                });
+            }
         }
         if ref_map.object_hash != repo.object_hash() {
             return Err(GitError::Unsupported {

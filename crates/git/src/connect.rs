@@ -34,9 +34,71 @@ pub(crate) struct Session {
 pub(crate) struct Meta {
     pub wire: Wire,
     pub timeout: Duration,
-    child: Option<Arc<Mutex<Child>>>,
+    child: Option<Spawned>,
     stderr_done: Option<Mutex<std::sync::mpsc::Receiver<()>>>,
     watchdog: Option<Watchdog>,
+}
+
+/// A spawned server: a thread of its own waits on it (no polling), and it
+/// is killed through a pidfd, which cannot name another process once it
+/// has been reaped.
+struct Spawned {
+    pid: u32,
+    pidfd: Arc<Option<rustix::fd::OwnedFd>>,
+    /// The exit code once the waiting thread has seen it.
+    exited: Mutex<Option<Option<i32>>>,
+    /// Sent once, by the waiting thread, when the child has exited.
+    exit_rx: Mutex<std::sync::mpsc::Receiver<Option<i32>>>,
+}
+
+impl Spawned {
+    fn new(mut child: Child) -> Spawned {
+        let pid = child.id();
+        let pidfd = rustix::process::Pid::from_raw(pid as i32).and_then(|p| {
+            rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
+        });
+        let (tx, rx) = std::sync::mpsc::channel();
+        let waiter = std::thread::Builder::new()
+            .name("git-child".into())
+            .spawn(move || {
+                let code = child.wait().ok().and_then(|st| st.code());
+                let _ = tx.send(code);
+            });
+        if waiter.is_err() {
+            // No thread: nothing will reap it; `exited` stays unknown and
+            // the kill below still reaches it.
+            tracing::debug!(pid, "could not start a thread to wait on a child");
+        }
+        Spawned {
+            pid,
+            pidfd: Arc::new(pidfd),
+            exited: Mutex::new(None),
+            exit_rx: Mutex::new(rx),
+        }
+    }
+
+    /// The exit code when the child exits within `grace`.
+    fn wait_for(&self, grace: Duration) -> Option<Option<i32>> {
+        let mut exited = self.exited.lock().unwrap_or_else(|p| p.into_inner());
+        if exited.is_none() {
+            let rx = self.exit_rx.lock().unwrap_or_else(|p| p.into_inner());
+            if let Ok(code) = rx.recv_timeout(grace) {
+                *exited = Some(code);
+            }
+        }
+        *exited
+    }
+
+    fn killer(&self) -> impl Fn() + Send + 'static {
+        let pidfd = Arc::clone(&self.pidfd);
+        move || kill(&pidfd)
+    }
+}
+
+fn kill(pidfd: &Option<rustix::fd::OwnedFd>) {
+    if let Some(fd) = pidfd {
+        let _ = rustix::process::pidfd_send_signal(fd, rustix::process::Signal::KILL);
+    }
 }
 
 /// What is needed to open a session.
@@ -70,23 +132,14 @@ impl Meta {
     /// Wait briefly for a spawned server to exit so its status can be read.
     pub fn reap(&self, grace: Duration) {
         let Some(child) = &self.child else { return };
-        let end = Instant::now() + grace;
-        loop {
-            let status = child.lock().unwrap_or_else(|p| p.into_inner()).try_wait();
-            match status {
-                Ok(Some(st)) => {
-                    // The stderr reader sees EOF once the child is gone; wait
-                    // for it so the last line is in.
-                    if let Some(done) = &self.stderr_done {
-                        let rx = done.lock().unwrap_or_else(|p| p.into_inner());
-                        let _ = rx.recv_timeout(Duration::from_millis(200));
-                    }
-                    self.wire.lock().child_exit = Some(st.code());
-                    return;
-                }
-                Ok(None) if Instant::now() < end => std::thread::sleep(Duration::from_millis(5)),
-                _ => return,
+        if let Some(code) = child.wait_for(grace) {
+            // The stderr reader sees EOF once the child is gone; wait for it
+            // so the last line is in.
+            if let Some(done) = &self.stderr_done {
+                let rx = done.lock().unwrap_or_else(|p| p.into_inner());
+                let _ = rx.recv_timeout(Duration::from_millis(200));
             }
+            self.wire.lock().child_exit = Some(code);
         }
     }
 
@@ -111,9 +164,7 @@ impl Meta {
     /// The process id of a spawned server (tests check it is gone).
     #[allow(dead_code)]
     pub fn child_pid(&self) -> Option<u32> {
-        self.child
-            .as_ref()
-            .map(|c| c.lock().unwrap_or_else(|p| p.into_inner()).id())
+        self.child.as_ref().map(|c| c.pid)
     }
 }
 
@@ -121,20 +172,13 @@ impl Drop for Meta {
     fn drop(&mut self) {
         self.watchdog.take();
         if let Some(child) = self.child.take() {
-            let mut c = child.lock().unwrap_or_else(|p| p.into_inner());
-            if let Ok(None) = c.try_wait() {
-                // Let a server that got its whole request finish on its own
-                // (receive-pack updating refs); kill it only if it lingers.
-                let end = Instant::now() + Duration::from_millis(200);
-                while Instant::now() < end {
-                    if let Ok(Some(_)) = c.try_wait() {
-                        return;
-                    }
-                    std::thread::sleep(Duration::from_millis(5));
-                }
-                let _ = c.kill();
+            // Let a server that got its whole request finish on its own
+            // (receive-pack updating refs); kill it only if it lingers, then
+            // wait until the waiting thread has reaped it.
+            if child.wait_for(Duration::from_millis(200)).is_none() {
+                kill(&child.pidfd);
+                let _ = child.wait_for(Duration::from_secs(5));
             }
-            let _ = c.wait();
         }
     }
 }
@@ -300,11 +344,8 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         }
         let _ = done_tx.send(());
     });
-    let child = Arc::new(Mutex::new(child));
-    let killer = Arc::clone(&child);
-    let watchdog = Watchdog::arm(d.timeout, d.cancel.clone(), wire.clone(), move || {
-        let _ = killer.lock().unwrap_or_else(|p| p.into_inner()).kill();
-    });
+    let child = Spawned::new(child);
+    let watchdog = Watchdog::arm(d.timeout, d.cancel.clone(), wire.clone(), child.killer());
     let conn = gix::protocol::transport::client::git::blocking_io::Connection::new(
         TrackedRead::new(stdout, wire.clone()),
         TrackedWrite::new(stdin, wire.clone()),

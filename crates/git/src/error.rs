@@ -177,7 +177,18 @@ pub enum GitError {
         /// The reason, in git's words.
         detail: String,
     },
-    /// Local repository trouble (reading objects, writing the pack or refs).
+    /// A refspec's source ref is not in the remote's advertisement: the
+    /// remote's answer (asking again gets the same advertisement).
+    #[error("couldn't find remote ref {name}")]
+    NotAdvertised {
+        /// The phase reached (`advertised`).
+        phase: Phase,
+        /// The refspec's source, as given.
+        name: String,
+    },
+    /// Local trouble (reading objects, writing the pack or refs, a lock
+    /// held by another process): never the remote's answer; the operation
+    /// stops with `local-error`.
     #[error("local: {detail}")]
     Local {
         /// The phase reached.
@@ -199,6 +210,7 @@ impl GitError {
             | GitError::Protocol { phase, .. }
             | GitError::Unsupported { phase, .. }
             | GitError::Refused { phase, .. }
+            | GitError::NotAdvertised { phase, .. }
             | GitError::Local { phase, .. } => *phase,
         }
     }
@@ -206,9 +218,10 @@ impl GitError {
     /// The class, from the design's table.
     pub fn class(&self) -> Class {
         match self {
-            GitError::Remote { .. } | GitError::Unsupported { .. } | GitError::Refused { .. } => {
-                Class::Answered
-            }
+            GitError::Remote { .. }
+            | GitError::Unsupported { .. }
+            | GitError::Refused { .. }
+            | GitError::NotAdvertised { .. } => Class::Answered,
             GitError::Http {
                 status,
                 request_complete,
@@ -238,13 +251,15 @@ impl GitError {
                     Class::Answered
                 }
             }
-            GitError::Local { .. } => Class::Answered,
+            GitError::Local { .. } => Class::Local,
         }
     }
 
-    /// The error as the policy sees it.
+    /// The error as the policy sees it; the `GitError` itself rides along
+    /// as its source (`error.source_as::<GitError>()`).
     pub fn to_attempt(&self) -> AttemptError {
-        let mut e = AttemptError::new(self.class(), self.phase().as_str(), self.to_string());
+        let mut e = AttemptError::new(self.class(), self.phase().as_str(), self.to_string())
+            .with_source(self.clone());
         if let GitError::Http {
             status,
             retry_after,

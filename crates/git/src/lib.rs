@@ -42,8 +42,9 @@ pub use client::{
     CallOptions, FetchedRef, GitClient, InputError, Progress, ProgressCallback, RemoteRef,
 };
 pub use error::{GitError, Phase};
+pub use fetch::indexer::remove_temporary_files;
 pub use push::{
     check_ref_name, parse_lease, parse_oid, Lease, PackStats, PushOptions, PushReport, PushSpec,
-    RefResult, RefStatus, RefUpdate,
+    RefResult, RefStatus, RefUpdate, RejectReason,
 };
 pub use remote::{redact, BadUrl, Remote, TransportKind};

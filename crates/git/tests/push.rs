@@ -4,7 +4,7 @@
 mod common;
 
 use common::*;
-use sluice_git::{Lease, PushOptions, RefStatus};
+use sluice_git::{Lease, PushOptions, RefStatus, RejectReason};
 use sluice_policy::OutcomeKind;
 use sluice_testkit::repo;
 
@@ -125,7 +125,7 @@ fn create_with_an_absent_lease_lands_once_and_is_stale_the_second_time() {
     assert_eq!(second.kind, OutcomeKind::Answered);
     assert_eq!(second.attempts.len(), 1);
     let r = &second.value.expect("report").refs[0];
-    assert_eq!(r.reason.as_deref(), Some("stale info"));
+    assert_eq!(r.reason, Some(RejectReason::StaleInfo));
     assert_eq!(
         repo::rev_parse(&srv, "refs/heads/topic").as_deref(),
         Some(tip.as_str())
@@ -215,10 +215,8 @@ fn a_non_fast_forward_is_refused_locally_without_a_pack_and_lands_with_force() {
     // side was made on top of HEAD (main), which is not a descendant of dev.
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.value);
     assert_eq!(
-        out.value.as_ref().expect("report").refs[0]
-            .reason
-            .as_deref(),
-        Some("non-fast-forward")
+        out.value.as_ref().expect("report").refs[0].reason,
+        Some(RejectReason::NonFastForward)
     );
     assert_eq!(repo::rev_parse(&srv, "refs/heads/dev"), before);
     let mut forced = update(Some(&side), "refs/heads/dev");
@@ -250,11 +248,8 @@ fn a_non_fast_forward_is_refused_locally_without_a_pack_and_lands_with_force() {
         )
         .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Answered);
-    let reason = out.value.expect("report").refs[0]
-        .reason
-        .clone()
-        .unwrap_or_default();
-    assert!(reason.contains("non-fast-forward"), "{reason}");
+    let r = &out.value.expect("report").refs[0];
+    assert_eq!(r.reason, Some(RejectReason::NonFastForward), "{r:?}");
     assert_eq!(
         repo::rev_parse(&srv, "refs/heads/dev").as_deref(),
         Some(side.as_str())
@@ -311,11 +306,15 @@ fn a_declining_pre_receive_hook_is_answered_with_its_words() {
         .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Answered);
     assert_eq!(out.attempts.len(), 1);
-    let reason = out.value.expect("report").refs[0]
-        .reason
-        .clone()
-        .unwrap_or_default();
-    assert!(reason.contains("hook declined"), "{reason}");
+    let r = &out.value.expect("report").refs[0];
+    assert_eq!(r.reason, Some(RejectReason::HookDeclined), "{r:?}");
+    assert!(
+        r.message
+            .as_deref()
+            .unwrap_or_default()
+            .contains("hook declined"),
+        "{r:?}"
+    );
 }
 
 #[test]

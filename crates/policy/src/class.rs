@@ -5,6 +5,7 @@
 //! whether to sleep and try again.
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
@@ -20,6 +21,11 @@ pub enum Class {
     /// The request was complete but its answer was not read: a read is tried
     /// again, a write is settled by reading.
     Unknown,
+    /// The failure is on this side (the object store, the disk, a lock, a
+    /// token command that cannot start): never the remote's answer, and
+    /// trying again will not mend it. The operation stops at once with
+    /// `local-error`.
+    Local,
 }
 
 impl Class {
@@ -29,6 +35,7 @@ impl Class {
             Class::Unjudged => "unjudged",
             Class::Answered => "answered",
             Class::Unknown => "unknown",
+            Class::Local => "local-error",
         }
     }
 }
@@ -70,7 +77,7 @@ pub enum AuthSignal {
 ///
 /// `cause` keeps the remote's words (an `ERR` packet's text, an `ng` reason,
 /// an HTTP status line) or, for a local failure, what happened on the wire.
-#[derive(Clone, Debug, PartialEq, Eq)]
+#[derive(Clone)]
 pub struct AttemptError {
     /// The class, from the layer's table.
     pub class: Class,
@@ -82,6 +89,36 @@ pub struct AttemptError {
     pub retry_after: Option<Duration>,
     /// Set when the failure may be a refused credential.
     pub auth: Option<AuthSignal>,
+    /// The layer's own typed error (a `GitError`, a forge error), when it
+    /// gave one: reach it with [`AttemptError::source_as`].
+    pub source: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl PartialEq for AttemptError {
+    /// Equal when class, phase, cause, hint and signal are (the typed
+    /// source is the same failure in the layer's terms).
+    fn eq(&self, other: &Self) -> bool {
+        self.class == other.class
+            && self.phase == other.phase
+            && self.cause == other.cause
+            && self.retry_after == other.retry_after
+            && self.auth == other.auth
+    }
+}
+
+impl Eq for AttemptError {}
+
+impl std::fmt::Debug for AttemptError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AttemptError")
+            .field("class", &self.class)
+            .field("phase", &self.phase)
+            .field("cause", &self.cause)
+            .field("retry_after", &self.retry_after)
+            .field("auth", &self.auth)
+            .field("source", &self.source)
+            .finish()
+    }
 }
 
 impl AttemptError {
@@ -97,6 +134,7 @@ impl AttemptError {
             cause: cause.into(),
             retry_after: None,
             auth: None,
+            source: None,
         }
     }
 
@@ -113,6 +151,23 @@ impl AttemptError {
     /// An unknown failure: the request was complete, its answer not read.
     pub fn unknown(phase: impl Into<Cow<'static, str>>, cause: impl Into<String>) -> Self {
         Self::new(Class::Unknown, phase, cause)
+    }
+
+    /// A failure on this side: stops the operation with `local-error`.
+    pub fn local(phase: impl Into<Cow<'static, str>>, cause: impl Into<String>) -> Self {
+        Self::new(Class::Local, phase, cause)
+    }
+
+    /// Keep the layer's typed error beside the words.
+    pub fn with_source(mut self, source: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.source = Some(Arc::new(source));
+        self
+    }
+
+    /// The layer's typed error, when it is an `E`:
+    /// `outcome.error.as_ref().and_then(|e| e.source_as::<GitError>())`.
+    pub fn source_as<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.source.as_deref().and_then(|s| s.downcast_ref::<E>())
     }
 
     /// Attach the remote's retry hint.
@@ -140,4 +195,10 @@ impl std::fmt::Display for AttemptError {
     }
 }
 
-impl std::error::Error for AttemptError {}
+impl std::error::Error for AttemptError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        self.source
+            .as_deref()
+            .map(|s| s as &(dyn std::error::Error + 'static))
+    }
+}

@@ -6,6 +6,10 @@
 //! first 12 hex digits of the secret's SHA-256) reach logs and output.
 
 use std::process::{Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, Instant};
+
+use crate::clock::CancelFlag;
 
 use secrecy::{ExposeSecret, SecretString};
 use sha2::{Digest, Sha256};
@@ -59,14 +63,55 @@ impl std::fmt::Debug for Credential {
 /// Why a source could not give a credential. Buying failed: the attempt is
 /// unjudged, not a refusal.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("credential source failed: {0}")]
-pub struct CredentialError(pub String);
+#[error("credential source failed: {message}")]
+pub struct CredentialError {
+    /// What happened, without the secret.
+    pub message: String,
+    /// Whether the failure is on this side and will not mend by trying
+    /// again (a token command that cannot start: exit 126/127, or no `sh`).
+    /// The operation then stops with `local-error`; any other failure is an
+    /// unjudged attempt of its own, phase `credential`.
+    pub local: bool,
+}
+
+impl CredentialError {
+    /// A purchase that failed (a command that exited non-zero, a mint the
+    /// API did not answer): an unjudged attempt.
+    pub fn new(message: impl Into<String>) -> Self {
+        CredentialError {
+            message: message.into(),
+            local: false,
+        }
+    }
+
+    /// A purchase that cannot be made on this side: stops with `local-error`.
+    pub fn local(message: impl Into<String>) -> Self {
+        CredentialError {
+            message: message.into(),
+            local: true,
+        }
+    }
+}
 
 /// Where credentials are bought.
 pub trait CredentialSource: Send + Sync {
     /// Buy a credential (called before the first attempt that needs one and
     /// after each refusal).
     fn credential(&self) -> Result<Credential, CredentialError>;
+
+    /// Buy a credential within `limit`, giving up as soon as `cancel` is
+    /// raised: buying is a remote call too and runs inside the operation's
+    /// budget. The policy calls this one; the default calls
+    /// [`CredentialSource::credential`] (right for sources that answer at
+    /// once, such as a static one).
+    fn credential_within(
+        &self,
+        limit: Duration,
+        cancel: &CancelFlag,
+    ) -> Result<Credential, CredentialError> {
+        let _ = (limit, cancel);
+        self.credential()
+    }
 
     /// Told when the remote refused the credential with this fingerprint, so
     /// a caching source can drop it and mint afresh next time. The default
@@ -115,27 +160,99 @@ impl CommandSource {
 
 impl CredentialSource for CommandSource {
     fn credential(&self) -> Result<Credential, CredentialError> {
-        let out = Command::new("sh")
+        self.credential_within(Duration::from_secs(24 * 3600), &CancelFlag::new())
+    }
+
+    /// Runs the command in a process group of its own; when `limit` runs
+    /// out or `cancel` is raised, the whole group is killed (a `sleep` the
+    /// command started included) and the purchase fails.
+    fn credential_within(
+        &self,
+        limit: Duration,
+        cancel: &CancelFlag,
+    ) -> Result<Credential, CredentialError> {
+        use std::io::Read;
+        use std::os::unix::process::CommandExt;
+        let started = Instant::now();
+        let mut child = Command::new("sh")
             .arg("-c")
             .arg(&self.command)
             .stdin(Stdio::null())
+            .stdout(Stdio::piped())
             .stderr(Stdio::null())
-            .output()
-            .map_err(|e| CredentialError(format!("could not run the token command: {e}")))?;
-        if !out.status.success() {
-            return Err(CredentialError(format!(
-                "the token command exited with {}",
-                out.status
-            )));
+            .process_group(0)
+            .spawn()
+            .map_err(|e| CredentialError::local(format!("could not run the token command: {e}")))?;
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let (tx, rx) = mpsc::channel();
+        // The reader ends when every holder of the pipe is gone: the
+        // command's whole group exits, or is killed below.
+        std::thread::Builder::new()
+            .name("token-command".into())
+            .spawn(move || {
+                let mut out = Vec::new();
+                let r = stdout.read_to_end(&mut out).map(|_| out);
+                let _ = tx.send(r);
+            })
+            .map_err(|e| CredentialError::local(format!("could not run the token command: {e}")))?;
+        let out = loop {
+            let left = limit.saturating_sub(started.elapsed());
+            if cancel.is_cancelled() || left.is_zero() {
+                kill_group(&mut child);
+                return Err(CredentialError::new(if cancel.is_cancelled() {
+                    "the token command was stopped: the operation was cancelled".to_string()
+                } else {
+                    format!(
+                        "the token command was stopped after {} ms: no time was left",
+                        started.elapsed().as_millis()
+                    )
+                }));
+            }
+            // The cancel flag is a plain atomic: looked at every 20 ms.
+            match rx.recv_timeout(left.min(Duration::from_millis(20))) {
+                Ok(r) => break r,
+                Err(mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(mpsc::RecvTimeoutError::Disconnected) => {
+                    break Err(std::io::Error::other("the reader thread ended"))
+                }
+            }
+        };
+        let status = child.wait().map_err(|e| {
+            CredentialError::local(format!("could not wait for the token command: {e}"))
+        })?;
+        let out =
+            out.map_err(|e| CredentialError::new(format!("reading the token command: {e}")))?;
+        if !status.success() {
+            // sh's own codes: 126 found but not executable, 127 not found.
+            return Err(match status.code() {
+                Some(code @ (126 | 127)) => CredentialError::local(format!(
+                    "the token command cannot start (exit {code}: {})",
+                    if code == 127 {
+                        "not found"
+                    } else {
+                        "not executable"
+                    }
+                )),
+                _ => CredentialError::new(format!("the token command exited with {status}")),
+            });
         }
-        let text = String::from_utf8(out.stdout)
-            .map_err(|_| CredentialError("the token command printed non-UTF-8".into()))?;
+        let text = String::from_utf8(out)
+            .map_err(|_| CredentialError::new("the token command printed non-UTF-8"))?;
         let token = text.trim();
         if token.is_empty() {
-            return Err(CredentialError("the token command printed nothing".into()));
+            return Err(CredentialError::new("the token command printed nothing"));
         }
         Ok(Credential::new(SecretString::from(token.to_string())))
     }
+}
+
+/// Kill the command's process group (it leads one of its own) and reap it.
+fn kill_group(child: &mut std::process::Child) {
+    if let Some(pid) = rustix::process::Pid::from_raw(child.id() as i32) {
+        let _ = rustix::process::kill_process_group(pid, rustix::process::Signal::KILL);
+    }
+    let _ = child.kill();
+    let _ = child.wait();
 }
 
 #[cfg(test)]

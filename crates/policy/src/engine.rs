@@ -22,8 +22,18 @@ use crate::clock::{CancelFlag, Clock, Sleeper, SystemClock, ThreadSleeper};
 use crate::credential::{Credential, CredentialSource};
 use crate::ledger::{Claim, Ledger, MemoryLedger};
 use crate::outcome::{
-    AttemptRecord, OperationInfo, Outcome, OutcomeKind, Reconciled, Stopped, Verdict,
+    AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousRun, Reconciled, Stopped, Verdict,
 };
+
+/// A value that is the remote's answer rather than success (see
+/// [`Policy::run_write_judged`]).
+#[derive(Clone, Debug)]
+pub struct Rejection {
+    /// The answer, as the outcome's error (class `answered`).
+    pub error: AttemptError,
+    /// Whether part of the write applied (a ref updated beside one rejected).
+    pub may_have_applied: bool,
+}
 
 /// What one operation is, and its bounds.
 #[derive(Clone)]
@@ -129,9 +139,16 @@ pub struct AttemptCtx<'a> {
     cancel: &'a CancelFlag,
     clock: &'a dyn Clock,
     phase: Cow<'static, str>,
+    messages: Vec<String>,
 }
 
 impl AttemptCtx<'_> {
+    /// Keep a line the server said beside the protocol (side-band 2, a
+    /// hook's words): the outcome's `remote_messages`, in order.
+    pub fn remote_message(&mut self, line: impl Into<String>) {
+        self.messages.push(line.into());
+    }
+
     /// The credential bought for this attempt, when the operation has a source.
     pub fn credential(&self) -> Option<&Credential> {
         self.credential
@@ -217,6 +234,13 @@ impl<T> Settlement<T> {
             observed,
             cause: None,
         }
+    }
+
+    /// Keep a value beside a verdict that is not success (a push's per-ref
+    /// results with their verdicts): the outcome carries it.
+    pub fn with_value(mut self, value: T) -> Self {
+        self.value = Some(value);
+        self
     }
 
     /// Somebody else changed it.
@@ -361,14 +385,15 @@ impl Default for Policy {
 }
 
 /// Why the retry loop stopped calling, beyond an ordinary failure.
-enum Step {
+enum Step<T> {
     /// An attempt failed; `when` decides.
     Failed(AttemptError),
     /// Stop before another attempt.
     Stop(Stopped),
-    /// A settling read found the write moved: not retried, and it may have
-    /// landed before somebody moved it on.
-    Moved(AttemptError),
+    /// A settling read found the write moved (or still not landed after the
+    /// second read): never sent again, and it may have landed (or may still
+    /// land). The value is what the read made of it, when the layer kept one.
+    Settled(AttemptError, Option<T>),
     /// A write's answer is unknown and no read settled it; why the reads
     /// stopped (none when there was no reconciler or a read was answered).
     Unsettled(AttemptError, Option<Stopped>),
@@ -388,6 +413,8 @@ struct RunState {
     /// When the attempt that succeeded ended: the operation ended then too
     /// (nothing runs after a success), so the clock is not read again.
     succeeded_at: Option<Duration>,
+    /// The server's words beside the protocol, from every attempt.
+    remote_messages: Vec<String>,
 }
 
 /// backon's backoff, wrapped: applies hint, settle, deadline and budget.
@@ -400,6 +427,7 @@ struct PolicyBackoff<'a> {
     reserve: Duration,
     host: &'a str,
     credentials: Option<&'a Arc<dyn CredentialSource>>,
+    cancel: &'a CancelFlag,
 }
 
 impl Iterator for PolicyBackoff<'_> {
@@ -448,7 +476,8 @@ impl Iterator for PolicyBackoff<'_> {
             // purchase. A source that hands back a refused credential makes
             // the refusal stand at once, with no pause.
             if let Some(source) = self.credentials {
-                match source.credential() {
+                let limit = usable(remaining.saturating_sub(delay), self.reserve);
+                match source.credential_within(limit, self.cancel) {
                     Ok(c) if st.refused.iter().any(|f| f == c.fingerprint()) => {
                         st.stopped = Some(Stopped::CredentialRefused);
                         return None;
@@ -557,26 +586,45 @@ impl Policy {
             op,
             attempt,
             None::<fn(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>>,
+            |_: &T| None,
         )
     }
 
     /// Run a write whose unknown answer is settled by `reconcile`, a read.
     ///
-    /// `reconcile` is called only after an attempt whose request was complete
-    /// and whose answer was not read; it is retried (as reads are, through
-    /// backon, at most `max_attempts` reads) until it answers or the budget
-    /// is spent. Its verdict decides: landed is
-    /// success; not landed allows another attempt (the closures may share
-    /// state so the next attempt is leased on what was read); moved is not
-    /// retried and ends `unknown` with `may_have_applied: true` (the write
-    /// may have landed and been built upon before the read).
+    /// `reconcile` is called only after an attempt whose request was
+    /// complete and whose answer was not read (a cut, a timeout, a cancel);
+    /// it is retried (as reads are, through backon, at most `max_attempts`
+    /// reads) until it answers or the budget is spent. **The write is never
+    /// attempted again after that**, whatever the read finds: landed is
+    /// success; not landed is read once more after half the reconcile
+    /// reserve (a server that got the whole request may still be applying
+    /// it) and, still not there, ends `unknown` with `may_have_applied:
+    /// true` and verdict `not-landed`; moved ends `unknown` with
+    /// `may_have_applied: true` (the write may have landed and been built
+    /// upon before the read). The caller's next round acts on what the
+    /// remote holds.
     pub fn run_write<T>(
         &self,
         op: Operation,
         attempt: impl FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
         reconcile: impl FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
     ) -> Outcome<T> {
-        self.execute(op, attempt, Some(reconcile))
+        self.execute(op, attempt, Some(reconcile), |_: &T| None)
+    }
+
+    /// [`Policy::run_write`], where a value can be the remote's answer
+    /// rather than success (a push whose report rejected a ref): `judge`
+    /// looks at every value the write ends with, and a [`Rejection`] makes
+    /// the outcome `answered`, keeping the value.
+    pub fn run_write_judged<T>(
+        &self,
+        op: Operation,
+        attempt: impl FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
+        reconcile: impl FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
+        judge: impl Fn(&T) -> Option<Rejection>,
+    ) -> Outcome<T> {
+        self.execute(op, attempt, Some(reconcile), judge)
     }
 
     fn execute<T, R>(
@@ -584,6 +632,7 @@ impl Policy {
         mut op: Operation,
         mut attempt: impl FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
         mut reconcile: Option<R>,
+        judge: impl Fn(&T) -> Option<Rejection>,
     ) -> Outcome<T>
     where
         R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
@@ -615,10 +664,13 @@ impl Policy {
             reconciled: None,
             refused_credentials: Vec::new(),
             previous: None,
+            remote_messages: Vec::new(),
+            recorded: None,
         };
+        let known_here = self.generated_before(&id) && !self.ledger.keeps_generated_ids();
         let claim = if generated {
             Ok(Claim::Claimed)
-        } else if self.generated_before(&id) && !self.ledger.keeps_generated_ids() {
+        } else if known_here {
             Ok(Claim::Taken(None))
         } else {
             self.ledger.claim(&id)
@@ -628,7 +680,16 @@ impl Policy {
             Ok(Claim::Taken(previous)) => {
                 tracing::debug!(op = %id, "operation id already claimed: rejected");
                 let mut o = blank(OutcomeKind::Rejected, info);
-                o.previous = previous;
+                // A claim without a finished run is still running (or its
+                // process died): a write may have applied.
+                o.previous = previous.or_else(|| {
+                    (!known_here).then(|| PreviousRun {
+                        result: OutcomeKind::Running,
+                        may_have_applied: write.then_some(true),
+                        elapsed_ms: 0,
+                        attempts: Vec::new(),
+                    })
+                });
                 o.error = Some(AttemptError::answered(
                     "connect",
                     format!("operation id {id:?} was claimed before"),
@@ -636,8 +697,11 @@ impl Policy {
                 return o;
             }
             Err(e) => {
-                let mut o = blank(OutcomeKind::Rejected, info);
-                o.error = Some(AttemptError::unjudged("connect", e.to_string()));
+                // Nothing ran: the claim could not be made on this side.
+                tracing::warn!(op = %id, error = %e, "the ledger could not claim the operation id");
+                let mut o = blank(OutcomeKind::LocalError, info);
+                o.stopped = Some(Stopped::LocalError);
+                o.error = Some(AttemptError::local("connect", e.to_string()).with_source(e));
                 return o;
             }
         }
@@ -659,6 +723,7 @@ impl Policy {
             reconciled: None,
             unsettled_complete: false,
             succeeded_at: None,
+            remote_messages: Vec::new(),
         });
         let backoff = PolicyBackoff {
             inner: self.exponential(&bounds),
@@ -669,13 +734,14 @@ impl Policy {
             reserve,
             host: &op.host,
             credentials: op.credentials.as_ref(),
+            cancel: &op.cancel,
         };
         let cancel = op.cancel.clone();
         let sleeper = Arc::clone(&self.sleeper);
         let sleep_cancel = op.cancel.clone();
         let mut n: u32 = 0;
 
-        let step = || -> Result<T, Step> {
+        let step = || -> Result<T, Step<T>> {
             if cancel.is_cancelled() {
                 return Err(Step::Stop(Stopped::Cancelled));
             }
@@ -685,12 +751,15 @@ impl Policy {
                 return Err(Step::Stop(Stopped::Deadline));
             }
             // Buy a credential when the operation needs one and holds none
-            // (the first attempt, or a purchase after a refusal failed).
+            // (the first attempt, or a purchase after a refusal failed). The
+            // purchase is bounded by what remains and by the cancel flag; a
+            // failed one is an attempt of its own, phase `credential`.
             if let Some(source) = &op.credentials {
                 let mut st = state.lock().expect("run state lock");
                 if st.current.is_none() {
                     let before = now;
-                    match source.credential() {
+                    let limit = usable(remaining, reserve);
+                    match source.credential_within(limit, &cancel) {
                         Ok(c) => {
                             if st.refused.iter().any(|f| f == c.fingerprint()) {
                                 return Err(Step::Stop(Stopped::CredentialRefused));
@@ -700,14 +769,21 @@ impl Policy {
                         }
                         Err(e) => {
                             n += 1;
-                            let err = AttemptError::unjudged("connect", e.to_string());
+                            let local = e.local;
+                            let err = if local {
+                                AttemptError::local("credential", e.message.clone())
+                            } else {
+                                AttemptError::unjudged("credential", e.message.clone())
+                            }
+                            .with_source(e);
+                            tracing::debug!(op = %id, n, class = err.class.as_str(), cause = %err.cause, "credential purchase failed");
                             st.attempts.push(AttemptRecord {
                                 n,
-                                phase: "connect".into(),
-                                class: Some(Class::Unjudged),
+                                phase: "credential".into(),
+                                class: Some(err.class),
                                 cause: Some(err.cause.clone()),
                                 remaining_ms: ms(remaining),
-                                timeout_ms: 0,
+                                timeout_ms: ms(limit),
                                 delay_ms: None,
                                 elapsed_ms: ms(self.clock.now().saturating_sub(before)),
                             });
@@ -734,12 +810,15 @@ impl Policy {
                 cancel: &cancel,
                 clock: &*self.clock,
                 phase: Cow::Borrowed("connect"),
+                messages: Vec::new(),
             };
             let result = attempt(&mut ctx);
             let phase = ctx.phase.clone();
+            let messages = std::mem::take(&mut ctx.messages);
             let end = self.clock.now();
             let elapsed = end.saturating_sub(now);
             let mut st = state.lock().expect("run state lock");
+            st.remote_messages.extend(messages);
             match result {
                 Ok(v) => {
                     tracing::debug!(op = %id, n, phase = %phase, "attempt succeeded");
@@ -757,6 +836,15 @@ impl Policy {
                     Ok(v)
                 }
                 Err(mut e) => {
+                    if e.auth == Some(AuthSignal::Unauthorized) && op.credentials.is_none() {
+                        // Nothing to buy afresh: trying again cannot change it.
+                        e.class = Class::Answered;
+                        e.cause = format!(
+                            "{} (no credential was given: give one with --token-command \
+                             or user info in the URL)",
+                            e.cause
+                        );
+                    }
                     if let (Some(auth), Some((cred, bought))) = (e.auth, &st.current) {
                         let refused = match auth {
                             AuthSignal::Unauthorized => true,
@@ -817,9 +905,9 @@ impl Policy {
         let result = step
             .retry(backoff)
             .sleep(move |d: Duration| sleeper.sleep(d, sleep_cancel.as_atomic()))
-            .when(|s: &Step| match s {
+            .when(|s: &Step<T>| match s {
                 Step::Failed(e) => {
-                    e.class != Class::Answered
+                    !matches!(e.class, Class::Answered | Class::Local)
                         && !(write && e.class == Class::Unknown)
                         && !op.cancel.is_cancelled()
                 }
@@ -839,23 +927,45 @@ impl Policy {
         out.reconciled = st.reconciled;
         out.refused_credentials = st.refused;
         out.stopped = st.stopped;
+        out.remote_messages = st.remote_messages;
         let cancelled = op.cancel.is_cancelled();
+        let mut rejected_applied = None;
         match result {
-            Ok(v) => {
-                out.kind = OutcomeKind::Succeeded;
-                out.value = Some(v);
-                out.stopped = None;
-                if write {
-                    out.may_have_applied = Some(true);
+            Ok(v) => match judge(&v) {
+                None => {
+                    out.kind = OutcomeKind::Succeeded;
+                    out.value = Some(v);
+                    out.stopped = None;
+                    if write {
+                        out.may_have_applied = Some(true);
+                    }
+                    self.with_bucket(&op.host, |b, budget| b.credit(budget, ended));
                 }
-                self.with_bucket(&op.host, |b, budget| b.credit(budget, ended));
-            }
+                Some(r) => {
+                    // The remote's answer, with the value kept: the attempt
+                    // that read it (or the read that found it) is answered.
+                    out.kind = OutcomeKind::Answered;
+                    out.value = Some(v);
+                    out.stopped = None;
+                    if out.reconciled.is_none() {
+                        if let Some(last) = out.attempts.last_mut() {
+                            last.class = Some(Class::Answered);
+                            last.cause = Some(r.error.cause.clone());
+                        }
+                    }
+                    rejected_applied = Some(r.may_have_applied);
+                    out.error = Some(r.error);
+                }
+            },
             Err(Step::Failed(e)) => {
                 let refusal_stands =
                     e.class == Class::Unjudged && st.last_refusal.as_ref() == Some(&e);
                 if e.class == Class::Answered {
                     out.kind = OutcomeKind::Answered;
                     out.stopped = None;
+                } else if e.class == Class::Local {
+                    out.kind = OutcomeKind::LocalError;
+                    out.stopped = Some(Stopped::LocalError);
                 } else if refusal_stands {
                     out.kind = OutcomeKind::Answered;
                     out.stopped = Some(Stopped::CredentialRefused);
@@ -879,11 +989,17 @@ impl Policy {
                     out.error = st.last_error;
                 }
             }
-            Err(Step::Moved(e)) => {
+            Err(Step::Settled(e, value)) => {
                 // A read cannot tell "moved before the write" from "landed,
-                // then built upon": never retried, never called a failure.
+                // then built upon", nor "not landed" from "not landed yet":
+                // never sent again, never called a failure.
                 out.kind = OutcomeKind::Unknown;
-                out.stopped = None;
+                out.stopped = if cancelled {
+                    Some(Stopped::Cancelled)
+                } else {
+                    None
+                };
+                out.value = value;
                 out.error = Some(e);
             }
             Err(Step::Unsettled(e, why)) => {
@@ -896,7 +1012,7 @@ impl Policy {
             }
         }
         if write && out.kind != OutcomeKind::Succeeded {
-            out.may_have_applied = Some(st.unsettled_complete);
+            out.may_have_applied = Some(st.unsettled_complete || rejected_applied == Some(true));
         }
         if out.kind == OutcomeKind::Answered && out.stopped == Some(Stopped::CredentialRefused) {
             let cause = out
@@ -915,15 +1031,34 @@ impl Policy {
             elapsed_ms = out.elapsed_ms, "operation ended"
         );
         let record = !generated || self.ledger.keeps_generated_ids();
-        let recorded = if record {
-            self.ledger.finish(&id, out.summary())
-        } else {
-            Ok(())
-        };
-        if let Err(e) = recorded {
-            tracing::warn!(op = %id, error = %e, "could not record the outcome in the ledger");
+        if record {
+            out.recorded = Some(self.record(&id, &out, start + deadline));
         }
         out
+    }
+
+    /// Write the outcome to the ledger, trying again (as reads are, with
+    /// backoff) while the operation's budget lasts; `false` when it never
+    /// was written.
+    fn record<T>(&self, id: &str, out: &Outcome<T>, end: Duration) -> bool {
+        let summary = out.summary();
+        let mut tries = 0u32;
+        loop {
+            tries += 1;
+            match self.ledger.finish(id, summary.clone()) {
+                Ok(()) => return true,
+                Err(e) => {
+                    let pause = Duration::from_millis(50) * tries.min(10);
+                    let remaining = end.saturating_sub(self.clock.now());
+                    if remaining <= pause {
+                        tracing::warn!(op = %id, error = %e, tries, "could not record the outcome in the ledger");
+                        return false;
+                    }
+                    tracing::debug!(op = %id, error = %e, "recording the outcome failed; trying again");
+                    self.sleeper.sleep(pause, &AtomicBool::new(false));
+                }
+            }
+        }
     }
 
     /// backon's exponential backoff in `bounds`' shape, allowing at most
@@ -948,7 +1083,8 @@ impl Policy {
 
     /// Settle an unknown write by the caller's read, retried (as reads are,
     /// through backon, at most `max_attempts` reads) until it answers or the
-    /// budget is spent.
+    /// budget is spent. A `not-landed` verdict is read once more after half
+    /// the reconcile reserve; the write is never attempted again.
     #[allow(clippy::too_many_arguments)]
     fn settle<T, R>(
         &self,
@@ -959,7 +1095,7 @@ impl Policy {
         start: Duration,
         bounds: &Bounds,
         cancel: &CancelFlag,
-    ) -> Result<T, Step>
+    ) -> Result<T, Step<T>>
     where
         R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
     {
@@ -968,13 +1104,86 @@ impl Policy {
         };
         let end = start + bounds.deadline;
         let mut reads = 0u32;
+        let mut s = match self.settling_read(id, reconcile, state, end, bounds, cancel, &mut reads)
+        {
+            Ok(s) => s,
+            Err(why) => return Err(Step::Unsettled(err, why)),
+        };
+        if s.verdict == Verdict::NotLanded {
+            // The server may still be applying what it received (hooks and
+            // checks run after the last byte, whether or not we are there):
+            // look once more after half the reserve.
+            let pause = (bounds.reconcile_reserve / 2).min(end.saturating_sub(self.clock.now()));
+            tracing::debug!(op = %id, pause = ?pause, "not landed yet: reading once more");
+            self.sleeper.sleep(pause, &AtomicBool::new(false));
+            if let Ok(again) =
+                self.settling_read(id, reconcile, state, end, bounds, cancel, &mut reads)
+            {
+                s = again;
+            }
+        }
+        tracing::debug!(op = %id, verdict = s.verdict.as_str(), "unknown write settled by reading");
+        let mut st = state.lock().expect("run state lock");
+        st.reconciled = Some(Reconciled {
+            verdict: s.verdict,
+            observed: s.observed,
+        });
+        match s.verdict {
+            Verdict::Landed => match s.value {
+                Some(v) => {
+                    st.unsettled_complete = false;
+                    Ok(v)
+                }
+                // Landed without a value to return: the write is on the
+                // remote, but the caller gave nothing to succeed with.
+                None => Err(Step::Unsettled(err, None)),
+            },
+            Verdict::NotLanded => Err(Step::Settled(
+                AttemptError::unknown(
+                    err.phase.clone(),
+                    format!(
+                        "{} (settled by reading: not landed as of the last read; \
+                         it may still land, and it is not sent again)",
+                        err.cause
+                    ),
+                ),
+                s.value,
+            )),
+            Verdict::Moved => Err(Step::Settled(
+                AttemptError::unknown(
+                    err.phase.clone(),
+                    s.cause.unwrap_or_else(|| "moved by somebody else".into()),
+                ),
+                s.value,
+            )),
+        }
+    }
+
+    /// One settling read, retried through backon until it answers or the
+    /// budget is spent; `Err` carries why the reads stopped (`None` when a
+    /// read was answered).
+    #[allow(clippy::too_many_arguments)]
+    fn settling_read<T, R>(
+        &self,
+        id: &str,
+        reconcile: &mut R,
+        state: &Mutex<RunState>,
+        end: Duration,
+        bounds: &Bounds,
+        cancel: &CancelFlag,
+        reads: &mut u32,
+    ) -> Result<Settlement<T>, Option<Stopped>>
+    where
+        R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
+    {
+        let first = *reads;
         // `Err(None)`: no time left for a read.
         let read = || -> Result<Settlement<T>, Option<AttemptError>> {
             let remaining = end.saturating_sub(self.clock.now());
             if remaining.is_zero() {
                 return Err(None);
             }
-            reads += 1;
+            *reads += 1;
             let credential = state
                 .lock()
                 .expect("run state lock")
@@ -984,7 +1193,7 @@ impl Policy {
             let ctx = ReconcileCtx {
                 remaining,
                 timeout: remaining.min(bounds.attempt_timeout),
-                n: reads,
+                n: *reads,
                 cancel,
                 credential,
             };
@@ -1009,54 +1218,19 @@ impl Policy {
                 }
             })
             .call();
-        let s = match result {
-            Ok(s) => s,
-            Err(e) => {
-                let why = match &e {
-                    Some(e) if e.class == Class::Answered => {
-                        tracing::debug!(op = %id, cause = %e.cause, "settling read answered");
-                        None
-                    }
-                    Some(_) if reads >= bounds.max_attempts.max(1) => Some(Stopped::MaxAttempts),
-                    _ => Some(Stopped::Deadline),
-                };
-                tracing::debug!(op = %id, reads, "no settling read answered");
-                return Err(Step::Unsettled(err, why));
-            }
-        };
-        tracing::debug!(op = %id, verdict = s.verdict.as_str(), "unknown write settled by reading");
-        let mut st = state.lock().expect("run state lock");
-        st.unsettled_complete = false;
-        st.reconciled = Some(Reconciled {
-            verdict: s.verdict,
-            observed: s.observed,
-        });
-        match s.verdict {
-            Verdict::Landed => match s.value {
-                Some(v) => Ok(v),
-                None => {
-                    // Landed without a value to return: the write is on the
-                    // remote, but the caller gave nothing to succeed with.
-                    st.unsettled_complete = true;
-                    Err(Step::Unsettled(err, None))
+        result.map_err(|e| {
+            tracing::debug!(op = %id, reads = *reads, "no settling read answered");
+            match &e {
+                Some(e) if e.class == Class::Answered => {
+                    tracing::debug!(op = %id, cause = %e.cause, "settling read answered");
+                    None
                 }
-            },
-            Verdict::NotLanded => {
-                let e = AttemptError::unjudged(
-                    err.phase.clone(),
-                    format!("{} (settled by reading: not landed)", err.cause),
-                );
-                st.last_error = Some(e.clone());
-                Err(Step::Failed(e))
+                Some(_) if *reads - first >= bounds.max_attempts.max(1) => {
+                    Some(Stopped::MaxAttempts)
+                }
+                _ => Some(Stopped::Deadline),
             }
-            Verdict::Moved => {
-                st.unsettled_complete = true;
-                Err(Step::Moved(AttemptError::unknown(
-                    err.phase.clone(),
-                    s.cause.unwrap_or_else(|| "moved by somebody else".into()),
-                )))
-            }
-        }
+        })
     }
 }
 

@@ -69,10 +69,13 @@ pub use credential::{
     fingerprint, percent_decode, scrub_user_info, user_info_span, CommandSource, Credential,
     CredentialError, CredentialSource, StaticSource,
 };
-pub use engine::{host_of, AttemptCtx, Operation, Policy, PolicyBuilder, ReconcileCtx, Settlement};
+pub use engine::{
+    host_of, AttemptCtx, Operation, Policy, PolicyBuilder, ReconcileCtx, Rejection, Settlement,
+};
 pub use hint::{parse_rate_limit_reset, parse_retry_after};
 pub use ledger::{Claim, FileLedger, Ledger, LedgerError, MemoryLedger};
 pub use outcome::{
     AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousRun, Reconciled, Stopped, Verdict,
+    SCHEMA,
 };
 pub use secrecy;

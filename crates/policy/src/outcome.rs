@@ -9,6 +9,10 @@ use serde::{Deserialize, Serialize, Serializer};
 
 use crate::class::{AttemptError, Class, Effect};
 
+/// The version of the JSON document an [`Outcome`] serialises to
+/// (additions keep it, changes bump it).
+pub const SCHEMA: u32 = 2;
+
 /// How an operation ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
@@ -21,6 +25,14 @@ pub enum OutcomeKind {
     Unknown,
     /// The operation id had been claimed already; nothing was called.
     Rejected,
+    /// Stopped on this side (the object store, the disk, a lock, a token
+    /// command that cannot start, a ledger that cannot be read): never the
+    /// remote's answer, never tried again.
+    LocalError,
+    /// Only in [`PreviousRun`]: the earlier run of the id has not finished
+    /// — it may still be running, or its process died; nothing tells them
+    /// apart, and nothing may start it again.
+    Running,
 }
 
 impl OutcomeKind {
@@ -31,6 +43,8 @@ impl OutcomeKind {
             OutcomeKind::Answered => "answered",
             OutcomeKind::Unknown => "unknown",
             OutcomeKind::Rejected => "rejected",
+            OutcomeKind::LocalError => "local-error",
+            OutcomeKind::Running => "running",
         }
     }
 }
@@ -51,6 +65,8 @@ pub enum Stopped {
     CredentialRefused,
     /// The caller raised the cancel flag.
     Cancelled,
+    /// A failure on this side stopped it.
+    LocalError,
 }
 
 impl Stopped {
@@ -63,6 +79,7 @@ impl Stopped {
             Stopped::RetryBudgetEmpty => "retry-budget-empty",
             Stopped::CredentialRefused => "credential-refused",
             Stopped::Cancelled => "cancelled",
+            Stopped::LocalError => "local-error",
         }
     }
 }
@@ -95,8 +112,10 @@ pub struct AttemptRecord {
 pub enum Verdict {
     /// The write is on the remote: success.
     Landed,
-    /// The remote holds the value the write expected: it never applied it;
-    /// it may be tried again, leased on that value.
+    /// The remote held the value the write expected when it was read (twice,
+    /// the second time after half the reconcile reserve). A server that got
+    /// the whole request may still apply it, so the write is never sent
+    /// again: the outcome stays `unknown` with `may_have_applied: true`.
     NotLanded,
     /// Somebody else changed it: not retried. A read cannot tell whether the
     /// write landed before that change, so the outcome is `unknown` with
@@ -128,8 +147,12 @@ pub struct Reconciled {
 /// The earlier run of a claimed operation id, carried by a rejection.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreviousRun {
-    /// How it ended.
+    /// How it ended, or [`OutcomeKind::Running`] when it has not.
     pub result: OutcomeKind,
+    /// Writes: whether the remote may hold the write (always `true` for a
+    /// write still running). Reads: `None`.
+    #[serde(default)]
+    pub may_have_applied: Option<bool>,
     /// How long it ran (ms).
     pub elapsed_ms: u64,
     /// Its attempt history.
@@ -176,8 +199,15 @@ pub struct Outcome<T> {
     pub reconciled: Option<Reconciled>,
     /// Fingerprints of refused credentials.
     pub refused_credentials: Vec<String>,
-    /// With `rejected`: the earlier run, when it has ended.
+    /// With `rejected`: the earlier run (its result, or `running`).
     pub previous: Option<PreviousRun>,
+    /// What the server said beside the protocol (side-band 2, a hook's
+    /// words), in order, one line each.
+    pub remote_messages: Vec<String>,
+    /// Whether the ledger recorded the outcome: `None` when nothing was to
+    /// be recorded (a generated id the ledger does not keep), `Some(false)`
+    /// when every try to write it failed.
+    pub recorded: Option<bool>,
 }
 
 impl<T> Outcome<T> {
@@ -201,6 +231,8 @@ impl<T> Outcome<T> {
             reconciled: self.reconciled,
             refused_credentials: self.refused_credentials,
             previous: self.previous,
+            remote_messages: self.remote_messages,
+            recorded: self.recorded,
         }
     }
 
@@ -208,6 +240,7 @@ impl<T> Outcome<T> {
     pub fn summary(&self) -> PreviousRun {
         PreviousRun {
             result: self.kind,
+            may_have_applied: self.may_have_applied,
             elapsed_ms: self.elapsed_ms,
             attempts: self.attempts.clone(),
         }
@@ -216,7 +249,8 @@ impl<T> Outcome<T> {
 
 impl<T: Serialize> Serialize for Outcome<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(12))?;
+        let mut m = s.serialize_map(Some(15))?;
+        m.serialize_entry("schema", &SCHEMA)?;
         m.serialize_entry("result", &self.kind)?;
         m.serialize_entry("operation", &self.operation)?;
         m.serialize_entry("deadline_ms", &self.deadline_ms)?;
@@ -227,6 +261,8 @@ impl<T: Serialize> Serialize for Outcome<T> {
         m.serialize_entry("reconciled", &self.reconciled)?;
         m.serialize_entry("refused_credentials", &self.refused_credentials)?;
         m.serialize_entry("previous", &self.previous)?;
+        m.serialize_entry("remote_messages", &self.remote_messages)?;
+        m.serialize_entry("recorded", &self.recorded)?;
         m.serialize_entry("value", &self.value)?;
         m.end()
     }

@@ -258,7 +258,7 @@ struct FlakySource(std::sync::atomic::AtomicBool);
 impl CredentialSource for FlakySource {
     fn credential(&self) -> Result<Credential, CredentialError> {
         if !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            return Err(CredentialError("the token command exited with 1".into()));
+            return Err(CredentialError::new("the token command exited with 1"));
         }
         Ok(Credential::new(SecretString::from("tok-ok".to_string())))
     }

@@ -18,6 +18,7 @@ use sluice_policy::{AttemptRecord, Claim, Class, FileLedger, Ledger, OutcomeKind
 fn run_of(n: u64) -> PreviousRun {
     PreviousRun {
         result: OutcomeKind::Succeeded,
+        may_have_applied: None,
         elapsed_ms: n,
         attempts: vec![AttemptRecord {
             n: 1,

@@ -105,6 +105,26 @@ enum What {
     Ref,
 }
 
+/// The temporary files of this process not yet persisted or removed, so an
+/// exit that skips the destructors (a second Ctrl-C) can still remove them.
+static LIVE: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+/// Remove every temporary pack file this process still has open (for an
+/// exit that will not run destructors); returns how many were removed.
+pub fn remove_temporary_files() -> usize {
+    let paths = std::mem::take(&mut *LIVE.lock().unwrap_or_else(|p| p.into_inner()));
+    paths
+        .iter()
+        .filter(|p| std::fs::remove_file(p).is_ok())
+        .count()
+}
+
+fn forget(path: &Path) {
+    LIVE.lock()
+        .unwrap_or_else(|p| p.into_inner())
+        .retain(|p| p != path);
+}
+
 /// A temporary file in the pack directory, removed unless persisted.
 struct TempFile {
     path: PathBuf,
@@ -132,10 +152,13 @@ impl TempFile {
                 .open(&path)
             {
                 Ok(file) => {
+                    LIVE.lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .push(path.clone());
                     return Ok(TempFile {
                         path,
                         file: Some(file),
-                    })
+                    });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
                 Err(e) => return Err(io_fail("cannot create a temporary pack file", e)),
@@ -153,7 +176,15 @@ impl TempFile {
         file.sync_all()
             .map_err(|e| io_fail("cannot sync the pack", e))?;
         drop(file);
-        std::fs::rename(&self.path, to).map_err(|e| io_fail("cannot move the pack into place", e))
+        let moved = std::fs::rename(&self.path, to)
+            .map_err(|e| io_fail("cannot move the pack into place", e));
+        if moved.is_ok() {
+            forget(&self.path);
+        } else {
+            let _ = std::fs::remove_file(&self.path);
+            forget(&self.path);
+        }
+        moved
     }
 }
 
@@ -161,6 +192,7 @@ impl Drop for TempFile {
     fn drop(&mut self) {
         if self.file.take().is_some() {
             let _ = std::fs::remove_file(&self.path);
+            forget(&self.path);
         }
     }
 }

@@ -25,7 +25,7 @@ use gix::protocol::transport::packetline::blocking_io::encode;
 use gix::protocol::transport::{Protocol, Service};
 use gix::ObjectId;
 use sluice_policy::{
-    AttemptCtx, AttemptError, Effect, Outcome, OutcomeKind, ReconcileCtx, Settlement,
+    AttemptCtx, AttemptError, Effect, Outcome, ReconcileCtx, Rejection, Settlement, Verdict,
 };
 
 use crate::client::{error_text, read_fail, CallOptions, GitClient, InputError};
@@ -91,15 +91,106 @@ pub enum RefStatus {
     Ok,
     /// Rejected, by this client or the remote.
     Rejected,
+    /// Its fate is not known: the answer was not read, and a settling read
+    /// found it not landed (yet) or moved — see its `verdict`.
+    Unknown,
 }
 
 impl RefStatus {
-    /// `ok` or `rejected`.
+    /// `ok`, `rejected` or `unknown`.
     pub const fn as_str(self) -> &'static str {
         match self {
             RefStatus::Ok => "ok",
             RefStatus::Rejected => "rejected",
+            RefStatus::Unknown => "unknown",
         }
+    }
+}
+
+/// Why a ref was rejected, typed; the remote's own words stay beside it
+/// in [`RefResult::message`].
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum RejectReason {
+    /// The remote ref does not hold the expected value (a lease, or the
+    /// value this operation first read): refused by this client before any
+    /// pack was sent.
+    StaleInfo,
+    /// Not a fast-forward (by this client or the remote).
+    NonFastForward,
+    /// The remote ref's value is not known locally: fetch first.
+    FetchFirst,
+    /// A hook (pre-receive, update) declined it.
+    HookDeclined,
+    /// Another ref of an atomic push failed.
+    AtomicPushFailed,
+    /// The remote could not update the ref (its lock, or its value changed
+    /// under it: a lease race lost on the server).
+    FailedToUpdateRef,
+    /// A protected branch (a forge's rule).
+    Protected,
+    /// Anything else (the remote's words in `message`).
+    Other,
+}
+
+impl RejectReason {
+    /// The kebab-case name of the JSON contract.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            RejectReason::StaleInfo => "stale-info",
+            RejectReason::NonFastForward => "non-fast-forward",
+            RejectReason::FetchFirst => "fetch-first",
+            RejectReason::HookDeclined => "hook-declined",
+            RejectReason::AtomicPushFailed => "atomic-push-failed",
+            RejectReason::FailedToUpdateRef => "failed-to-update-ref",
+            RejectReason::Protected => "protected",
+            RejectReason::Other => "other",
+        }
+    }
+
+    /// As git prints it in `! [rejected] … (<words>)`.
+    pub const fn git_words(self) -> &'static str {
+        match self {
+            RejectReason::StaleInfo => "stale info",
+            RejectReason::NonFastForward => "non-fast-forward",
+            RejectReason::FetchFirst => "fetch first",
+            RejectReason::HookDeclined => "hook declined",
+            RejectReason::AtomicPushFailed => "atomic push failed",
+            RejectReason::FailedToUpdateRef => "failed to update ref",
+            RejectReason::Protected => "protected branch",
+            RejectReason::Other => "rejected",
+        }
+    }
+
+    /// The reason of an `ng <ref> <reason>` line of report-status (a field
+    /// of the protocol, not stderr): receive-pack's fixed words, and the
+    /// forges' "protected branch hook declined".
+    pub fn from_report(words: &str) -> RejectReason {
+        let w = words.trim();
+        if w.contains("protected branch") {
+            RejectReason::Protected
+        } else if w.contains("hook declined") {
+            RejectReason::HookDeclined
+        } else if w == "non-fast-forward" {
+            RejectReason::NonFastForward
+        } else if w == "fetch first" {
+            RejectReason::FetchFirst
+        } else if w == "stale info" {
+            RejectReason::StaleInfo
+        } else if w.starts_with("atomic push failure") || w.starts_with("atomic transaction failed")
+        {
+            RejectReason::AtomicPushFailed
+        } else if w.starts_with("failed to update ref") || w.starts_with("failed to lock") {
+            RejectReason::FailedToUpdateRef
+        } else {
+            RejectReason::Other
+        }
+    }
+}
+
+impl std::fmt::Display for RejectReason {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -108,10 +199,27 @@ impl RefStatus {
 pub struct RefResult {
     /// The destination ref.
     pub name: String,
-    /// Ok or rejected.
+    /// Ok, rejected or unknown.
     pub status: RefStatus,
-    /// Why (the remote's words for a rejection; `up to date`, ...).
-    pub reason: Option<String>,
+    /// Why it was rejected (`None` unless rejected).
+    pub reason: Option<RejectReason>,
+    /// The remote's words for it (an `ng` line's reason, an unpack error),
+    /// or this client's when it refused the ref itself.
+    pub message: Option<String>,
+    /// What a settling read found for this ref, when the push's answer was
+    /// not read.
+    pub verdict: Option<sluice_policy::Verdict>,
+    /// The value the command expected (`None`: absent or not known).
+    pub old: Option<ObjectId>,
+    /// The value pushed (`None`: a delete).
+    pub new: Option<ObjectId>,
+}
+
+impl RefResult {
+    /// Whether the ref already held the pushed value.
+    pub fn is_up_to_date(&self) -> bool {
+        self.status == RefStatus::Ok && self.old == self.new && self.verdict.is_none()
+    }
 }
 
 /// What a push did.
@@ -130,7 +238,15 @@ impl PushReport {
         self.refs
             .iter()
             .find(|r| r.status == RefStatus::Rejected)
-            .map(|r| format!("{}: {}", r.name, r.reason.as_deref().unwrap_or("rejected")))
+            .map(|r| {
+                format!(
+                    "{}: {}",
+                    r.name,
+                    r.message
+                        .as_deref()
+                        .unwrap_or(r.reason.unwrap_or(RejectReason::Other).git_words())
+                )
+            })
     }
 }
 
@@ -138,28 +254,41 @@ impl PushReport {
 struct PushState {
     /// Per update: the old value every command carries (`None`: absent).
     expected: Option<Vec<Option<ObjectId>>>,
-    /// Per update: a result fixed by a settling read (landed or moved).
-    settled: Vec<Option<RefResult>>,
     /// The pack of the last attempt.
     pack: Option<PackStats>,
-    /// An earlier attempt's answer was lost after its request was complete:
-    /// it may still land while a later attempt runs.
-    lost_answer: bool,
+    /// Per update, what the last attempt decided before sending its
+    /// commands (refused here, or up to date); `None` for a ref it sent.
+    decided: Vec<Option<RefResult>>,
 }
 
-fn rejected(name: &str, reason: impl Into<String>) -> RefResult {
+fn rejected(u: &RefUpdate, old: Option<ObjectId>, reason: RejectReason) -> RefResult {
     RefResult {
-        name: name.to_string(),
+        name: u.dst.clone(),
         status: RefStatus::Rejected,
-        reason: Some(reason.into()),
+        reason: Some(reason),
+        message: None,
+        verdict: None,
+        old,
+        new: u.src,
     }
 }
 
-fn ok(name: &str, reason: Option<&str>) -> RefResult {
+fn rejected_by_remote(u: &RefUpdate, old: Option<ObjectId>, words: &str) -> RefResult {
     RefResult {
-        name: name.to_string(),
+        message: Some(words.to_string()),
+        ..rejected(u, old, RejectReason::from_report(words))
+    }
+}
+
+fn ok(u: &RefUpdate, old: Option<ObjectId>) -> RefResult {
+    RefResult {
+        name: u.dst.clone(),
         status: RefStatus::Ok,
-        reason: reason.map(str::to_string),
+        reason: None,
+        message: None,
+        verdict: None,
+        old,
+        new: u.src,
     }
 }
 
@@ -206,8 +335,11 @@ impl GitClient {
     ///
     /// Any ref rejected (by this client or the remote) makes the outcome
     /// `answered`, with the per-ref results kept as its value. A push whose
-    /// answer was not read is settled by reading the destination refs:
-    /// landed, not landed (tried again, leased on what was read), or moved.
+    /// answer was not read is settled by reading the destination refs, per
+    /// ref: landed, not landed (read once more after half the reserve), or
+    /// moved; it is **never pushed again**: anything but every ref landed
+    /// ends `unknown` with `may_have_applied: true`, each ref with its own
+    /// verdict.
     pub fn push(
         &self,
         url: &str,
@@ -244,59 +376,32 @@ impl GitClient {
         }
         let state = RefCell::new(PushState {
             expected: None,
-            settled: vec![None; updates.len()],
             pack: None,
-            lost_answer: false,
+            decided: Vec::new(),
         });
         let op = self.operation("push", Effect::Write, &remote, opts);
-        let mut out = self.policy.run_write(
+        // An attempt is tried again only when the remote never judged it;
+        // one whose answer was lost is settled by reading and never sent
+        // again (the policy's rule).
+        let out = self.policy.run_write_judged(
             op,
             |ctx| {
-                let result = crate::error::shielded(ctx, |ctx| {
+                crate::error::shielded(ctx, |ctx| {
                     self.push_attempt(&remote, updates, options, repo, &state, opts, ctx)
                 })
-                .map_err(|e| e.to_attempt());
-                match result {
-                    Err(e) => {
-                        if e.class == sluice_policy::Class::Unknown {
-                            state.borrow_mut().lost_answer = true;
-                        }
-                        Err(e)
-                    }
-                    // A ref refused after an attempt whose answer was lost:
-                    // that attempt may have landed in the meantime (a read
-                    // that found the old value cannot tell "not landed" from
-                    // "not landed yet"), so the refusal (a stale lease, a
-                    // failed ref update) proves nothing. Settled by reading.
-                    Ok(report) if state.borrow().lost_answer => {
-                        match report.first_rejection() {
-                            Some(first) => Err(AttemptError::unknown(
-                                ctx.phase().to_string(),
-                                format!(
-                                    "{first} (after an attempt whose answer was lost: settled by reading)"
-                                ),
-                            )),
-                            None => Ok(report),
-                        }
-                    }
-                    Ok(report) => Ok(report),
-                }
+                .map_err(|e| e.to_attempt())
             },
             |rctx| self.push_settle(&remote, updates, options, &state, rctx),
+            |report: &PushReport| {
+                report.first_rejection().map(|first| Rejection {
+                    error: AttemptError::answered(Phase::Reported.as_str(), first),
+                    may_have_applied: report.refs.iter().any(|r| {
+                        r.status == RefStatus::Ok && !r.is_up_to_date()
+                            || r.status == RefStatus::Unknown
+                    }),
+                })
+            },
         );
-        if out.kind == OutcomeKind::Succeeded {
-            let report = out.value.as_ref().expect("a success carries its value");
-            if let Some(first) = report.first_rejection() {
-                out.kind = OutcomeKind::Answered;
-                out.may_have_applied = Some(report.refs.iter().any(|r| r.status == RefStatus::Ok));
-                // The attempt that read the report is the one that was answered.
-                if let Some(last) = out.attempts.last_mut() {
-                    last.class = Some(sluice_policy::Class::Answered);
-                    last.cause = Some(first.clone());
-                }
-                out.error = Some(AttemptError::answered(Phase::Reported.as_str(), first));
-            }
-        }
         Ok(out)
     }
 
@@ -382,31 +487,31 @@ impl GitClient {
                     .collect()
             })
             .clone();
-        let mut results: Vec<Option<RefResult>> = st.settled.clone();
         drop(st);
+        let mut results: Vec<Option<RefResult>> = vec![None; updates.len()];
         let mut commands: Vec<(usize, Option<ObjectId>, Option<ObjectId>)> = Vec::new();
         for (i, u) in updates.iter().enumerate() {
-            if results[i].is_some() {
-                continue;
-            }
             let cur = advertised.get(&u.dst).copied();
             if cur != expected[i] {
-                results[i] = Some(rejected(&u.dst, "stale info"));
+                results[i] = Some(rejected(u, expected[i], RejectReason::StaleInfo));
             } else if cur == u.src {
-                results[i] = Some(ok(&u.dst, Some("up to date")));
+                results[i] = Some(ok(u, cur));
             } else if u.src.is_none() && !caps.contains("delete-refs") {
                 return Err(unsupported(
                     "the remote does not allow deleting refs (no delete-refs)".into(),
                 ));
             } else if u.src.is_none() && cur.is_none() {
-                results[i] = Some(rejected(&u.dst, "remote ref does not exist"));
+                results[i] = Some(RefResult {
+                    message: Some("remote ref does not exist".into()),
+                    ..rejected(u, cur, RejectReason::Other)
+                });
             } else if let (Some(old), Some(new), false, Lease::Any) =
                 (cur, u.src, u.force, u.expect)
             {
                 if !repo.has_object(old) {
-                    results[i] = Some(rejected(&u.dst, "fetch first"));
+                    results[i] = Some(rejected(u, cur, RejectReason::FetchFirst));
                 } else if is_ancestor(repo, old, new) != Some(true) {
-                    results[i] = Some(rejected(&u.dst, "non-fast-forward"));
+                    results[i] = Some(rejected(u, cur, RejectReason::NonFastForward));
                 } else {
                     commands.push((i, cur, u.src));
                 }
@@ -419,15 +524,20 @@ impl GitClient {
             .flatten()
             .any(|r| r.status == RefStatus::Rejected);
         if options.atomic && any_local_rejection {
-            for (i, _, _) in commands.drain(..) {
-                results[i] = Some(rejected(&updates[i].dst, "atomic push failed"));
+            for (i, old, _) in commands.drain(..) {
+                results[i] = Some(rejected(&updates[i], old, RejectReason::AtomicPushFailed));
             }
         }
         let finish = |results: Vec<Option<RefResult>>, pack: Option<PackStats>| PushReport {
             refs: results
                 .into_iter()
                 .zip(updates)
-                .map(|(r, u)| r.unwrap_or_else(|| rejected(&u.dst, "not reported")))
+                .map(|(r, u)| {
+                    r.unwrap_or_else(|| RefResult {
+                        message: Some("not reported".into()),
+                        ..rejected(u, None, RejectReason::Other)
+                    })
+                })
                 .collect(),
             pack,
         };
@@ -512,6 +622,7 @@ impl GitClient {
             None
         };
 
+        state.borrow_mut().decided = results.clone();
         let zero = ObjectId::null(gix::hash::Kind::Sha1);
         let mut request = Vec::new();
         for (n, (i, old, new)) in commands.iter().enumerate() {
@@ -540,6 +651,7 @@ impl GitClient {
 
         let meta = &s.meta;
         let fatal: Arc<Mutex<Option<String>>> = Arc::default();
+        let said: Arc<Mutex<Vec<String>>> = Arc::default();
         let writer = s
             .transport
             .request(WriteMode::Binary, MessageKind::Flush, false)
@@ -582,6 +694,7 @@ impl GitClient {
         let complete = |meta: &crate::connect::Meta| !meta.wire.lock().http_connect_failed;
         if sideband {
             let fatal = Arc::clone(&fatal);
+            let said = Arc::clone(&said);
             let progress = opts.progress.clone();
             r.set_progress_handler(Some(Box::new(move |is_err: bool, text: &[u8]| {
                 let words = String::from_utf8_lossy(text).trim().to_string();
@@ -591,7 +704,16 @@ impl GitClient {
                         .unwrap_or_else(|p| p.into_inner())
                         .get_or_insert(words);
                 } else if !words.is_empty() {
-                    tracing::debug!(remote = %words, "push progress");
+                    // Side-band 2: a hook's words (we asked for `quiet`, so
+                    // no progress), kept in order, a line each.
+                    tracing::debug!(remote = %words, "remote said");
+                    said.lock().unwrap_or_else(|p| p.into_inner()).extend(
+                        words
+                            .split(['\n', '\r'])
+                            .map(str::trim_end)
+                            .filter(|l| !l.is_empty())
+                            .map(str::to_string),
+                    );
                     if let Some(cb) = &progress {
                         cb(&crate::Progress {
                             stage: words,
@@ -606,6 +728,9 @@ impl GitClient {
         let mut buf = Vec::new();
         let read = r.read_to_end(&mut buf);
         drop(r);
+        for line in std::mem::take(&mut *said.lock().unwrap_or_else(|p| p.into_inner())) {
+            ctx.remote_message(line);
+        }
         if let Some(words) = fatal.lock().unwrap_or_else(|p| p.into_inner()).take() {
             meta.wire.lock().fatal.get_or_insert(words);
         }
@@ -632,12 +757,12 @@ impl GitClient {
             }
         };
         ctx.reached(Phase::Reported.as_str());
-        let sent: HashMap<&str, usize> = commands
+        let sent: HashMap<&str, (usize, Option<ObjectId>)> = commands
             .iter()
-            .map(|(i, _, _)| (updates[*i].dst.as_str(), *i))
+            .map(|(i, old, _)| (updates[*i].dst.as_str(), (*i, *old)))
             .collect();
         for (name, res) in &parsed.refs {
-            let Some(&i) = sent.get(name.as_str()) else {
+            let Some(&(i, old)) = sent.get(name.as_str()) else {
                 return Err(GitError::Protocol {
                     phase: Phase::Reported,
                     request_complete: true,
@@ -645,20 +770,20 @@ impl GitClient {
                 });
             };
             results[i] = Some(match res {
-                Ok(()) => ok(name, None),
-                Err(reason) => rejected(name, reason.clone()),
+                Ok(()) => ok(&updates[i], old),
+                Err(reason) => rejected_by_remote(&updates[i], old, reason),
             });
         }
         if let Err(unpack) = &parsed.unpack {
-            for (i, _, _) in &commands {
+            for (i, old, _) in &commands {
                 if results[*i]
                     .as_ref()
                     .is_none_or(|r| r.status == RefStatus::Ok)
                 {
-                    results[*i] = Some(rejected(
-                        &updates[*i].dst,
-                        format!("unpacker error: {unpack}"),
-                    ));
+                    results[*i] = Some(RefResult {
+                        message: Some(format!("unpacker error: {unpack}")),
+                        ..rejected(&updates[*i], *old, RejectReason::Other)
+                    });
                 }
             }
         }
@@ -682,9 +807,9 @@ impl GitClient {
         state: &RefCell<PushState>,
         rctx: &ReconcileCtx<'_>,
     ) -> Result<Settlement<PushReport>, AttemptError> {
-        let (expected, settled) = {
+        let (expected, decided, pack) = {
             let st = state.borrow();
-            (st.expected.clone(), st.settled.clone())
+            (st.expected.clone(), st.decided.clone(), st.pack.clone())
         };
         let Some(expected) = expected else {
             return Err(AttemptError::answered(
@@ -719,72 +844,55 @@ impl GitClient {
             .collect();
         let mut observed = BTreeMap::new();
         let (mut landed, mut not_landed, mut moved) = (0, 0, 0);
-        let mut results = settled.clone();
+        let mut results = Vec::with_capacity(updates.len());
         for (i, u) in updates.iter().enumerate() {
             let cur = now.get(u.dst.as_str()).copied();
-            observed.insert(
-                u.dst.clone(),
-                cur.map(|o| o.to_string())
-                    .unwrap_or_else(|| "absent".into()),
-            );
-            if settled[i].is_some() {
+            let shown = cur
+                .map(|o| o.to_string())
+                .unwrap_or_else(|| "absent".into());
+            observed.insert(u.dst.clone(), shown.clone());
+            // Decided before the commands were sent (refused here, or up to
+            // date): not part of what is being settled.
+            if let Some(r) = decided.get(i).cloned().flatten() {
+                results.push(r);
                 continue;
             }
+            let mut r = ok(u, expected[i]);
             if cur == u.src {
                 landed += 1;
-                results[i] = Some(ok(&u.dst, Some("settled by reading: landed")));
+                r.verdict = Some(Verdict::Landed);
             } else if cur == expected[i] {
                 not_landed += 1;
+                r.status = RefStatus::Unknown;
+                r.verdict = Some(Verdict::NotLanded);
             } else {
                 moved += 1;
-                results[i] = Some(rejected(
-                    &u.dst,
-                    format!(
-                        "moved by somebody else (now {})",
-                        cur.map(|o| o.to_string())
-                            .unwrap_or_else(|| "absent".into())
-                    ),
-                ));
+                r.status = RefStatus::Unknown;
+                r.verdict = Some(Verdict::Moved);
+                r.message = Some(format!("moved by somebody else (now {shown})"));
             }
+            results.push(r);
         }
-        let pack = state.borrow().pack.clone();
-        let report = |results: &[Option<RefResult>]| PushReport {
-            refs: results
-                .iter()
-                .zip(updates)
-                .map(|(r, u)| r.clone().unwrap_or_else(|| rejected(&u.dst, "not landed")))
-                .collect(),
-            pack: pack.clone(),
+        let report = PushReport {
+            refs: results,
+            pack,
         };
-        if options.atomic {
-            return Ok(if not_landed == 0 && moved == 0 {
-                Settlement::landed(report(&results), observed)
-            } else if landed == 0 && moved == 0 {
-                Settlement::not_landed(observed)
+        Ok(if not_landed == 0 && moved == 0 {
+            Settlement::landed(report, observed)
+        } else if moved == 0 && (landed == 0 || !options.atomic) {
+            Settlement::not_landed(observed).with_value(report)
+        } else {
+            let cause = if options.atomic {
+                "an atomic push found its refs changed by somebody else".to_string()
             } else {
-                Settlement::moved(
-                    None,
-                    observed,
-                    "an atomic push found its refs changed by somebody else",
-                )
-            });
-        }
-        if not_landed > 0 {
-            // Keep what is settled; the next attempt pushes only the rest,
-            // on exactly the old values read.
-            state.borrow_mut().settled = results;
-            return Ok(Settlement::not_landed(observed));
-        }
-        if landed > 0
-            || settled
-                .iter()
-                .any(|s| s.as_ref().is_some_and(|r| r.status == RefStatus::Ok))
-        {
-            return Ok(Settlement::landed(report(&results), observed));
-        }
-        let cause = report(&results)
-            .first_rejection()
-            .unwrap_or_else(|| "moved".into());
-        Ok(Settlement::moved(None, observed, cause))
+                report
+                    .refs
+                    .iter()
+                    .find(|r| r.verdict == Some(Verdict::Moved))
+                    .map(|r| format!("{}: {}", r.name, r.message.as_deref().unwrap_or("moved")))
+                    .unwrap_or_else(|| "moved".into())
+            };
+            Settlement::moved(None, observed, cause).with_value(report)
+        })
     }
 }

@@ -498,6 +498,25 @@ impl FaultProxy {
         lock(&self.inner.records).clone()
     }
 
+    /// Cuts the client side of every live connection now (the upstream side
+    /// is left to its fault: with [`Fault::StallBeforeReport`] the server's
+    /// answer is still read and thrown away, so a receive-pack that got its
+    /// whole pack goes on applying it). A test calls this on an event — a
+    /// hook that says it started — to cut a push right after its pack.
+    /// Returns how many connections were cut.
+    pub fn cut_clients(&self) -> usize {
+        let live = lock(&self.inner.live);
+        let mut n = 0;
+        for socks in live.values() {
+            // The client's socket is registered first, at accept.
+            if let Some(client) = socks.first() {
+                let _ = client.shutdown(Shutdown::Both);
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Waits until no connection is being handled (every connection thread
     /// finished); `false` when `timeout` passed first.
     pub fn wait_idle(&self, timeout: Duration) -> bool {
