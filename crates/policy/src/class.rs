@@ -25,6 +25,7 @@ pub enum Class {
     /// token command that cannot start): never the remote's answer, and
     /// trying again will not mend it. The operation stops at once with
     /// `local-error`.
+    #[serde(rename = "local-error")]
     Local,
 }
 

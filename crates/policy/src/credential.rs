@@ -280,6 +280,34 @@ mod tests {
         assert_eq!(c.secret().expose_secret(), "tok-1");
         assert!(CommandSource::new("exit 3").credential().is_err());
         assert!(CommandSource::new("true").credential().is_err());
+        assert!(!CommandSource::new("exit 3").credential().unwrap_err().local);
+    }
+
+    #[test]
+    fn a_command_that_cannot_start_is_a_local_failure() {
+        let e = CommandSource::new("/nonexistent/token-command")
+            .credential()
+            .unwrap_err();
+        assert!(e.local, "{e}");
+        assert!(e.message.contains("127"), "{e}");
+    }
+
+    #[test]
+    fn a_hanging_command_is_killed_when_its_limit_runs_out_or_on_cancel() {
+        let t0 = Instant::now();
+        let e = CommandSource::new("sleep 30; echo tok")
+            .credential_within(Duration::from_millis(300), &CancelFlag::new())
+            .unwrap_err();
+        assert!(!e.local);
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+        let cancel = CancelFlag::new();
+        cancel.cancel();
+        let t0 = Instant::now();
+        let e = CommandSource::new("sleep 30; echo tok")
+            .credential_within(Duration::from_secs(60), &cancel)
+            .unwrap_err();
+        assert!(e.message.contains("cancelled"), "{e}");
+        assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
     }
 }
 

@@ -77,7 +77,7 @@ fn an_id_asked_again_after_success_is_rejected_without_a_call() {
 }
 
 #[test]
-fn an_id_asked_again_while_it_still_runs_is_rejected_without_a_previous_run() {
+fn an_id_asked_again_while_it_still_runs_is_rejected_with_a_running_previous_run() {
     let (policy, _clock) = manual_policy();
     let inner = Recorder::default();
     let out = policy.run(read_op(Bounds::default()).id("op-running"), |_ctx| {
@@ -86,7 +86,9 @@ fn an_id_asked_again_while_it_still_runs_is_rejected_without_a_previous_run() {
             Ok(())
         });
         assert_eq!(nested.kind, OutcomeKind::Rejected);
-        assert_eq!(nested.previous, None, "still running: no earlier outcome");
+        let previous = nested.previous.expect("the earlier run, still running");
+        assert_eq!(previous.result, OutcomeKind::Running);
+        assert_eq!(previous.may_have_applied, None, "a read");
         Ok(())
     });
     assert!(out.is_success());

@@ -26,6 +26,7 @@ fn set<'a>(names: &[&'a str]) -> BTreeSet<&'a str> {
 }
 
 const TOP: &[&str] = &[
+    "schema",
     "result",
     "operation",
     "deadline_ms",
@@ -36,6 +37,8 @@ const TOP: &[&str] = &[
     "reconciled",
     "refused_credentials",
     "previous",
+    "remote_messages",
+    "recorded",
     "value",
 ];
 const OPERATION: &[&str] = &["id", "kind", "effect", "remote"];
@@ -125,14 +128,17 @@ fn an_unknown_write_serialises_its_settlement_in_kebab_case() {
     check_shape(&v);
     assert_eq!(v["result"], "unknown");
     assert_eq!(v["operation"]["effect"], "write");
-    assert_eq!(v["stopped"], "max-attempts");
-    assert_eq!(v["may_have_applied"], false);
+    // Not landed (twice read) is never sent again: one attempt, and the
+    // write may still land.
+    assert_eq!(v["stopped"], Value::Null);
+    assert_eq!(v["may_have_applied"], true);
+    assert_eq!(v["attempts"].as_array().unwrap().len(), 1);
     assert_eq!(v["reconciled"]["verdict"], "not-landed");
     assert_eq!(keys(&v["reconciled"]), set(&["verdict", "observed"]));
     assert_eq!(v["reconciled"]["observed"]["refs/heads/gone"], "absent");
     assert_eq!(v["attempts"][0]["class"], "unknown");
     assert_eq!(v["attempts"][0]["phase"], "pack-sent");
-    assert_eq!(v["attempts"][0]["delay_ms"], 1_000);
+    assert_eq!(v["attempts"][0]["delay_ms"], Value::Null);
     assert_eq!(v["value"], Value::Null);
 }
 
@@ -152,7 +158,7 @@ fn a_rejected_outcome_carries_the_earlier_run_in_its_documented_shape() {
     assert_eq!(v["attempts"], serde_json::json!([]));
     assert_eq!(
         keys(&v["previous"]),
-        set(&["result", "elapsed_ms", "attempts"])
+        set(&["result", "may_have_applied", "elapsed_ms", "attempts"])
     );
     assert_eq!(v["previous"]["result"], "answered");
     assert_eq!(

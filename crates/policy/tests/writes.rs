@@ -2,7 +2,7 @@
 
 mod common;
 
-use std::cell::{Cell, RefCell};
+use std::cell::Cell;
 use std::collections::BTreeMap;
 
 use common::*;
@@ -59,40 +59,111 @@ fn an_unknown_write_is_settled_by_reading_not_retried() {
 }
 
 #[test]
-fn a_write_found_not_landed_is_sent_again_leased_on_what_was_read() {
-    let (policy, _clock) = manual_policy();
+fn a_write_found_not_landed_is_read_once_more_and_never_sent_again() {
+    let (policy, clock) = manual_policy();
     let rec = Recorder::default();
-    // The lease the attempt sends, which the settling read replaces.
-    let lease = RefCell::new(String::from("stale"));
-    let leases_sent = RefCell::new(Vec::new());
+    let reads = Cell::new(0);
+    let bounds = Bounds::default();
     let out = policy.run_write(
-        write_op(Bounds::default()),
-        |ctx| {
+        write_op(bounds),
+        |ctx| -> Result<&str, _> {
             rec.record(ctx);
-            leases_sent.borrow_mut().push(lease.borrow().clone());
-            if ctx.n == 1 {
-                return Err(unknown_push());
-            }
-            ctx.reached("reported");
-            Ok("ok")
+            Err(unknown_push())
         },
         |_ctx| {
-            *lease.borrow_mut() = OLD.to_string();
-            Ok(Settlement::not_landed(observed(OLD)))
+            reads.set(reads.get() + 1);
+            Ok(Settlement::not_landed(observed(OLD)).with_value("per-ref"))
         },
     );
-    assert_eq!(rec.count(), 2);
+    assert_eq!(rec.count(), 1, "an unknown write is never sent again");
+    assert_eq!(reads.get(), 2, "not landed is read once more");
     assert_eq!(
-        *leases_sent.borrow(),
-        vec!["stale".to_string(), OLD.to_string()]
+        clock.sleeps(),
+        vec![bounds.reconcile_reserve / 2],
+        "the second read comes half the reserve later"
     );
-    assert_eq!(out.kind, OutcomeKind::Succeeded);
+    assert_eq!(out.kind, OutcomeKind::Unknown);
+    assert_eq!(out.may_have_applied, Some(true));
+    assert_eq!(out.stopped, None);
+    assert_eq!(out.value, Some("per-ref"), "the layer's per-ref verdicts");
     assert_eq!(out.reconciled.as_ref().unwrap().verdict, Verdict::NotLanded);
-    assert!(out.attempts[0].delay_ms.is_some());
-    assert_eq!(
-        serde_json::to_value(&out).unwrap()["reconciled"]["verdict"],
-        "not-landed"
+    let json = serde_json::to_value(&out).unwrap();
+    assert_eq!(json["reconciled"]["verdict"], "not-landed");
+    assert_eq!(json["may_have_applied"], true);
+}
+
+#[test]
+fn a_write_not_landed_at_the_first_read_and_landed_at_the_second_succeeds() {
+    let (policy, _clock) = manual_policy();
+    let rec = Recorder::default();
+    let reads = Cell::new(0);
+    let out = policy.run_write(
+        write_op(Bounds::default()),
+        |ctx| -> Result<&str, _> {
+            rec.record(ctx);
+            Err(unknown_push())
+        },
+        |_ctx| {
+            reads.set(reads.get() + 1);
+            Ok(if reads.get() == 1 {
+                Settlement::not_landed(observed(OLD))
+            } else {
+                Settlement::landed("ok", observed(NEW))
+            })
+        },
     );
+    assert_eq!(rec.count(), 1);
+    assert_eq!(reads.get(), 2);
+    assert_eq!(out.kind, OutcomeKind::Succeeded);
+    assert_eq!(out.reconciled.as_ref().unwrap().verdict, Verdict::Landed);
+}
+
+#[test]
+fn a_cancelled_write_whose_request_was_complete_is_settled_and_may_have_applied() {
+    let (policy, _clock) = manual_policy();
+    let cancel = CancelFlag::new();
+    let out = policy.run_write(
+        write_op(Bounds::default()).cancel(cancel.clone()),
+        |_ctx| -> Result<&str, _> {
+            cancel.cancel();
+            Err(AttemptError::unknown(
+                "pack-sent",
+                "cancelled (at pack-sent)",
+            ))
+        },
+        |_ctx| Ok(Settlement::not_landed(observed(OLD))),
+    );
+    assert_eq!(out.kind, OutcomeKind::Unknown);
+    assert_eq!(out.stopped, Some(Stopped::Cancelled));
+    assert_eq!(out.may_have_applied, Some(true));
+    assert_eq!(out.reconciled.as_ref().unwrap().verdict, Verdict::NotLanded);
+}
+
+#[test]
+fn a_local_failure_stops_at_once_and_is_never_the_remotes_answer() {
+    let (policy, clock) = manual_policy();
+    let rec = Recorder::default();
+    let out = policy.run_write(
+        write_op(Bounds::default()),
+        |ctx| -> Result<&str, _> {
+            rec.record(ctx);
+            Err(AttemptError::local(
+                "advertised",
+                "reading objects: the object database has too few index slots",
+            ))
+        },
+        |_ctx| -> Result<Settlement<&str>, _> { panic!("nothing to settle") },
+    );
+    assert_eq!(rec.count(), 1, "trying again will not mend it");
+    assert_eq!(out.kind, OutcomeKind::LocalError);
+    assert_eq!(out.stopped, Some(Stopped::LocalError));
+    assert_eq!(out.may_have_applied, Some(false));
+    assert_eq!(out.attempts[0].class, Some(Class::Local));
+    assert!(clock.sleeps().is_empty());
+    let json = serde_json::to_value(&out).unwrap();
+    assert_eq!(json["result"], "local-error");
+    assert_eq!(json["stopped"], "local-error");
+    assert_eq!(json["attempts"][0]["class"], "local-error");
 }
 
 #[test]
@@ -312,12 +383,18 @@ fn a_cancelled_write_whose_answer_is_unknown_is_still_settled_by_reading() {
             1,
             "{verdict:?}: a cancelled write is not sent again"
         );
-        assert_eq!(reads.get(), 1, "{verdict:?}: settled by reading");
+        let expected_reads = if verdict == Verdict::NotLanded { 2 } else { 1 };
+        assert_eq!(
+            reads.get(),
+            expected_reads,
+            "{verdict:?}: settled by reading (not landed: read once more)"
+        );
         assert_eq!(out.kind, kind, "{verdict:?}");
         assert_eq!(out.reconciled.unwrap().verdict, verdict);
         if verdict == Verdict::NotLanded {
+            // Its request was complete: it may still land.
             assert_eq!(out.stopped, Some(Stopped::Cancelled));
-            assert_eq!(out.may_have_applied, Some(false));
+            assert_eq!(out.may_have_applied, Some(true));
         }
     }
 }
