@@ -260,6 +260,13 @@ fn emit<T: Serialize>(
     let mut stdout = stdout.lock();
     if common.json {
         let _ = writeln!(stdout, "{}", contract::document(&out));
+        if out.kind == OutcomeKind::LocalError {
+            // Nothing in the document may carry it (no attempt ran): the
+            // local cause, in the caller's terms, on stderr.
+            if let Some(e) = &out.error {
+                eprintln!("error: {}", e.cause);
+            }
+        }
     } else {
         if let Some(t) = text {
             let _ = stdout.write_all(t.as_bytes());

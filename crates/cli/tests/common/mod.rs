@@ -237,6 +237,7 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
         .as_object()
         .unwrap_or_else(|| panic!("not an object: {doc}"));
     for k in [
+        "schema",
         "result",
         "operation",
         "deadline_ms",
@@ -247,14 +248,28 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
         "reconciled",
         "refused_credentials",
         "previous",
+        "remote_messages",
+        "recorded",
         "value",
     ] {
         assert!(obj.contains_key(k), "{k} missing: {doc}");
     }
+    assert_eq!(doc["schema"], 2, "{doc}");
+    assert!(doc["remote_messages"].is_array(), "{doc}");
+    assert!(
+        doc["recorded"].is_null() || doc["recorded"].is_boolean(),
+        "{doc}"
+    );
     assert!(
         one_of(
             &doc["result"],
-            &["succeeded", "answered", "unknown", "rejected"]
+            &[
+                "succeeded",
+                "answered",
+                "unknown",
+                "rejected",
+                "local-error"
+            ]
         ),
         "{doc}"
     );
@@ -282,7 +297,9 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
                     "max-attempts",
                     "retry-hint-exceeds-budget",
                     "retry-budget-empty",
-                    "credential-refused"
+                    "credential-refused",
+                    "cancelled",
+                    "local-error"
                 ]
             ),
         "{doc}"
@@ -292,7 +309,11 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
         assert_eq!(a["n"].as_u64(), Some(i as u64 + 1), "{doc}");
         assert!(a["phase"].is_string(), "{doc}");
         assert!(
-            a["class"].is_null() || one_of(&a["class"], &["unjudged", "answered", "unknown"]),
+            a["class"].is_null()
+                || one_of(
+                    &a["class"],
+                    &["unjudged", "answered", "unknown", "local-error"]
+                ),
             "{doc}"
         );
         assert!(a["cause"].is_null() || a["cause"].is_string(), "{doc}");
@@ -363,8 +384,36 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
         "push" => {
             for r in value.as_array().expect("push value is an array") {
                 assert!(r["ref"].is_string(), "{doc}");
-                assert!(one_of(&r["status"], &["ok", "rejected"]), "{doc}");
-                assert!(r["reason"].is_null() || r["reason"].is_string(), "{doc}");
+                assert!(
+                    one_of(&r["status"], &["ok", "rejected", "unknown"]),
+                    "{doc}"
+                );
+                assert_eq!(r["reason"].is_null(), r["status"] != "rejected", "{doc}");
+                assert!(
+                    r["reason"].is_null()
+                        || one_of(
+                            &r["reason"],
+                            &[
+                                "stale-info",
+                                "non-fast-forward",
+                                "fetch-first",
+                                "hook-declined",
+                                "atomic-push-failed",
+                                "failed-to-update-ref",
+                                "protected",
+                                "other"
+                            ]
+                        ),
+                    "{doc}"
+                );
+                assert!(r["message"].is_null() || r["message"].is_string(), "{doc}");
+                assert!(
+                    r["verdict"].is_null()
+                        || one_of(&r["verdict"], &["landed", "not-landed", "moved"]),
+                    "{doc}"
+                );
+                assert!(r["old"].is_null() || is_hex40(&r["old"]), "{doc}");
+                assert!(r["new"].is_null() || is_hex40(&r["new"]), "{doc}");
             }
         }
         "http-get" => {
