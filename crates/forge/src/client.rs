@@ -349,7 +349,7 @@ impl Reading<'_> {
         let (url, _) = self
             .client
             .resolve(path_or_url)
-            .map_err(|e| AttemptError::answered(Phase::Connect.as_str(), e.to_string()))?;
+            .map_err(|e| AttemptError::local(Phase::Connect.as_str(), e.to_string()))?;
         self.get_answer(&url).map(|a| a.response())
     }
 
@@ -358,7 +358,7 @@ impl Reading<'_> {
         let (url, _) = self
             .client
             .resolve(path_or_url)
-            .map_err(|e| AttemptError::answered(Phase::Connect.as_str(), e.to_string()))?;
+            .map_err(|e| AttemptError::local(Phase::Connect.as_str(), e.to_string()))?;
         let a = self.get_answer(&url)?;
         decode(Effect::Read, &a)
     }
@@ -717,7 +717,8 @@ impl ForgeClient {
         if let Some(c) = credential {
             let mut v = HeaderValue::from_str(&format!("Bearer {}", c.secret().expose_secret()))
                 .map_err(|_| {
-                    AttemptError::answered(
+                    // Ours, not the remote's: local-error, never retried.
+                    AttemptError::local(
                         connect,
                         format!(
                             "credential {} is not a valid HTTP header value",
@@ -735,7 +736,7 @@ impl ForgeClient {
         }
         let request = req
             .build()
-            .map_err(|e| AttemptError::answered(connect, error_chain(&e.without_url())))?;
+            .map_err(|e| AttemptError::local(connect, error_chain(&e.without_url())))?;
         let sent_at = Instant::now();
         let (tx, rx) = mpsc::channel();
         let client = http.clone();

@@ -1025,11 +1025,18 @@ impl Policy {
                 tracing::warn!(host = %op.host, cause = %cause, refused = ?out.refused_credentials, "credential refusal stands");
             }
         }
-        tracing::debug!(
+        tracing::info!(
             op = %id, kind = %out.operation.kind, result = out.kind.as_str(),
             stopped = out.stopped.map(|s| s.as_str()), attempts = out.attempts.len(),
             elapsed_ms = out.elapsed_ms, "operation ended"
         );
+        if write && out.kind == OutcomeKind::Unknown && out.may_have_applied == Some(true) {
+            tracing::warn!(
+                op = %id, kind = %out.operation.kind, host = %op.host,
+                verdict = out.reconciled.as_ref().map(|r| r.verdict.as_str()),
+                "a write ended unknown and may have applied: read what the remote holds before acting"
+            );
+        }
         let record = !generated || self.ledger.keeps_generated_ids();
         if record {
             out.recorded = Some(self.record(&id, &out, start + deadline));
