@@ -431,12 +431,19 @@ fn a_report_naming_refs_never_pushed_is_unknown_and_settled_by_reading_before_an
             }
         }
         // The read found the ref where the push expected it (the scripted
-        // server keeps no state): not landed, so it may be tried again,
-        // leased on that value; it never lands.
+        // server keeps no state): not landed, read twice. The push is never
+        // sent again: `unknown`, and it may still land (the server got the
+        // whole pack).
         let r = seen.out.reconciled.as_ref().expect("settled by reading");
         assert_eq!(r.verdict, sluice_policy::Verdict::NotLanded, "{script:?}");
-        assert_ne!(seen.out.kind, OutcomeKind::Succeeded, "{script:?}");
-        assert_eq!(seen.out.may_have_applied, Some(false), "{script:?}");
+        assert_eq!(seen.out.kind, OutcomeKind::Unknown, "{script:?}");
+        assert_eq!(seen.out.may_have_applied, Some(true), "{script:?}");
+        assert_eq!(seen.out.attempts.len(), 1, "{script:?}");
+        assert_eq!(
+            seen.conns.iter().filter(|c| c.pack_complete).count(),
+            1,
+            "{script:?}: one pack, never two"
+        );
         for c in seen.conns.iter().filter(|c| !c.commands.is_empty()) {
             assert_eq!(
                 c.commands,
