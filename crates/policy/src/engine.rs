@@ -907,9 +907,15 @@ impl Policy {
             .sleep(move |d: Duration| sleeper.sleep(d, sleep_cancel.as_atomic()))
             .when(|s: &Step<T>| match s {
                 Step::Failed(e) => {
-                    !matches!(e.class, Class::Answered | Class::Local)
-                        && !(write && e.class == Class::Unknown)
-                        && !op.cancel.is_cancelled()
+                    // Tried again: what the remote never judged, and a
+                    // read's unknown answer; never an answer, a local
+                    // failure, a write's unknown answer, or after a cancel.
+                    let settled_elsewhere = match e.class {
+                        Class::Answered | Class::Local => true,
+                        Class::Unknown => write,
+                        Class::Unjudged => false,
+                    };
+                    !settled_elsewhere && !op.cancel.is_cancelled()
                 }
                 _ => false,
             })
