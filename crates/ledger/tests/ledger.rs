@@ -107,7 +107,7 @@ fn claim_all(path: &Path, seed: u64) {
         .read_line(&mut go)
         .expect("the parent's go");
     let mut out = std::io::stdout().lock();
-    let ids: Vec<u64> = if seed % 2 == 0 {
+    let ids: Vec<u64> = if seed.is_multiple_of(2) {
         (0..1000).collect()
     } else {
         (0..1000).rev().collect()
