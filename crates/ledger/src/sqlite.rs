@@ -256,13 +256,21 @@ impl SqliteLedger {
     }
 
     /// Delete the rows claimed before `now` minus the retention window, in
-    /// transactions of at most [`PRUNE_BATCH`] rows; other calls (and other
-    /// processes) may run between two batches. Returns how many rows were
-    /// deleted.
+    /// transactions of at most [`PRUNE_BATCH`] rows. Returns how many rows
+    /// were deleted.
+    ///
+    /// Between two batches it pauses as long as the last batch took. A
+    /// writer in another process waiting for the lock polls for it (SQLite
+    /// has no queue): without the pause, the next batch would take the lock
+    /// again within microseconds and such a writer could wait for the whole
+    /// prune, past its busy timeout. With it, the lock is free half of the
+    /// time; a prune takes twice as long, and claims wait at most about a
+    /// batch.
     pub fn prune(&self, now: SystemTime) -> Result<u64, LedgerError> {
         let cutoff = self.cutoff(now);
         let mut total = 0;
         loop {
+            let started = Instant::now();
             let n = {
                 let st = self.lock();
                 prune_batch(&st.conn, cutoff).map_err(|e| self.err(e))?
@@ -271,6 +279,7 @@ impl SqliteLedger {
             if n < PRUNE_BATCH as usize {
                 return Ok(total);
             }
+            std::thread::sleep(started.elapsed());
         }
     }
 

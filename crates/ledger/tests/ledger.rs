@@ -10,8 +10,7 @@ use std::fs::{self, OpenOptions};
 use std::io::{BufRead, BufReader, Write};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::Arc;
+use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_ledger::{SqliteLedger, SyncMode};
@@ -257,17 +256,22 @@ fn pruning_beside_ten_thousand_claims_fails_none_of_them() {
     raw.busy_timeout(Duration::from_secs(30)).expect("timeout");
     add_expired(&mut raw, 0, 20_000);
 
-    let claiming = Arc::new(AtomicBool::new(true));
+    // The pruner prunes the first 20,000 expired rows at once, then adds
+    // 2,000 more and prunes again each time the claimer has made another
+    // 1,000 claims; the claimer waits once, halfway, for the first prune to
+    // have ended, so the two surely overlap.
+    let (progress, claims_made) = mpsc::channel::<()>();
+    let (first_prune_done, first_prune) = mpsc::channel::<()>();
     let pruner = {
-        let claiming = Arc::clone(&claiming);
         let ledger = open();
         std::thread::spawn(move || {
-            let mut pruned = 0;
+            let mut pruned = ledger.prune(SystemTime::now()).expect("prune");
+            first_prune_done.send(()).expect("the claimer waits");
             let mut next = 20_000;
-            while claiming.load(Ordering::Acquire) {
-                pruned += ledger.prune(SystemTime::now()).expect("prune");
+            while claims_made.recv().is_ok() {
                 add_expired(&mut raw, next, 2_000);
                 next += 2_000;
+                pruned += ledger.prune(SystemTime::now()).expect("prune");
             }
             (pruned, ledger)
         })
@@ -276,13 +280,18 @@ fn pruning_beside_ten_thousand_claims_fails_none_of_them() {
     for i in 0..10_000 {
         let id = format!("new-{i}");
         assert_eq!(claimer.claim(&id).expect("no claim fails"), Claim::Claimed);
+        if i % 1_000 == 999 {
+            progress.send(()).expect("the pruner listens");
+        }
+        if i == 5_000 {
+            first_prune.recv().expect("the first prune ends");
+        }
     }
-    claiming.store(false, Ordering::Release);
+    drop(progress);
     let (pruned, ledger) = pruner.join().expect("the pruner ends");
-    assert!(
-        pruned >= 20_000,
-        "the pruner pruned beside the claims: {pruned}"
-    );
+    // The claimer's first claim pruned one batch by itself.
+    let by_claimer = u64::from(sluice_ledger::PRUNE_BATCH);
+    assert!(pruned >= 40_000 - by_claimer, "pruned {pruned} of 40,000");
     ledger.prune(SystemTime::now()).expect("a last prune");
     let left = ledger.list(UNIX_EPOCH).expect("list");
     assert_eq!(left.len(), 10_000);
