@@ -76,7 +76,9 @@ fn prefilled(path: &Path, n: u64, sync: SyncMode, run: &PreviousRun) -> SqliteLe
     let tx = conn.transaction().expect("begin");
     {
         let mut insert = tx
-            .prepare("INSERT INTO claims (id, claimed_at, finished_at, run) VALUES (?1, ?2, ?2, ?3)")
+            .prepare(
+                "INSERT INTO claims (id, claimed_at, finished_at, run) VALUES (?1, ?2, ?2, ?3)",
+            )
             .expect("prepare");
         for i in 0..n {
             insert
