@@ -135,6 +135,21 @@ impl SqliteOptions {
         self
     }
 
+    /// When commits are synced to disk.
+    pub const fn sync_mode(&self) -> SyncMode {
+        self.sync
+    }
+
+    /// How long an id is kept after its claim, at least.
+    pub const fn retention_window(&self) -> Duration {
+        self.retention
+    }
+
+    /// How long a statement waits for another connection's write to end.
+    pub const fn busy_wait(&self) -> Duration {
+        self.busy_timeout
+    }
+
     /// Open (or create) the ledger at `path`; see [`SqliteLedger`] for what
     /// happens to a JSON ledger found there.
     pub fn open(self, path: impl AsRef<Path>) -> Result<SqliteLedger, LedgerError> {
@@ -260,12 +275,12 @@ impl SqliteLedger {
     /// were deleted.
     ///
     /// Between two batches it pauses as long as the last batch took. A
-    /// writer in another process waiting for the lock polls for it (SQLite
-    /// has no queue): without the pause, the next batch would take the lock
-    /// again within microseconds and such a writer could wait for the whole
-    /// prune, past its busy timeout. With it, the lock is free half of the
-    /// time; a prune takes twice as long, and claims wait at most about a
-    /// batch.
+    /// writer on another connection waiting for the lock polls for it
+    /// (SQLite keeps no queue): without the pause, the next batch would take
+    /// the lock again within microseconds and such a writer could wait for
+    /// the whole prune, past its busy timeout. With it, the lock is free
+    /// half of the time, so a waiting claim finds it free at about every
+    /// other poll; the prune takes twice as long.
     pub fn prune(&self, now: SystemTime) -> Result<u64, LedgerError> {
         let cutoff = self.cutoff(now);
         let mut total = 0;

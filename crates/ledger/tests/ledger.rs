@@ -438,3 +438,49 @@ fn prune_deletes_only_the_rows_claimed_before_the_window() {
     assert_eq!(ledger.prune(later).expect("prune"), 1234, "several batches");
     assert_eq!(ledger.claim("id-0").expect("claim"), Claim::Claimed);
 }
+
+#[test]
+fn a_claim_prunes_one_batch_by_itself_at_most_once_a_minute() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("l.db");
+    drop(SqliteLedger::open(&path).expect("creates"));
+    let raw = rusqlite::Connection::open(&path).expect("raw connection");
+    let expire = |id: &str| {
+        raw.execute(
+            "INSERT INTO claims (id, claimed_at) VALUES (?1, 1000)",
+            [id],
+        )
+        .expect("an expired row");
+    };
+    expire("old-1");
+    let ledger = SqliteLedger::open(&path).expect("opens");
+    assert!(ledger.show("old-1").expect("show").is_some());
+    assert_eq!(ledger.claim("a").expect("claim"), Claim::Claimed);
+    assert!(ledger.show("old-1").expect("show").is_none(), "pruned");
+    expire("old-2");
+    assert_eq!(ledger.claim("b").expect("claim"), Claim::Claimed);
+    assert!(
+        ledger.show("old-2").expect("show").is_some(),
+        "not pruned again within the minute"
+    );
+    assert_eq!(ledger.prune(SystemTime::now()).expect("prune"), 1);
+}
+
+#[test]
+fn the_database_is_in_wal_mode_in_either_sync_mode() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (n, sync) in [SyncMode::Full, SyncMode::Normal].into_iter().enumerate() {
+        let path = dir.path().join(format!("l{n}.db"));
+        let ledger = SqliteLedger::options()
+            .sync(sync)
+            .open(&path)
+            .expect("opens");
+        assert_eq!(ledger.settings().sync_mode(), sync);
+        assert_eq!(ledger.claim("a").expect("claim"), Claim::Claimed);
+        let raw = rusqlite::Connection::open(&path).expect("raw connection");
+        let mode: String = raw
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .expect("journal mode");
+        assert_eq!(mode, "wal");
+    }
+}
