@@ -484,3 +484,44 @@ fn the_database_is_in_wal_mode_in_either_sync_mode() {
         assert_eq!(mode, "wal");
     }
 }
+
+#[test]
+fn four_processes_opening_one_json_ledger_import_it_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger");
+    let run = a_run();
+    let json = FileLedger::new(&path);
+    for i in 0..100 {
+        json.claim(&format!("json-{i}")).expect("claim");
+        json.finish(&format!("json-{i}"), run.clone())
+            .expect("finish");
+    }
+    let original = fs::read(&path).expect("the JSON ledger");
+    // The children open the ledger as soon as they start: they race to
+    // import it, then claim id-0 to id-999 on the go.
+    let mut children: Vec<Child> = (0..4).map(|i| spawn("claim-all", &path, i, None)).collect();
+    for child in &mut children {
+        writeln!(child.stdin.take().expect("piped stdin"), "go").expect("go");
+    }
+    let mut won = BTreeSet::new();
+    for (n, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("the child ends");
+        assert!(out.status.success(), "child {n} failed: {:?}", out.status);
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        for id in text.lines().filter_map(|l| l.strip_prefix("CLAIMED ")) {
+            assert!(won.insert(id.to_owned()), "{id} won twice");
+        }
+    }
+    assert_eq!(won.len(), 1000);
+    let mut kept = path.clone().into_os_string();
+    kept.push(".json-imported");
+    assert_eq!(fs::read(&kept).expect("the JSON is kept"), original);
+    let ledger = SqliteLedger::open(&path).expect("opens");
+    for i in 0..100 {
+        assert_eq!(
+            ledger.claim(&format!("json-{i}")).expect("claim"),
+            Claim::Taken(Some(run.clone()))
+        );
+    }
+    assert_eq!(ledger.list(UNIX_EPOCH).expect("list").len(), 1100);
+}
