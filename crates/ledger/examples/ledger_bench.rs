@@ -1,0 +1,272 @@
+//! The cost of one operation's ledger work — a claim and a finish — per
+//! store, at 1,000, 100,000 and 1,000,000 ids already kept, beside a floor:
+//! two commits of one row each in a plain SQLite table (WAL, same sync
+//! mode), what any store that commits a claim and a finish pays at least.
+//!
+//! ```text
+//! cargo run --release -p sluice-ledger --example ledger_bench
+//! cargo run --release -p sluice-ledger --example ledger_bench -- --quick
+//! cargo run --release -p sluice-ledger --example ledger_bench -- --only "SqliteLedger FULL" --ids 1000
+//! ```
+//!
+//! `--quick` leaves out the 1,000,000-id rows; `--only TEXT` runs the rows
+//! whose store name contains TEXT; `--ids N` runs the SQLite and memory rows
+//! at N ids only.
+//!
+//! Each figure is the median of 7 rounds of a batch of operations on fresh
+//! ids (ids look like UUIDs: random, so a claim lands anywhere in the
+//! index). The JSON `FileLedger` rewrites its whole file per change and is
+//! measured only at 1,000 and 10,000 ids. The same measurement, under
+//! criterion, is `crates/bench/benches/ledger.rs`.
+
+use std::path::Path;
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use sluice_ledger::{SqliteLedger, SyncMode};
+use sluice_policy::{
+    AttemptError, Claim, Effect, FileLedger, Ledger, MemoryLedger, Operation, Policy, PreviousRun,
+};
+
+const RUNS: usize = 7;
+
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The `i`-th id: 32 random-looking hex digits, like a UUID.
+fn id(i: u64) -> String {
+    format!("{:016x}{:016x}", mix(i), mix(i ^ 0x5555_5555_5555_5555))
+}
+
+fn a_run() -> PreviousRun {
+    Policy::default()
+        .run(
+            Operation::new("push", Effect::Write, "git://127.0.0.1:9418/repo.git"),
+            |ctx| {
+                ctx.reached("reported");
+                Ok::<_, AttemptError>(())
+            },
+        )
+        .summary()
+}
+
+/// Median, min and max of some durations.
+#[derive(Clone, Copy)]
+struct Stats {
+    median: Duration,
+    min: Duration,
+    max: Duration,
+}
+
+fn stats(mut v: Vec<Duration>) -> Stats {
+    v.sort();
+    Stats {
+        median: v[v.len() / 2],
+        min: v[0],
+        max: v[v.len() - 1],
+    }
+}
+
+/// `RUNS` rounds; each round times a batch of `ops` operations of every
+/// contender in turn (`op(i)` runs operation `i`, fresh per call), so a
+/// change in the disk's speed meanwhile (other work on the machine) hits
+/// them alike. Per contender: the time per operation of each round.
+fn rounds(ops: u64, contenders: &mut [&mut dyn FnMut(u64)]) -> Vec<Vec<Duration>> {
+    let mut times = vec![Vec::new(); contenders.len()];
+    for round in 0..RUNS as u64 {
+        for (c, op) in contenders.iter_mut().enumerate() {
+            let start = Instant::now();
+            for j in 0..ops {
+                op(round * ops + j);
+            }
+            times[c].push(start.elapsed() / ops as u32);
+        }
+    }
+    times
+}
+
+fn measure(ops: u64, mut op: impl FnMut(u64)) -> Stats {
+    stats(rounds(ops, &mut [&mut op]).remove(0))
+}
+
+fn claim_finish(ledger: &dyn Ledger, id: &str, run: &PreviousRun) {
+    assert_eq!(ledger.claim(id).expect("claim"), Claim::Claimed);
+    ledger.finish(id, run.clone()).expect("finish");
+}
+
+fn row(store: &str, ids: u64, ops: u64, t: Stats, vs_floor: Option<f64>) {
+    let us = |d: Duration| d.as_secs_f64() * 1e6;
+    let ratio = vs_floor.map_or(String::new(), |r| format!("{r:.2}"));
+    println!(
+        "| {store:<24} | {ids:>9} | {ops:>6} | {:>9.1} | {:>9.1} | {:>9.1} | {ratio:>7} |",
+        us(t.median),
+        us(t.min),
+        us(t.max)
+    );
+}
+
+/// A SQLite ledger holding `n` finished ids, written in one transaction.
+fn prefilled(path: &Path, n: u64, sync: SyncMode, run: &PreviousRun) -> SqliteLedger {
+    drop(SqliteLedger::open(path).expect("create"));
+    let mut conn = rusqlite::Connection::open(path).expect("raw connection");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    let text = serde_json::to_string(run).expect("run as JSON");
+    let tx = conn.transaction().expect("begin");
+    {
+        let mut insert = tx
+            .prepare(
+                "INSERT INTO claims (id, claimed_at, finished_at, run) VALUES (?1, ?2, ?2, ?3)",
+            )
+            .expect("prepare");
+        for i in 0..n {
+            insert
+                .execute(rusqlite::params![id(1 << 40 | i), now, text])
+                .expect("insert");
+        }
+    }
+    tx.commit().expect("commit");
+    drop(conn);
+    SqliteLedger::options()
+        .sync(sync)
+        .open(path)
+        .expect("reopen")
+}
+
+/// A plain table in WAL mode, `sync`, for the floor: two commits of one
+/// row each per operation.
+fn floor_table(path: &Path, sync: &str) -> rusqlite::Connection {
+    let conn = rusqlite::Connection::open(path).expect("floor db");
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .expect("wal");
+    assert_eq!(mode, "wal");
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {sync}; CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT);"
+    ))
+    .expect("floor table");
+    conn
+}
+
+fn remove_db(path: &Path) {
+    for suffix in ["", "-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let quick = args.iter().any(|a| a == "--quick");
+    let only = args
+        .iter()
+        .position(|a| a == "--only")
+        .map(|i| args.get(i + 1).expect("--only TEXT").clone());
+    let wanted = |store: &str| only.as_ref().is_none_or(|o| store.contains(o.as_str()));
+    let ids_arg = args.iter().position(|a| a == "--ids").map(|i| {
+        args.get(i + 1)
+            .expect("--ids N")
+            .parse::<u64>()
+            .expect("a number")
+    });
+    let sizes: Vec<u64> = match ids_arg {
+        Some(n) => vec![n],
+        None if quick => vec![1_000, 100_000],
+        None => vec![1_000, 100_000, 1_000_000],
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let run = a_run();
+    println!(
+        "claim + finish, µs per operation: median (min, max) of {RUNS} rounds; \
+         × floor: the median of the rounds' ratios to the floor timed beside it\n"
+    );
+    println!(
+        "| {:<24} | {:>9} | {:>6} | {:>9} | {:>9} | {:>9} | {:>7} |",
+        "store", "ids kept", "ops", "median µs", "min µs", "max µs", "× floor"
+    );
+    println!(
+        "|{:-<26}|{:->11}|{:->8}|{:->11}|{:->11}|{:->11}|{:->9}|",
+        "", "", "", "", "", "", ""
+    );
+
+    for (name, sync, pragma, ops) in [
+        ("FULL", SyncMode::Full, "FULL", 300),
+        ("NORMAL", SyncMode::Normal, "NORMAL", 5_000),
+    ] {
+        let store = format!("SqliteLedger {name}");
+        for &n in sizes.iter().filter(|_| wanted(&store)) {
+            let path = dir.path().join(format!("sqlite-{name}-{n}.db"));
+            let floor_path = dir.path().join(format!("floor-{name}-{n}.db"));
+            let ledger = prefilled(&path, n, sync, &run);
+            let floor = floor_table(&floor_path, pragma);
+            let mut insert = floor
+                .prepare("INSERT INTO t (v) VALUES (?1)")
+                .expect("prepare");
+            let mut t = rounds(
+                ops,
+                &mut [
+                    &mut |_| {
+                        insert.execute(["claim"]).expect("commit 1");
+                        insert.execute(["finish"]).expect("commit 2");
+                    },
+                    &mut |i| claim_finish(&ledger, &id(i), &run),
+                ],
+            );
+            let ours = t.pop().expect("the ledger's times");
+            let floor_t = t.pop().expect("the floor's times");
+            let mut ratios: Vec<f64> = ours
+                .iter()
+                .zip(&floor_t)
+                .map(|(o, f)| o.as_secs_f64() / f.as_secs_f64())
+                .collect();
+            ratios.sort_by(f64::total_cmp);
+            row(
+                &format!("floor, 2 commits, {name}"),
+                0,
+                ops,
+                stats(floor_t),
+                None,
+            );
+            row(&store, n, ops, stats(ours), Some(ratios[ratios.len() / 2]));
+            drop(insert);
+            drop(floor);
+            drop(ledger);
+            remove_db(&path);
+            remove_db(&floor_path);
+        }
+    }
+
+    for &n in sizes.iter().filter(|_| wanted("MemoryLedger")) {
+        let ledger = MemoryLedger::new();
+        for i in 0..n {
+            ledger.claim(&id(1 << 40 | i)).expect("claim");
+        }
+        let m = measure(100_000, |i| claim_finish(&ledger, &id(i), &run));
+        row("MemoryLedger", n, 100_000, m, None);
+    }
+
+    for n in [1_000u64, 10_000]
+        .into_iter()
+        .filter(|_| wanted("FileLedger (JSON)"))
+    {
+        let path = dir.path().join(format!("file-{n}.json"));
+        let ledger = FileLedger::new(&path);
+        let mut prefill = String::from("{\"operations\":{");
+        let text = serde_json::to_string(&run).expect("run as JSON");
+        for i in 0..n {
+            if i > 0 {
+                prefill.push(',');
+            }
+            prefill.push_str(&format!("\"{}\":{text}", id(1 << 40 | i)));
+        }
+        prefill.push_str("}}");
+        std::fs::write(&path, prefill).expect("prefill");
+        let ops = if n > 1_000 { 20 } else { 100 };
+        let m = measure(ops, |i| claim_finish(&ledger, &id(i), &run));
+        row("FileLedger (JSON)", n, ops, m, None);
+    }
+}

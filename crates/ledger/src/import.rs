@@ -1,0 +1,157 @@
+//! Telling a SQLite ledger from a JSON one, and importing the JSON ledger of
+//! `FileLedger` once.
+
+use std::collections::BTreeMap;
+use std::ffi::OsString;
+use std::fs::{self, File, OpenOptions};
+use std::io::{self, Read};
+use std::path::{Path, PathBuf};
+use std::time::SystemTime;
+
+use rusqlite::{params, Connection};
+use serde::Deserialize;
+use sluice_policy::LedgerError;
+
+use crate::sqlite::{ensure_schema, error, to_ms};
+
+/// The first 16 bytes of every SQLite database.
+const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";
+
+/// What a ledger path holds.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Content {
+    /// A SQLite database, or nothing yet (missing or empty).
+    Sqlite,
+    /// Text starting with `{`: a JSON ledger.
+    Json,
+}
+
+/// Look at the first bytes of `path`.
+pub(crate) fn look(path: &Path) -> Result<Content, LedgerError> {
+    let mut file = match File::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(Content::Sqlite),
+        Err(e) => return Err(error(path, e)),
+    };
+    let mut head = [0u8; 64];
+    let mut n = 0;
+    while n < head.len() {
+        match file.read(&mut head[n..]) {
+            Ok(0) => break,
+            Ok(k) => n += k,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(error(path, e)),
+        }
+    }
+    let head = &head[..n];
+    if head.is_empty() || head.starts_with(SQLITE_HEADER) {
+        return Ok(Content::Sqlite);
+    }
+    if head.iter().find(|b| !b.is_ascii_whitespace()) == Some(&b'{') {
+        return Ok(Content::Json);
+    }
+    Err(error(
+        path,
+        io::Error::new(
+            io::ErrorKind::InvalidData,
+            "neither a SQLite ledger nor a JSON ledger; refusing to open it",
+        ),
+    ))
+}
+
+/// The JSON ledger's format: a run is kept as the JSON it is, so that a
+/// field the current `PreviousRun` lacks (or gained) passes through.
+#[derive(Deserialize)]
+struct JsonLedger {
+    operations: BTreeMap<String, Option<serde_json::Value>>,
+}
+
+fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
+    let mut s = OsString::from(path.as_os_str());
+    s.push(suffix);
+    PathBuf::from(s)
+}
+
+/// Import the JSON ledger at `path` into a SQLite database at the same path.
+///
+/// Runs under an exclusive lock on `<path>.lock` (the lock `FileLedger`
+/// writes under) and looks again once it holds it: another process may have
+/// imported the file meanwhile.
+pub(crate) fn import_json(path: &Path) -> Result<(), LedgerError> {
+    let lock = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(with_suffix(path, ".lock"))
+        .map_err(|e| error(path, e))?;
+    lock.lock().map_err(|e| error(path, e))?;
+    if look(path)? != Content::Json {
+        return Ok(());
+    }
+    let text = fs::read(path).map_err(|e| error(path, e))?;
+    let ledger: JsonLedger = serde_json::from_slice(&text).map_err(|e| {
+        error(
+            path,
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                format!("a JSON ledger that cannot be read, left as it is: {e}"),
+            ),
+        )
+    })?;
+    let tmp = with_suffix(path, &format!(".import.{}", std::process::id()));
+    let _ = fs::remove_file(&tmp);
+    let written = write_database(&tmp, &ledger).and_then(|()| {
+        File::open(&tmp)?.sync_all()?;
+        let kept = with_suffix(path, ".json-imported");
+        fs::copy(path, &kept)?;
+        File::open(&kept)?.sync_all()?;
+        fs::rename(&tmp, path)?;
+        sync_dir(path)?;
+        Ok(())
+    });
+    if let Err(e) = written {
+        let _ = fs::remove_file(&tmp);
+        return Err(error(path, e));
+    }
+    tracing::info!(
+        ledger = %path.display(),
+        ids = ledger.operations.len(),
+        "imported a JSON ledger; the JSON is kept as .json-imported"
+    );
+    drop(lock);
+    Ok(())
+}
+
+fn write_database(tmp: &Path, ledger: &JsonLedger) -> io::Result<()> {
+    let sql = |e: rusqlite::Error| io::Error::other(e);
+    let mut conn = Connection::open(tmp).map_err(sql)?;
+    conn.execute_batch("PRAGMA synchronous = FULL")
+        .map_err(sql)?;
+    ensure_schema(&conn).map_err(io::Error::other)?;
+    let now = to_ms(SystemTime::now());
+    let tx = conn.transaction().map_err(sql)?;
+    {
+        let mut insert = tx
+            .prepare(
+                "INSERT INTO claims (id, claimed_at, finished_at, run) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .map_err(sql)?;
+        for (id, run) in &ledger.operations {
+            let run = run.as_ref().map(|v| v.to_string());
+            let finished = run.as_ref().map(|_| now);
+            insert
+                .execute(params![id, now, finished, run])
+                .map_err(sql)?;
+        }
+    }
+    tx.commit().map_err(sql)?;
+    conn.close().map_err(|(_, e)| sql(e))
+}
+
+fn sync_dir(path: &Path) -> io::Result<()> {
+    let dir = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    File::open(dir)?.sync_all()
+}

@@ -1,0 +1,77 @@
+//! The ledger's stores that do I/O: [`SqliteLedger`], the embedded default
+//! behind `--ledger FILE`.
+//!
+//! The policy crate keeps the [`Ledger`](sluice_policy::Ledger) trait and the
+//! in-memory store; this crate keeps the stores that outlive a process. A
+//! store claims an operation id atomically when the operation starts and
+//! records how it ended; asking again for a claimed id — finished or still
+//! running — is answered [`Claim::Taken`](sluice_policy::Claim::Taken),
+//! carrying the earlier run when there is one.
+//!
+//! # The SQLite store
+//!
+//! One file, one row per id: `(id, claimed_at, finished_at, run)`, where `run`
+//! is the [`PreviousRun`](sluice_policy::PreviousRun) as JSON text and a row
+//! whose `run` is NULL is a claim still running (or whose process died —
+//! nothing tells them apart, and nothing may start it again).
+//!
+//! - **A claim is one statement**: `INSERT … ON CONFLICT DO NOTHING`; only
+//!   when nothing was inserted is the earlier row read; a finish is one
+//!   upsert. Both are B-tree lookups. With every commit synced (the
+//!   default) a claim and a finish cost 0.9–1.6× two plain one-row commits,
+//!   the sync dominating; without, about 3× (each writes a random leaf and
+//!   an index page where the plain commits append to one page). Figures at
+//!   1,000 to 1,000,000 ids: BENCHMARKS.md, "Ledger".
+//! - **Many processes, one file**: the database runs in WAL mode, every
+//!   connection waits up to a busy timeout (default 5 s) for another
+//!   process's write to end, and SQLite's locks make a claim atomic across
+//!   processes: of several processes claiming one id at once, exactly one
+//!   gets [`Claim::Claimed`](sluice_policy::Claim::Claimed).
+//! - **Durability** ([`SyncMode`]): `Full` (the default) syncs every commit,
+//!   so a claim that returned survives a power cut; `Normal` syncs only at
+//!   checkpoints and may lose the last commits before a power cut (never the
+//!   database's integrity). A process killed at any point loses nothing in
+//!   either mode.
+//! - **Retention**: ids are kept for at least a window (default 7 days) and
+//!   then pruned — an id is not a permanent duplicate shield.
+//!   [`SqliteLedger::prune`] deletes the expired rows in batches of
+//!   [`PRUNE_BATCH`] rows, one transaction each, so a claim never waits long
+//!   behind it; a ledger value also prunes one batch by itself from `claim`,
+//!   at most once per [`PRUNE_INTERVAL`].
+//! - **Reading it back**: [`SqliteLedger::show`] and [`SqliteLedger::list`]
+//!   return [`LedgerEntry`] values for `ledger show` / `ledger list`.
+//! - **Import of a JSON ledger**: opening a file that holds the JSON ledger
+//!   of [`FileLedger`](sluice_policy::FileLedger) imports it once; the JSON
+//!   is kept beside it as `<file>.json-imported` (see [`SqliteLedger`]).
+//!
+//! # Example
+//!
+//! ```
+//! use sluice_ledger::{SqliteLedger, SyncMode};
+//! use sluice_policy::{Claim, Ledger};
+//! use std::time::Duration;
+//!
+//! # fn main() -> Result<(), sluice_policy::LedgerError> {
+//! let dir = tempfile::tempdir().expect("a temporary directory");
+//! let ledger = SqliteLedger::options()
+//!     .sync(SyncMode::Full)
+//!     .retention(Duration::from_secs(7 * 24 * 3600))
+//!     .open(dir.path().join("ledger.db"))?;
+//! assert_eq!(ledger.claim("deploy-42")?, Claim::Claimed);
+//! assert_eq!(ledger.claim("deploy-42")?, Claim::Taken(None)); // still running
+//! let entry = ledger.show("deploy-42")?.expect("claimed above");
+//! assert!(entry.run.is_none());
+//! # Ok(())
+//! # }
+//! ```
+
+#![deny(missing_docs)]
+#![forbid(unsafe_code)]
+
+mod import;
+mod sqlite;
+
+pub use sqlite::{
+    LedgerEntry, SqliteLedger, SqliteOptions, SyncMode, DEFAULT_BUSY_TIMEOUT, DEFAULT_RETENTION,
+    PRUNE_BATCH, PRUNE_INTERVAL,
+};

@@ -1,0 +1,538 @@
+//! The SQLite store: one row per operation id in a WAL-mode database shared
+//! by every process on one machine.
+
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use rusqlite::{params, Connection, OptionalExtension};
+use serde::{Serialize, Serializer};
+use sluice_policy::{Claim, Ledger, LedgerError, PreviousRun};
+
+use crate::import;
+
+/// How long ids are kept by default: 7 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How long a connection waits by default for another process's write to
+/// end before a claim fails: 5 s.
+pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How many rows one pruning transaction deletes at most.
+pub const PRUNE_BATCH: u32 = 500;
+
+/// How often a ledger value prunes one batch by itself from `claim`, at most.
+pub const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// `PRAGMA application_id` of a ledger database ("sllg").
+const APPLICATION_ID: i32 = 0x736c_6c67;
+
+/// `PRAGMA user_version` of the schema this crate writes.
+const SCHEMA_VERSION: i32 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS claims (
+    id TEXT PRIMARY KEY NOT NULL,
+    claimed_at INTEGER NOT NULL,
+    finished_at INTEGER,
+    run TEXT
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS claims_claimed_at ON claims (claimed_at);
+";
+
+const CLAIM: &str =
+    "INSERT INTO claims (id, claimed_at) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING";
+const READ_RUN: &str = "SELECT run FROM claims WHERE id = ?1";
+const FINISH: &str = "INSERT INTO claims (id, claimed_at, finished_at, run) VALUES (?1, ?2, ?2, ?3)
+     ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, run = excluded.run";
+const PRUNE: &str = "DELETE FROM claims WHERE id IN
+     (SELECT id FROM claims WHERE claimed_at < ?1 ORDER BY claimed_at LIMIT ?2)";
+const SHOW: &str = "SELECT id, claimed_at, finished_at, run FROM claims WHERE id = ?1";
+const LIST: &str = "SELECT id, claimed_at, finished_at, run FROM claims
+     WHERE claimed_at >= ?1 ORDER BY claimed_at, id";
+
+/// When a commit is synced to disk.
+///
+/// Both modes run the database in WAL mode; neither loses anything when a
+/// process is killed, only when the machine loses power (or the kernel
+/// crashes).
+///
+/// # Default
+///
+/// [`SyncMode::Full`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum SyncMode {
+    /// Every commit is synced before it returns (`PRAGMA synchronous=FULL`):
+    /// a claim that returned survives a power cut.
+    #[default]
+    Full,
+    /// Commits are synced only at checkpoints (`PRAGMA synchronous=NORMAL`).
+    /// A power cut may lose the last commits before it — never the
+    /// database's integrity. A lost claim means its id could run a second
+    /// time after the power cut; a lost finish leaves the id reading as
+    /// still running.
+    Normal,
+}
+
+impl SyncMode {
+    const fn pragma(self) -> &'static str {
+        match self {
+            SyncMode::Full => "FULL",
+            SyncMode::Normal => "NORMAL",
+        }
+    }
+}
+
+/// How a [`SqliteLedger`] is opened: a builder from
+/// [`SqliteLedger::options`].
+///
+/// # Default
+///
+/// - sync: [`SyncMode::Full`];
+/// - retention: [`DEFAULT_RETENTION`] (7 days);
+/// - busy timeout: [`DEFAULT_BUSY_TIMEOUT`] (5 s).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqliteOptions {
+    sync: SyncMode,
+    retention: Duration,
+    busy_timeout: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl SqliteOptions {
+    /// The defaults.
+    pub const fn new() -> Self {
+        SqliteOptions {
+            sync: SyncMode::Full,
+            retention: DEFAULT_RETENTION,
+            busy_timeout: DEFAULT_BUSY_TIMEOUT,
+        }
+    }
+
+    /// When commits are synced to disk.
+    pub const fn sync(mut self, sync: SyncMode) -> Self {
+        self.sync = sync;
+        self
+    }
+
+    /// How long an id is kept after its claim, at least: rows claimed
+    /// before `now - retention` are deleted by [`SqliteLedger::prune`].
+    pub const fn retention(mut self, retention: Duration) -> Self {
+        self.retention = retention;
+        self
+    }
+
+    /// How long a statement waits for another connection's write to end
+    /// before it fails (a claim that fails so is a `local-error`).
+    pub const fn busy_timeout(mut self, timeout: Duration) -> Self {
+        self.busy_timeout = timeout;
+        self
+    }
+
+    /// When commits are synced to disk.
+    pub const fn sync_mode(&self) -> SyncMode {
+        self.sync
+    }
+
+    /// How long an id is kept after its claim, at least.
+    pub const fn retention_window(&self) -> Duration {
+        self.retention
+    }
+
+    /// How long a statement waits for another connection's write to end.
+    pub const fn busy_wait(&self) -> Duration {
+        self.busy_timeout
+    }
+
+    /// Open (or create) the ledger at `path`; see [`SqliteLedger`] for what
+    /// happens to a JSON ledger found there.
+    pub fn open(self, path: impl AsRef<Path>) -> Result<SqliteLedger, LedgerError> {
+        SqliteLedger::open_with(path.as_ref(), self)
+    }
+}
+
+/// One id's row, as `ledger show` and `ledger list` print it.
+///
+/// Times serialize as RFC 3339 strings in UTC with milliseconds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LedgerEntry {
+    /// The operation id.
+    pub id: String,
+    /// When it was claimed (or imported).
+    #[serde(serialize_with = "rfc3339")]
+    pub claimed_at: SystemTime,
+    /// When its run was recorded; `None` while it is running (or its
+    /// process died).
+    #[serde(serialize_with = "rfc3339_opt")]
+    pub finished_at: Option<SystemTime>,
+    /// How it ended; `None` while it is running (or its process died).
+    pub run: Option<PreviousRun>,
+}
+
+fn rfc3339<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&humantime::format_rfc3339_millis(*t))
+}
+
+fn rfc3339_opt<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => rfc3339(t, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// A ledger in one SQLite file, shared by every process on one machine.
+///
+/// Each value keeps one connection behind a mutex: it is `Send + Sync`, and
+/// its calls from several threads run one at a time. Processes (and other
+/// values) sharing the file wait for each other's writes through SQLite's
+/// locks, up to the busy timeout.
+///
+/// # Pruning
+///
+/// Rows claimed more than the retention window ago are deleted by
+/// [`prune`](Self::prune), in transactions of at most [`PRUNE_BATCH`] rows.
+/// [`claim`](Ledger::claim) also prunes one such batch by itself, on the
+/// first claim of a value and then at most once per [`PRUNE_INTERVAL`]; a
+/// failure there is logged and does not fail the claim. An expired row not
+/// yet pruned still answers [`Claim::Taken`]: an id is kept for *at least*
+/// the window.
+///
+/// # Importing a JSON ledger
+///
+/// [`open`](SqliteOptions::open) looks at the file's first bytes. A missing
+/// or empty file, or one starting with SQLite's header, is opened as the
+/// database. One whose content starts with `{` is taken for the JSON ledger
+/// of [`FileLedger`](sluice_policy::FileLedger)
+/// (`{"operations": {"<id>": null | <run>}}`) and imported once, under the
+/// same `<file>.lock` lock the `FileLedger` writes under: the JSON is read,
+/// a database holding every id (claimed now; a run's JSON kept as it is,
+/// finished now) is written to a temporary file beside it and synced, the
+/// JSON is copied to `<file>.json-imported` (replacing an earlier copy), and
+/// the database is renamed over `<file>` — so the path never disappears, and
+/// a process that dies midway leaves the JSON ledger in place. A JSON file
+/// that cannot be parsed is refused with an error naming it, untouched; so
+/// is any other content.
+#[derive(Debug)]
+pub struct SqliteLedger {
+    path: PathBuf,
+    options: SqliteOptions,
+    state: Mutex<State>,
+}
+
+#[derive(Debug)]
+struct State {
+    conn: Connection,
+    /// When this value last pruned from `claim`.
+    last_prune: Option<Instant>,
+}
+
+impl SqliteLedger {
+    /// Open (or create) the ledger at `path` with the default options (see
+    /// [`SqliteOptions`]).
+    pub fn open(path: impl AsRef<Path>) -> Result<Self, LedgerError> {
+        SqliteOptions::new().open(path)
+    }
+
+    /// A builder for a ledger with other options.
+    pub const fn options() -> SqliteOptions {
+        SqliteOptions::new()
+    }
+
+    fn open_with(path: &Path, options: SqliteOptions) -> Result<Self, LedgerError> {
+        match import::look(path)? {
+            import::Content::Sqlite => {}
+            import::Content::Json => import::import_json(path)?,
+        }
+        let conn = connect(path, &options).map_err(|e| error(path, e))?;
+        Ok(SqliteLedger {
+            path: path.to_path_buf(),
+            options,
+            state: Mutex::new(State {
+                conn,
+                last_prune: None,
+            }),
+        })
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The options it was opened with.
+    pub fn settings(&self) -> SqliteOptions {
+        self.options
+    }
+
+    /// Delete the rows claimed before `now` minus the retention window, in
+    /// transactions of at most [`PRUNE_BATCH`] rows. Returns how many rows
+    /// were deleted.
+    ///
+    /// Between two batches it pauses as long as the last batch took. A
+    /// writer on another connection waiting for the lock polls for it
+    /// (SQLite keeps no queue): without the pause, the next batch would take
+    /// the lock again within microseconds and such a writer could wait for
+    /// the whole prune, past its busy timeout. With it, the lock is free
+    /// half of the time, so a waiting claim finds it free at about every
+    /// other poll; the prune takes twice as long.
+    pub fn prune(&self, now: SystemTime) -> Result<u64, LedgerError> {
+        let cutoff = self.cutoff(now);
+        let mut total = 0;
+        loop {
+            let started = Instant::now();
+            let n = {
+                let st = self.lock();
+                prune_batch(&st.conn, cutoff).map_err(|e| self.err(e))?
+            };
+            total += n as u64;
+            if n < PRUNE_BATCH as usize {
+                return Ok(total);
+            }
+            std::thread::sleep(started.elapsed());
+        }
+    }
+
+    /// The row of `id`, if it is kept.
+    pub fn show(&self, id: &str) -> Result<Option<LedgerEntry>, LedgerError> {
+        let st = self.lock();
+        let row = st
+            .conn
+            .prepare_cached(SHOW)
+            .and_then(|mut s| s.query_row(params![id], raw_entry).optional())
+            .map_err(|e| self.err(e))?;
+        row.map(|r| self.entry(r)).transpose()
+    }
+
+    /// The rows claimed at or after `since`, oldest first (ties by id).
+    pub fn list(&self, since: SystemTime) -> Result<Vec<LedgerEntry>, LedgerError> {
+        let st = self.lock();
+        let rows = st
+            .conn
+            .prepare_cached(LIST)
+            .and_then(|mut s| {
+                s.query_map(params![to_ms(since)], raw_entry)?
+                    .collect::<Result<Vec<_>, _>>()
+            })
+            .map_err(|e| self.err(e))?;
+        rows.into_iter().map(|r| self.entry(r)).collect()
+    }
+
+    fn cutoff(&self, now: SystemTime) -> i64 {
+        now.checked_sub(self.options.retention)
+            .map_or(i64::MIN, to_ms)
+    }
+
+    fn lock(&self) -> MutexGuard<'_, State> {
+        // A panic while holding the lock leaves nothing half-done in the
+        // connection: every statement is its own transaction.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn err(&self, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> LedgerError {
+        error(&self.path, e)
+    }
+
+    fn entry(&self, raw: RawEntry) -> Result<LedgerEntry, LedgerError> {
+        Ok(LedgerEntry {
+            run: self.parse_run(&raw.id, raw.run.as_deref())?,
+            id: raw.id,
+            claimed_at: from_ms(raw.claimed_at),
+            finished_at: raw.finished_at.map(from_ms),
+        })
+    }
+
+    fn parse_run(&self, id: &str, run: Option<&str>) -> Result<Option<PreviousRun>, LedgerError> {
+        run.map(|text| {
+            serde_json::from_str(text).map_err(|e| {
+                error(
+                    &self.path,
+                    io::Error::new(
+                        io::ErrorKind::InvalidData,
+                        format!("the recorded run of id {id:?} cannot be read: {e}"),
+                    ),
+                )
+            })
+        })
+        .transpose()
+    }
+
+    /// One pruning batch from `claim`, at most once per interval; a failure
+    /// is logged, not returned (the claim itself was made).
+    fn prune_now_and_then(&self, st: &mut State) {
+        if st.last_prune.is_some_and(|t| t.elapsed() < PRUNE_INTERVAL) {
+            return;
+        }
+        st.last_prune = Some(Instant::now());
+        if let Err(e) = prune_batch(&st.conn, self.cutoff(SystemTime::now())) {
+            tracing::warn!(ledger = %self.path.display(), error = %e, "pruning the ledger failed");
+        }
+    }
+}
+
+impl Ledger for SqliteLedger {
+    /// One `INSERT … ON CONFLICT DO NOTHING`; when it inserted nothing, one
+    /// read of the earlier row. A recorded run that cannot be read back as a
+    /// [`PreviousRun`] is an error naming the id (the id stays taken).
+    fn claim(&self, id: &str) -> Result<Claim, LedgerError> {
+        let now = to_ms(SystemTime::now());
+        let mut st = self.lock();
+        let claim = loop {
+            let inserted = st
+                .conn
+                .prepare_cached(CLAIM)
+                .and_then(|mut s| s.execute(params![id, now]))
+                .map_err(|e| self.err(e))?;
+            if inserted == 1 {
+                break Claim::Claimed;
+            }
+            let run = st
+                .conn
+                .prepare_cached(READ_RUN)
+                .and_then(|mut s| {
+                    s.query_row(params![id], |r| r.get::<_, Option<String>>(0))
+                        .optional()
+                })
+                .map_err(|e| self.err(e))?;
+            match run {
+                Some(run) => break Claim::Taken(self.parse_run(id, run.as_deref())?),
+                // Pruned (by another process) between the two statements:
+                // its window had passed, so the id is free again.
+                None => continue,
+            }
+        };
+        self.prune_now_and_then(&mut st);
+        Ok(claim)
+    }
+
+    /// One upsert: the row gets its run and `finished_at`; an id not claimed
+    /// here (or pruned since) gets a row of its own.
+    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
+        let text = serde_json::to_string(&run).map_err(|e| self.err(e))?;
+        let now = to_ms(SystemTime::now());
+        let st = self.lock();
+        st.conn
+            .prepare_cached(FINISH)
+            .and_then(|mut s| s.execute(params![id, now, text]))
+            .map_err(|e| self.err(e))?;
+        Ok(())
+    }
+}
+
+struct RawEntry {
+    id: String,
+    claimed_at: i64,
+    finished_at: Option<i64>,
+    run: Option<String>,
+}
+
+fn raw_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEntry> {
+    Ok(RawEntry {
+        id: r.get(0)?,
+        claimed_at: r.get(1)?,
+        finished_at: r.get(2)?,
+        run: r.get(3)?,
+    })
+}
+
+fn prune_batch(conn: &Connection, cutoff: i64) -> rusqlite::Result<usize> {
+    conn.prepare_cached(PRUNE)?
+        .execute(params![cutoff, PRUNE_BATCH])
+}
+
+/// A connection in WAL mode with the schema in place.
+fn connect(
+    path: &Path,
+    options: &SqliteOptions,
+) -> Result<Connection, Box<dyn std::error::Error + Send + Sync>> {
+    let conn = Connection::open(path)?;
+    conn.busy_timeout(options.busy_timeout)?;
+    let mode: String = conn.query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(format!("cannot use WAL mode (journal mode is {mode})").into());
+    }
+    conn.execute_batch(&format!("PRAGMA synchronous = {}", options.sync.pragma()))?;
+    ensure_schema(&conn)?;
+    Ok(conn)
+}
+
+/// Check that the database is a ledger of a version this crate reads, and
+/// create the schema in an empty one.
+pub(crate) fn ensure_schema(
+    conn: &Connection,
+) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+    // The usual case reads two numbers and takes no write lock.
+    if schema_ok(conn)? {
+        return Ok(());
+    }
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    let made = (|| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
+        if schema_ok(conn)? {
+            return Ok(());
+        }
+        let objects: i64 =
+            conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+        if objects > 0 {
+            return Err("a SQLite database but not a sluice ledger".into());
+        }
+        conn.execute_batch(SCHEMA)?;
+        conn.execute_batch(&format!(
+            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
+        ))?;
+        Ok(())
+    })();
+    match made {
+        Ok(()) => conn.execute_batch("COMMIT").map_err(Into::into),
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
+/// Whether the schema is in place; an error when the database belongs to
+/// something else or to a newer version.
+fn schema_ok(conn: &Connection) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
+    let app: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
+    let version: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
+    match app {
+        APPLICATION_ID if version == SCHEMA_VERSION => Ok(true),
+        APPLICATION_ID if version > SCHEMA_VERSION => Err(format!(
+            "written by a newer sluice (ledger schema {version}; this one reads {SCHEMA_VERSION})"
+        )
+        .into()),
+        APPLICATION_ID => Err(format!("unknown ledger schema {version}").into()),
+        0 => Ok(false),
+        _ => Err("a SQLite database but not a sluice ledger".into()),
+    }
+}
+
+pub(crate) fn error(
+    path: &Path,
+    e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> LedgerError {
+    let e = e.into();
+    let source = match e.downcast::<io::Error>() {
+        Ok(io) => *io,
+        Err(other) => io::Error::other(other),
+    };
+    LedgerError {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Unix milliseconds (0 before the epoch).
+pub(crate) fn to_ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+fn from_ms(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
+}

@@ -1,0 +1,527 @@
+//! The SQLite ledger against real processes, real kills and real files.
+//!
+//! Child processes are this test binary run again: [`child_process`] does
+//! nothing unless `SLUICE_LEDGER_TEST_CHILD` names a role, and the parents
+//! talk to their children through pipes (a line on stdin to start, a line on
+//! stdout per claim), so no test sleeps on a guessed delay.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::mpsc;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sluice_ledger::{SqliteLedger, SyncMode};
+use sluice_policy::{
+    AttemptError, Claim, Effect, FileLedger, Ledger, Operation, Policy, PreviousRun,
+};
+
+const ROLE: &str = "SLUICE_LEDGER_TEST_CHILD";
+const LEDGER: &str = "SLUICE_LEDGER_TEST_PATH";
+const SEED: &str = "SLUICE_LEDGER_TEST_SEED";
+const LOG: &str = "SLUICE_LEDGER_TEST_LOG";
+
+/// A run summary as the policy makes one (built through the policy, so a
+/// change of `PreviousRun`'s fields needs no change here).
+fn a_run() -> PreviousRun {
+    Policy::default()
+        .run(
+            Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9418/repo.git"),
+            |ctx| {
+                ctx.reached("done");
+                Ok::<_, AttemptError>(())
+            },
+        )
+        .summary()
+}
+
+/// A deterministic shuffle (splitmix64), so a failing seed can be replayed.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn shuffled(n: u64, seed: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n).collect();
+    for i in (1..v.len()).rev() {
+        let j =
+            (mix(seed.wrapping_mul(1_000_003).wrapping_add(i as u64)) % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+    v
+}
+
+/// Start this test binary again as a child in `role`.
+fn spawn(role: &str, ledger: &Path, seed: u64, log: Option<&Path>) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().expect("the test binary's path"));
+    cmd.args([
+        "--exact",
+        "child_process",
+        "--nocapture",
+        "--test-threads=1",
+        "-q",
+    ])
+    .env(ROLE, role)
+    .env(LEDGER, ledger)
+    .env(SEED, seed.to_string())
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    if let Some(log) = log {
+        cmd.env(LOG, log);
+    }
+    cmd.spawn()
+        .expect("the test binary starts again as a child")
+}
+
+/// The children's side: does nothing when run as an ordinary test.
+#[test]
+fn child_process() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let path = PathBuf::from(std::env::var_os(LEDGER).expect("the ledger's path"));
+    let seed: u64 = std::env::var(SEED)
+        .expect("a seed")
+        .parse()
+        .expect("a number");
+    match role.as_str() {
+        "claim-all" => claim_all(&path, seed),
+        "claim-and-log" => claim_and_log(&path, seed),
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+/// Open the ledger, wait for the parent's line on stdin, claim `id-0` to
+/// `id-999` (ascending for an even seed, descending for an odd one) and
+/// print `CLAIMED <id>` for each id won.
+fn claim_all(path: &Path, seed: u64) {
+    let ledger = SqliteLedger::open(path).expect("the ledger opens");
+    let mut go = String::new();
+    std::io::stdin()
+        .read_line(&mut go)
+        .expect("the parent's go");
+    let mut out = std::io::stdout().lock();
+    let ids: Vec<u64> = if seed.is_multiple_of(2) {
+        (0..1000).collect()
+    } else {
+        (0..1000).rev().collect()
+    };
+    for i in ids {
+        let id = format!("id-{i}");
+        match ledger.claim(&id).expect("a claim never fails") {
+            Claim::Claimed => writeln!(out, "CLAIMED {id}").expect("stdout"),
+            Claim::Taken(_) => {}
+        }
+    }
+    writeln!(out, "DONE").expect("stdout");
+}
+
+/// Claim `id-0` to `id-1999` in an order given by the seed; log each id won
+/// to the log file (synced) once the claim returned, then finish it. Prints
+/// `TICK` after each claim so the parent can choose when to kill.
+fn claim_and_log(path: &Path, seed: u64) {
+    let log_path = PathBuf::from(std::env::var_os(LOG).expect("a log path"));
+    let ledger = SqliteLedger::open(path).expect("the ledger opens");
+    let mut log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(log_path)
+        .expect("the log opens");
+    let run = a_run();
+    let mut out = std::io::stdout().lock();
+    for i in shuffled(2000, seed) {
+        let id = format!("id-{i}");
+        let claim = ledger.claim(&id).expect("a claim never fails");
+        if claim == Claim::Claimed {
+            writeln!(log, "{id}").expect("log");
+            log.sync_data().expect("log synced");
+        }
+        writeln!(out, "TICK").expect("stdout");
+        out.flush().expect("stdout");
+        if claim == Claim::Claimed {
+            ledger.finish(&id, run.clone()).expect("finish");
+        }
+    }
+}
+
+#[test]
+fn eight_processes_claiming_the_same_thousand_ids_win_each_exactly_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    // No file yet: the children also race to create the database.
+    let path = dir.path().join("ledger.db");
+    let mut children: Vec<Child> = (0..8).map(|i| spawn("claim-all", &path, i, None)).collect();
+    for child in &mut children {
+        let mut stdin = child.stdin.take().expect("piped stdin");
+        writeln!(stdin, "go").expect("a child takes its go");
+    }
+    let mut won: BTreeMap<String, usize> = BTreeMap::new();
+    for (n, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("the child ends");
+        assert!(out.status.success(), "child {n} failed: {:?}", out.status);
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        assert!(
+            text.lines().any(|l| l == "DONE"),
+            "child {n} did not finish"
+        );
+        for id in text.lines().filter_map(|l| l.strip_prefix("CLAIMED ")) {
+            *won.entry(id.to_owned()).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = won.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(twice.is_empty(), "ids won more than once: {twice:?}");
+    assert_eq!(won.len(), 1000, "every id is won by one process");
+    let ledger = SqliteLedger::open(&path).expect("reopens");
+    assert_eq!(ledger.list(UNIX_EPOCH).expect("list").len(), 1000);
+}
+
+#[test]
+fn a_writer_killed_25_times_mid_claim_leaves_a_sound_database_and_no_id_claimed_twice() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger.db");
+    let mut logs = Vec::new();
+    for round in 0..25u64 {
+        let log = dir.path().join(format!("claims-{round}.log"));
+        let mut child = spawn("claim-and-log", &path, round, Some(&log));
+        drop(child.stdin.take());
+        // Kill after a number of claims chosen by the round: at whatever
+        // the child is doing by then (claiming, logging, finishing).
+        let ticks = 1 + mix(round) % 150;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut seen = 0;
+        while seen < ticks {
+            match lines.next() {
+                Some(Ok(l)) if l == "TICK" => seen += 1,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => panic!("reading the child: {e}"),
+                None => break, // it ran out of ids and ended
+            }
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("the killed child is reaped");
+        logs.push(log);
+    }
+
+    let conn = rusqlite::Connection::open(&path).expect("the database opens");
+    let check: String = conn
+        .query_row("PRAGMA integrity_check", [], |r| r.get(0))
+        .expect("integrity_check runs");
+    assert_eq!(check, "ok");
+    drop(conn);
+
+    let ledger = SqliteLedger::open(&path).expect("the ledger opens");
+    let mut logged = BTreeSet::new();
+    for log in &logs {
+        let text = fs::read_to_string(log).unwrap_or_default();
+        for id in text.lines() {
+            assert!(logged.insert(id.to_owned()), "{id} was claimed twice");
+        }
+    }
+    assert!(!logged.is_empty(), "the children claimed something");
+    for id in &logged {
+        assert!(ledger.show(id).expect("show").is_some(), "{id} was lost");
+    }
+}
+
+#[test]
+fn pruning_beside_ten_thousand_claims_fails_none_of_them() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger.db");
+    let window = Duration::from_secs(3600);
+    let open = || {
+        SqliteLedger::options()
+            .retention(window)
+            .sync(SyncMode::Normal)
+            .open(&path)
+            .expect("opens")
+    };
+    drop(open());
+    let add_expired = |conn: &mut rusqlite::Connection, from: u64, n: u64| {
+        let tx = conn.transaction().expect("begin");
+        for i in from..from + n {
+            tx.execute(
+                "INSERT INTO claims (id, claimed_at) VALUES (?1, 1000)",
+                [format!("old-{i}")],
+            )
+            .expect("insert");
+        }
+        tx.commit().expect("commit");
+    };
+    let mut raw = rusqlite::Connection::open(&path).expect("raw connection");
+    raw.busy_timeout(Duration::from_secs(30)).expect("timeout");
+    add_expired(&mut raw, 0, 20_000);
+
+    // The pruner prunes the first 20,000 expired rows at once, then adds
+    // 2,000 more and prunes again each time the claimer has made another
+    // 1,000 claims; the claimer waits once, halfway, for the first prune to
+    // have ended, so the two surely overlap.
+    let (progress, claims_made) = mpsc::channel::<()>();
+    let (first_prune_done, first_prune) = mpsc::channel::<()>();
+    let pruner = {
+        let ledger = open();
+        std::thread::spawn(move || {
+            let mut pruned = ledger.prune(SystemTime::now()).expect("prune");
+            first_prune_done.send(()).expect("the claimer waits");
+            let mut next = 20_000;
+            while claims_made.recv().is_ok() {
+                add_expired(&mut raw, next, 2_000);
+                next += 2_000;
+                pruned += ledger.prune(SystemTime::now()).expect("prune");
+            }
+            (pruned, ledger)
+        })
+    };
+    let claimer = open();
+    for i in 0..10_000 {
+        let id = format!("new-{i}");
+        assert_eq!(claimer.claim(&id).expect("no claim fails"), Claim::Claimed);
+        if i % 1_000 == 999 {
+            progress.send(()).expect("the pruner listens");
+        }
+        if i == 5_000 {
+            first_prune.recv().expect("the first prune ends");
+        }
+    }
+    drop(progress);
+    let (pruned, ledger) = pruner.join().expect("the pruner ends");
+    // The claimer's first claim pruned one batch by itself.
+    let by_claimer = u64::from(sluice_ledger::PRUNE_BATCH);
+    assert!(pruned >= 40_000 - by_claimer, "pruned {pruned} of 40,000");
+    ledger.prune(SystemTime::now()).expect("a last prune");
+    let left = ledger.list(UNIX_EPOCH).expect("list");
+    assert_eq!(left.len(), 10_000);
+    assert!(left.iter().all(|e| e.id.starts_with("new-")));
+}
+
+#[test]
+fn a_json_ledger_is_imported_once_and_kept_beside_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger");
+    let run = a_run();
+    let json = FileLedger::new(&path);
+    assert_eq!(json.claim("running").expect("claim"), Claim::Claimed);
+    assert_eq!(json.claim("done").expect("claim"), Claim::Claimed);
+    json.finish("done", run.clone()).expect("finish");
+    let original = fs::read(&path).expect("the JSON ledger");
+    assert_eq!(original.first(), Some(&b'{'));
+
+    let ledger = SqliteLedger::open(&path).expect("imports");
+    assert!(fs::read(&path)
+        .expect("db")
+        .starts_with(b"SQLite format 3\0"));
+    let mut kept = path.clone().into_os_string();
+    kept.push(".json-imported");
+    assert_eq!(fs::read(&kept).expect("the JSON is kept"), original);
+    assert_eq!(ledger.claim("running").expect("claim"), Claim::Taken(None));
+    assert_eq!(
+        ledger.claim("done").expect("claim"),
+        Claim::Taken(Some(run.clone()))
+    );
+    assert_eq!(ledger.claim("new").expect("claim"), Claim::Claimed);
+    let done = ledger.show("done").expect("show").expect("imported");
+    assert_eq!(done.run, Some(run));
+    assert!(done.finished_at.is_some());
+    drop(ledger);
+
+    // Opened again: the database, not a second import.
+    let again = SqliteLedger::open(&path).expect("reopens");
+    assert_eq!(again.claim("new").expect("claim"), Claim::Taken(None));
+    let leftovers: Vec<_> = fs::read_dir(dir.path())
+        .expect("dir")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".import."))
+        .collect();
+    assert!(leftovers.is_empty(), "temporary files left: {leftovers:?}");
+}
+
+#[test]
+fn a_corrupt_json_ledger_is_refused_naming_its_path_and_left_untouched() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger");
+    let corrupt = b"{\"operations\": {\"a\": nul";
+    fs::write(&path, corrupt).expect("write");
+    let err = SqliteLedger::open(&path).expect_err("refused");
+    assert_eq!(err.path, path.display().to_string());
+    assert!(err.to_string().contains(&path.display().to_string()));
+    assert!(err.to_string().contains("JSON"), "{err}");
+    assert_eq!(fs::read(&path).expect("still there"), corrupt);
+    let mut kept = path.clone().into_os_string();
+    kept.push(".json-imported");
+    assert!(!Path::new(&kept).exists());
+}
+
+#[test]
+fn a_file_neither_sqlite_nor_json_is_refused_naming_its_path() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("notes.txt");
+    fs::write(&path, "not a ledger\n").expect("write");
+    let err = SqliteLedger::open(&path).expect_err("refused");
+    assert_eq!(err.path, path.display().to_string());
+    assert_eq!(fs::read(&path).expect("untouched"), b"not a ledger\n");
+}
+
+#[test]
+fn a_sqlite_database_of_something_else_is_refused() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("other.db");
+    let conn = rusqlite::Connection::open(&path).expect("create");
+    conn.execute_batch("CREATE TABLE t (x)").expect("table");
+    drop(conn);
+    let err = SqliteLedger::open(&path).expect_err("refused");
+    assert!(err.to_string().contains("not a sluice ledger"), "{err}");
+}
+
+#[test]
+fn a_claimed_id_is_taken_while_running_and_carries_its_run_once_finished() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = SqliteLedger::open(dir.path().join("l.db")).expect("opens");
+    let run = a_run();
+    assert_eq!(ledger.claim("x").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim("x").expect("claim"), Claim::Taken(None));
+    ledger.finish("x", run.clone()).expect("finish");
+    assert_eq!(
+        ledger.claim("x").expect("claim"),
+        Claim::Taken(Some(run.clone()))
+    );
+    // A finish without a claim (or after a prune) keeps its row too.
+    ledger.finish("y", run.clone()).expect("finish");
+    assert_eq!(ledger.claim("y").expect("claim"), Claim::Taken(Some(run)));
+    assert!(ledger.keeps_generated_ids());
+}
+
+#[test]
+fn show_and_list_read_the_rows_back_and_serialize_times_as_rfc3339() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = SqliteLedger::open(dir.path().join("l.db")).expect("opens");
+    let before = SystemTime::now() - Duration::from_secs(1);
+    assert_eq!(ledger.show("a").expect("show"), None);
+    ledger.claim("a").expect("claim");
+    ledger.claim("b").expect("claim");
+    ledger.finish("b", a_run()).expect("finish");
+    let a = ledger.show("a").expect("show").expect("kept");
+    assert!(a.claimed_at >= before && a.finished_at.is_none() && a.run.is_none());
+    let all = ledger.list(before).expect("list");
+    assert_eq!(
+        all.iter().map(|e| e.id.as_str()).collect::<Vec<_>>().len(),
+        2
+    );
+    let later = SystemTime::now() + Duration::from_secs(60);
+    assert!(ledger.list(later).expect("list").is_empty());
+    let json = serde_json::to_value(&all[0]).expect("serializes");
+    let at = json["claimed_at"].as_str().expect("a string");
+    assert!(at.ends_with('Z') && at.contains('T'), "{at}");
+}
+
+#[test]
+fn prune_deletes_only_the_rows_claimed_before_the_window() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let window = Duration::from_secs(3600);
+    let ledger = SqliteLedger::options()
+        .retention(window)
+        .open(dir.path().join("l.db"))
+        .expect("opens");
+    for i in 0..1234 {
+        ledger.claim(&format!("id-{i}")).expect("claim");
+    }
+    let now = SystemTime::now();
+    assert_eq!(
+        ledger.prune(now).expect("prune"),
+        0,
+        "all within the window"
+    );
+    let later = now + window + Duration::from_secs(1);
+    assert_eq!(ledger.prune(later).expect("prune"), 1234, "several batches");
+    assert_eq!(ledger.claim("id-0").expect("claim"), Claim::Claimed);
+}
+
+#[test]
+fn a_claim_prunes_one_batch_by_itself_at_most_once_a_minute() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("l.db");
+    drop(SqliteLedger::open(&path).expect("creates"));
+    let raw = rusqlite::Connection::open(&path).expect("raw connection");
+    let expire = |id: &str| {
+        raw.execute(
+            "INSERT INTO claims (id, claimed_at) VALUES (?1, 1000)",
+            [id],
+        )
+        .expect("an expired row");
+    };
+    expire("old-1");
+    let ledger = SqliteLedger::open(&path).expect("opens");
+    assert!(ledger.show("old-1").expect("show").is_some());
+    assert_eq!(ledger.claim("a").expect("claim"), Claim::Claimed);
+    assert!(ledger.show("old-1").expect("show").is_none(), "pruned");
+    expire("old-2");
+    assert_eq!(ledger.claim("b").expect("claim"), Claim::Claimed);
+    assert!(
+        ledger.show("old-2").expect("show").is_some(),
+        "not pruned again within the minute"
+    );
+    assert_eq!(ledger.prune(SystemTime::now()).expect("prune"), 1);
+}
+
+#[test]
+fn the_database_is_in_wal_mode_in_either_sync_mode() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    for (n, sync) in [SyncMode::Full, SyncMode::Normal].into_iter().enumerate() {
+        let path = dir.path().join(format!("l{n}.db"));
+        let ledger = SqliteLedger::options()
+            .sync(sync)
+            .open(&path)
+            .expect("opens");
+        assert_eq!(ledger.settings().sync_mode(), sync);
+        assert_eq!(ledger.claim("a").expect("claim"), Claim::Claimed);
+        let raw = rusqlite::Connection::open(&path).expect("raw connection");
+        let mode: String = raw
+            .query_row("PRAGMA journal_mode", [], |r| r.get(0))
+            .expect("journal mode");
+        assert_eq!(mode, "wal");
+    }
+}
+
+#[test]
+fn four_processes_opening_one_json_ledger_import_it_once() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger");
+    let run = a_run();
+    let json = FileLedger::new(&path);
+    for i in 0..100 {
+        json.claim(&format!("json-{i}")).expect("claim");
+        json.finish(&format!("json-{i}"), run.clone())
+            .expect("finish");
+    }
+    let original = fs::read(&path).expect("the JSON ledger");
+    // The children open the ledger as soon as they start: they race to
+    // import it, then claim id-0 to id-999 on the go.
+    let mut children: Vec<Child> = (0..4).map(|i| spawn("claim-all", &path, i, None)).collect();
+    for child in &mut children {
+        writeln!(child.stdin.take().expect("piped stdin"), "go").expect("go");
+    }
+    let mut won = BTreeSet::new();
+    for (n, child) in children.into_iter().enumerate() {
+        let out = child.wait_with_output().expect("the child ends");
+        assert!(out.status.success(), "child {n} failed: {:?}", out.status);
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        for id in text.lines().filter_map(|l| l.strip_prefix("CLAIMED ")) {
+            assert!(won.insert(id.to_owned()), "{id} won twice");
+        }
+    }
+    assert_eq!(won.len(), 1000);
+    let mut kept = path.clone().into_os_string();
+    kept.push(".json-imported");
+    assert_eq!(fs::read(&kept).expect("the JSON is kept"), original);
+    let ledger = SqliteLedger::open(&path).expect("opens");
+    for i in 0..100 {
+        assert_eq!(
+            ledger.claim(&format!("json-{i}")).expect("claim"),
+            Claim::Taken(Some(run.clone()))
+        );
+    }
+    assert_eq!(ledger.list(UNIX_EPOCH).expect("list").len(), 1100);
+}
