@@ -82,7 +82,8 @@ pub fn exit_code(kind: OutcomeKind) -> u8 {
     long_about = "Talk to git remotes and forge APIs under one retry policy: what the remote \
                   never judged is tried again, what it answered is not, and a write whose \
                   answer was lost is settled by reading.",
-    after_help = "exit: 0 succeeded · 1 answered · 2 usage or bad input · 3 unknown · 4 rejected"
+    after_help = "exit: 0 succeeded · 1 answered · 2 usage or bad input · 3 unknown · 4 rejected \
+                  · 5 local-error"
 )]
 pub struct Cli {
     /// The flags every command takes, anywhere on the line.
@@ -200,8 +201,31 @@ pub enum CommandArgs {
         #[command(subcommand)]
         method: HttpArgs,
     },
+    /// Read the operation ledger (`--ledger FILE`): what ran under an id.
+    Ledger {
+        /// `show <ID>` or `list [--since DUR]`.
+        #[command(subcommand)]
+        what: LedgerArgs,
+    },
     /// Show, on loopback, what the retry policy does (needs only git).
     Demo,
+}
+
+/// `ledger show <ID>` | `ledger list [--since <DUR>]` (raw).
+#[derive(Subcommand, Debug)]
+pub enum LedgerArgs {
+    /// One id: when it was claimed, and how its run ended (or `running`).
+    Show {
+        /// The operation id.
+        #[arg(value_name = "ID")]
+        id: String,
+    },
+    /// Every id claimed within `--since` (default 1d), oldest first.
+    List {
+        /// How far back (`30m`, `1d`).
+        #[arg(long, value_name = "DUR")]
+        since: Option<String>,
+    },
 }
 
 /// `http` subcommands (raw).
@@ -379,6 +403,16 @@ pub enum Action {
         /// The absolute http(s) URL.
         url: String,
     },
+    /// `ledger show <ID>` (needs `--ledger`).
+    LedgerShow {
+        /// The operation id.
+        id: String,
+    },
+    /// `ledger list [--since <DUR>]` (needs `--ledger`).
+    LedgerList {
+        /// How far back (default one day).
+        since: Duration,
+    },
     /// `demo`
     Demo,
 }
@@ -392,6 +426,8 @@ impl Action {
             Action::Fetch { .. } => "fetch",
             Action::Push { .. } => "push",
             Action::HttpGet { .. } => "http-get",
+            Action::LedgerShow { .. } => "ledger-show",
+            Action::LedgerList { .. } => "ledger-list",
             Action::Demo => "demo",
         }
     }
@@ -682,6 +718,28 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         } => {
             check_http_url(&url)?;
             Action::HttpGet { url }
+        }
+        CommandArgs::Ledger { what } => {
+            if g.ledger.is_none() {
+                return Err(UsageError::new(
+                    "--ledger",
+                    "`ledger show` and `ledger list` read a ledger: give --ledger FILE",
+                ));
+            }
+            match what {
+                LedgerArgs::Show { id } => {
+                    if id.trim().is_empty() {
+                        return Err(UsageError::new("<ID>", "empty operation id"));
+                    }
+                    Action::LedgerShow { id }
+                }
+                LedgerArgs::List { since } => Action::LedgerList {
+                    since: match since {
+                        Some(t) => parse_duration("--since", &t, false)?,
+                        None => Duration::from_secs(24 * 3600),
+                    },
+                },
+            }
         }
         CommandArgs::Demo => {
             let given = [

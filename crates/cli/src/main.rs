@@ -17,7 +17,10 @@ use anyhow::Context as _;
 use serde::Serialize;
 use sluice_cli::{contract, human, Action, Common, Config, ParseError, UsageError};
 use sluice_git::{CallOptions, GitClient};
-use sluice_policy::{CommandSource, CredentialSource, FileLedger, Outcome, OutcomeKind, Policy};
+use sluice_ledger::SqliteLedger;
+use sluice_policy::{
+    Claim, CommandSource, CredentialSource, Ledger, LedgerError, Outcome, OutcomeKind, Policy,
+};
 
 fn main() -> ExitCode {
     // A bug must still end in one line on stderr, never a backtrace.
@@ -91,11 +94,47 @@ fn init_tracing(verbose: u8) {
         .try_init();
 }
 
+/// A ledger that could not be opened: every claim fails with why (its path
+/// named), so the operation ends `local-error` (exit 5) and nothing runs.
+struct Unopened(LedgerError);
+
+impl Ledger for Unopened {
+    fn claim(&self, _id: &str) -> Result<Claim, LedgerError> {
+        Err(self.0.clone_error())
+    }
+
+    fn finish(&self, _id: &str, _run: sluice_policy::PreviousRun) -> Result<(), LedgerError> {
+        Err(self.0.clone_error())
+    }
+}
+
+trait CloneError {
+    fn clone_error(&self) -> LedgerError;
+}
+
+impl CloneError for LedgerError {
+    fn clone_error(&self) -> LedgerError {
+        LedgerError {
+            path: self.path.clone(),
+            source: std::io::Error::new(self.source.kind(), self.source.to_string()),
+        }
+    }
+}
+
+/// `--ledger FILE`: the SQLite ledger (a JSON ledger of earlier versions is
+/// imported once).
+fn open_ledger(path: &std::path::Path) -> Arc<dyn Ledger> {
+    match SqliteLedger::open(path) {
+        Ok(l) => Arc::new(l),
+        Err(e) => Arc::new(Unopened(e)),
+    }
+}
+
 /// The policy of this process: the ledger file and settle pause given.
 fn policy(common: &Common) -> Arc<Policy> {
     let mut b = Policy::builder();
     if let Some(path) = &common.ledger {
-        b = b.ledger(Arc::new(FileLedger::new(path.clone())));
+        b = b.ledger(open_ledger(path));
     }
     if let Some(settle) = common.settle {
         b = b.settle(settle);
@@ -241,8 +280,79 @@ fn run(config: &Config) -> anyhow::Result<u8> {
                 false,
             ))
         }
+        Action::LedgerShow { id } => ledger_show(common, id),
+        Action::LedgerList { since } => ledger_list(common, *since),
         Action::Demo => Ok(demo::run()),
     }
+}
+
+fn read_ledger(common: &Common) -> Result<SqliteLedger, u8> {
+    let path = common
+        .ledger
+        .as_ref()
+        .expect("validated: --ledger is given");
+    SqliteLedger::open(path).map_err(|e| {
+        eprintln!("error: {e}");
+        sluice_cli::EXIT_LOCAL_ERROR
+    })
+}
+
+/// `ledger show <ID>`: exit 0 with the entry, 1 when the id is not in the
+/// ledger, 5 when the ledger cannot be read.
+fn ledger_show(common: &Common, id: &str) -> anyhow::Result<u8> {
+    let ledger = match read_ledger(common) {
+        Ok(l) => l,
+        Err(code) => return Ok(code),
+    };
+    let entry = match ledger.show(id) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(sluice_cli::EXIT_LOCAL_ERROR);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    match (&entry, common.json) {
+        (_, true) => {
+            let _ = writeln!(stdout, "{}", serde_json::to_string(&entry)?);
+        }
+        (Some(e), false) => {
+            let _ = stdout.write_all(human::ledger_entry(e).as_bytes());
+        }
+        (None, false) => eprintln!("{id}: not in the ledger (never claimed, or pruned)"),
+    }
+    Ok(if entry.is_some() {
+        sluice_cli::EXIT_SUCCEEDED
+    } else {
+        sluice_cli::EXIT_ANSWERED
+    })
+}
+
+/// `ledger list [--since DUR]`: every id claimed since then, oldest first.
+fn ledger_list(common: &Common, since: std::time::Duration) -> anyhow::Result<u8> {
+    let ledger = match read_ledger(common) {
+        Ok(l) => l,
+        Err(code) => return Ok(code),
+    };
+    let from = std::time::SystemTime::now()
+        .checked_sub(since)
+        .unwrap_or(std::time::UNIX_EPOCH);
+    let entries = match ledger.list(from) {
+        Ok(e) => e,
+        Err(e) => {
+            eprintln!("error: {e}");
+            return Ok(sluice_cli::EXIT_LOCAL_ERROR);
+        }
+    };
+    let mut stdout = std::io::stdout().lock();
+    if common.json {
+        let _ = writeln!(stdout, "{}", serde_json::to_string(&entries)?);
+    } else {
+        for e in &entries {
+            let _ = stdout.write_all(human::ledger_entry(e).as_bytes());
+        }
+    }
+    Ok(sluice_cli::EXIT_SUCCEEDED)
 }
 
 /// Print the outcome and return its exit code. With `--json`, exactly one

@@ -149,7 +149,7 @@ fn a_dead_remote_under_a_short_deadline_exits_3_with_the_attempt_history() {
 #[test]
 fn the_same_operation_id_asked_twice_with_a_ledger_exits_4_without_calling_the_remote() {
     let w = World::new();
-    let ledger = w.path("ledger.json");
+    let ledger = w.path("ledger.db");
     let args = [
         "ls-refs",
         &w.proxied(),

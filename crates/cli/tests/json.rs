@@ -145,7 +145,7 @@ fn a_failure_json_is_unknown_with_every_attempt_classed() {
 #[test]
 fn a_rejected_id_json_carries_the_earlier_run() {
     let w = World::new();
-    let ledger = w.path("ledger.json");
+    let ledger = w.path("ledger.db");
     let args = [
         "ls-refs",
         &w.url(),

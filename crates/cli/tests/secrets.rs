@@ -30,8 +30,19 @@ fn assert_hidden(token: &str, run: &Run, ledger: Option<&std::path::Path>) {
         run.stderr
     );
     if let Some(l) = ledger {
-        let text = std::fs::read_to_string(l).expect("the ledger was written");
-        assert!(!text.contains(token), "token in the ledger: {text}");
+        // The SQLite file and its write-ahead log (where the last commits
+        // live until a checkpoint), searched as bytes.
+        let mut bytes = std::fs::read(l).expect("the ledger was written");
+        let mut wal = l.as_os_str().to_owned();
+        wal.push("-wal");
+        if let Ok(w) = std::fs::read(&wal) {
+            bytes.extend_from_slice(&w);
+        }
+        let t = token.as_bytes();
+        assert!(
+            !bytes.windows(t.len()).any(|w| w == t),
+            "token in the ledger"
+        );
     }
 }
 
@@ -55,7 +66,7 @@ fn a_token_bought_by_the_command_pushes_over_http_and_never_shows_even_with_v() 
     let Some(http) = backend(&w) else { return };
     let local = w.clone_bare("local.git");
     let tip = repo::commit_on(&local, "main", "pushed with a token");
-    let ledger = w.path("ledger.json");
+    let ledger = w.path("ledger.db");
     let cmd = token_command(&w, TOKEN);
     let url = http.url("small.git");
     let run = sluice(&[
@@ -89,7 +100,7 @@ fn a_refused_token_stands_and_only_its_fingerprint_is_shown() {
     let wrong = "tok-wrong-0000-SECRET";
     let local = w.clone_bare("local.git");
     repo::commit_on(&local, "main", "refused");
-    let ledger = w.path("ledger.json");
+    let ledger = w.path("ledger.db");
     let cmd = token_command(&w, wrong);
     let run = sluice(&[
         "-v",
@@ -141,7 +152,7 @@ fn user_info_in_an_http_url_is_a_credential_and_appears_in_no_output() {
 fn the_forge_gets_the_token_as_a_bearer_and_no_output_shows_it() {
     let w = World::new();
     let server = TinyHttp::start(200, "{}");
-    let ledger = w.path("ledger.json");
+    let ledger = w.path("ledger.db");
     let cmd = token_command(&w, TOKEN);
     let run = sluice(&[
         "-vv",
@@ -172,7 +183,7 @@ fn a_token_bought_for_a_dead_http_remote_never_shows() {
     let file = w.path("token.txt");
     std::fs::write(&file, TOKEN).expect("token file");
     let cmd = format!("touch '{}'; cat '{}'", p(&marker), p(&file));
-    let ledger = w.path("ledger.json");
+    let ledger = w.path("ledger.db");
     let url = format!("http://127.0.0.1:{}/git/small.git", dead_port());
     let run = sluice(&[
         "-vv",

@@ -1,7 +1,6 @@
 //! SIGINT and SIGTERM (what a service manager sends) stop the CLI the same
 //! way: a push whose pack was sent is settled by reading, never pushed
-//! again, and the document is still printed; and a ledger that cannot be
-//! read is exit 5 naming its path.
+//! again, and the document is still printed.
 
 mod common;
 
@@ -105,40 +104,4 @@ fn sigint_and_sigterm_after_the_pack_settle_by_reading_and_print_the_document() 
             .collect();
         assert!(leftovers.is_empty(), "{leftovers:?}");
     }
-}
-
-#[test]
-fn a_ledger_that_cannot_be_read_is_exit_5_naming_its_path() {
-    let w = World::new();
-    let ledger = w.path("ledger.json");
-    std::fs::write(&ledger, b"{ this is not a ledger").expect("write");
-    let run = sluice(&[
-        "ls-refs",
-        &w.proxied(),
-        "--operation-id",
-        "op-1",
-        "--ledger",
-        &p(&ledger),
-        "--json",
-    ]);
-    assert_eq!(run.code, 5, "{run:?}");
-    let doc = run.json();
-    check_document(&doc, "ls-refs", "read");
-    assert_eq!(doc["result"], "local-error");
-    assert_eq!(doc["stopped"], "local-error");
-    assert!(doc["attempts"].as_array().unwrap().is_empty());
-    assert_eq!(w.proxy.connections().len(), 0, "nothing ran");
-    let human = sluice(&[
-        "ls-refs",
-        &w.proxied(),
-        "--operation-id",
-        "op-1",
-        "--ledger",
-        &p(&ledger),
-    ]);
-    assert_eq!(human.code, 5);
-    assert!(
-        human.stderr.contains(&p(&ledger)),
-        "the path is named: {human:?}"
-    );
 }
