@@ -485,8 +485,7 @@ impl GitClient {
         // slots and no longer sees new packs (the soak's fetches failed in
         // negotiation once a repository held 33). The fetch works on a view
         // opened now, sized for the packs on disk.
-        let fresh = gix::open_opts(repo.git_dir(), repo.open_options().clone())
-            .map_err(|e| local(format!("reopening the repository: {}", error_text(&e))))?;
+        let fresh = fresh_view(repo).map_err(local)?;
         let repo = &fresh;
         let mut s =
             Session::open(self.dial(remote, Service::UploadPack, Protocol::V2, ctx, false))?;
@@ -623,6 +622,18 @@ impl GitClient {
         ctx.reached(Phase::Done.as_str());
         Ok(mappings)
     }
+}
+
+/// A view of `repo` opened now, with the caller's options: it sees every
+/// pack on disk, however many have landed (or been repacked away by `git
+/// gc`) since the caller opened its handle. gix's object store sizes its
+/// pack slots when a repository is opened (1.1× the packs then on disk, at
+/// least 32), so a handle kept open for days stops seeing new packs; each
+/// fetch and push attempt works on a view of its own (about a millisecond;
+/// see BENCHMARKS.md).
+pub(crate) fn fresh_view(repo: &gix::Repository) -> Result<gix::Repository, String> {
+    gix::open_opts(repo.git_dir(), repo.open_options().clone())
+        .map_err(|e| format!("reopening the repository: {}", error_text(&e)))
 }
 
 /// gix refused to go on after reading a whole advertisement, before writing

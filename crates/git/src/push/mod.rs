@@ -352,6 +352,9 @@ impl GitClient {
         if updates.is_empty() {
             return Err(InputError::Push("nothing to push".into()));
         }
+        // The input checks look at what is on disk now, too.
+        let fresh = crate::client::fresh_view(repo);
+        let view = fresh.as_ref().unwrap_or(repo);
         let mut seen = std::collections::HashSet::new();
         for u in updates {
             check_ref_name(&u.dst)?;
@@ -359,7 +362,7 @@ impl GitClient {
                 return Err(InputError::Push(format!("{} is named twice", u.dst)));
             }
             if let Some(src) = u.src {
-                if !repo.has_object(src) {
+                if !view.has_object(src) {
                     return Err(InputError::Revision {
                         rev: src.to_string(),
                         reason: "not in the local repository".into(),
@@ -416,6 +419,13 @@ impl GitClient {
         opts: &CallOptions,
         ctx: &mut AttemptCtx<'_>,
     ) -> Result<PushReport, GitError> {
+        // A view opened now: the caller's handle may be weeks old (see
+        // `fresh_view`).
+        let fresh = crate::client::fresh_view(repo).map_err(|detail| GitError::Local {
+            phase: Phase::Connect,
+            detail,
+        })?;
+        let repo = &fresh;
         let mut s =
             Session::open(self.dial(remote, Service::ReceivePack, Protocol::V1, ctx, true))?;
         // receive-pack needs no symrefs: parse the refs without the
