@@ -8,7 +8,7 @@
 //! | command | `value` |
 //! |---|---|
 //! | ls-refs | `[ { name, oid (null when unborn), peeled, symref_target } ]` |
-//! | fetch | `[ { remote_ref, local_ref, oid } ]` |
+//! | fetch | `[ { remote_ref, local_ref, oid, old, status, reason } ]` |
 //! | push | `[ { ref, status: ok\|rejected\|unknown, reason, message, verdict, old, new } ]` |
 //! | http get | `{ status, body }` |
 
@@ -61,6 +61,12 @@ pub struct Fetched {
     pub local_ref: Option<String>,
     /// 40 lowercase hex.
     pub oid: String,
+    /// The local ref's value before the fetch (null: it did not exist).
+    pub old: Option<String>,
+    /// `new`, `fast-forward`, `forced`, `up-to-date` or `rejected`.
+    pub status: &'static str,
+    /// Why it was rejected, in git's words (null unless rejected).
+    pub reason: Option<String>,
 }
 
 /// One ref of push's `value`.
@@ -114,6 +120,9 @@ pub fn fetch_value(refs: &[FetchedRef]) -> Vec<Fetched> {
             remote_ref: r.remote_ref.clone(),
             local_ref: r.local_ref.clone(),
             oid: r.oid.to_hex().to_string(),
+            old: hex(r.old.as_ref()),
+            status: r.status.as_str(),
+            reason: r.reason.clone(),
         })
         .collect()
 }
@@ -239,6 +248,9 @@ mod tests {
             remote_ref: "refs/heads/main".into(),
             local_ref: None,
             oid,
+            old: None,
+            status: sluice_git::FetchStatus::UpToDate,
+            reason: None,
         }]);
         let j = serde_json::to_value(&v).expect("json");
         assert_eq!(j[0]["oid"], "0123456789abcdef0123456789abcdef01234567");

@@ -25,21 +25,63 @@ pub fn ls_refs(refs: &[RemoteRef]) -> String {
     s
 }
 
-/// fetch: one line per ref, `<oid>\t<remote ref> -> <local ref>` (or just
-/// the remote ref when the refspec names no local one).
-pub fn fetch(refs: &[FetchedRef]) -> String {
+/// fetch as `git fetch` prints it: `From <remote>`, then one line per ref
+/// — ` * [new branch]`, ` * [new tag]`, `   old..new`, ` + old...new …
+/// (forced update)`, ` ! [rejected] … (reason)` — with object ids
+/// abbreviated by `abbrev`. Refs left as they were are printed only when
+/// `verbose` (` = [up to date]`), as with `git fetch -v`.
+pub fn fetch(
+    remote: &str,
+    refs: &[FetchedRef],
+    verbose: bool,
+    abbrev: &dyn Fn(&gix::ObjectId) -> String,
+) -> String {
+    use sluice_git::FetchStatus;
+    let short = |name: &str| {
+        ["refs/heads/", "refs/tags/", "refs/remotes/", "refs/"]
+            .iter()
+            .find_map(|p| name.strip_prefix(p))
+            .unwrap_or(name)
+            .to_string()
+    };
     let mut s = String::new();
     for r in refs {
-        match &r.local_ref {
-            Some(l) => {
-                let _ = writeln!(s, "{}\t{} -> {l}", r.oid, r.remote_ref);
+        let what = match &r.local_ref {
+            Some(l) => format!("{:<10} -> {}", short(&r.remote_ref), short(l)),
+            None => format!("{:<10} -> FETCH_HEAD", short(&r.remote_ref)),
+        };
+        let tag = r.remote_ref.starts_with("refs/tags/");
+        let line = match (r.status, r.old) {
+            (FetchStatus::New, _) => {
+                let kind = if tag { "[new tag]" } else { "[new branch]" };
+                format!(" * {kind:<17} {what}")
             }
-            None => {
-                let _ = writeln!(s, "{}\t{}", r.oid, r.remote_ref);
+            (FetchStatus::FastForward, Some(old)) => {
+                format!(
+                    "   {:<17} {what}",
+                    format!("{}..{}", abbrev(&old), abbrev(&r.oid))
+                )
             }
-        }
+            (FetchStatus::Forced, Some(old)) => format!(
+                " + {:<17} {what}  (forced update)",
+                format!("{}...{}", abbrev(&old), abbrev(&r.oid))
+            ),
+            (FetchStatus::Rejected, _) => format!(
+                " ! {:<17} {what}  ({})",
+                "[rejected]",
+                r.reason.as_deref().unwrap_or("rejected")
+            ),
+            (FetchStatus::UpToDate, _) if verbose => format!(" = {:<17} {what}", "[up to date]"),
+            (FetchStatus::UpToDate, _) => continue,
+            (_, None) => format!(" * {:<17} {what}", abbrev(&r.oid)),
+        };
+        s.push_str(&line);
+        s.push('\n');
     }
-    s
+    if s.is_empty() {
+        return s;
+    }
+    format!("From {remote}\n{s}")
 }
 
 /// push: `To <remote>` and one line per ref, as `git push` prints them

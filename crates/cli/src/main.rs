@@ -211,7 +211,18 @@ fn run(config: &Config) -> anyhow::Result<u8> {
                 .map_err(|e| sluice_cli::input_error(&e));
             bar.finish();
             let out = out?;
-            let text = out.value.as_deref().map(human::fetch);
+            // Abbreviated as git abbreviates them (core.abbrev, auto length).
+            let view = gix::open_opts(repo.git_dir(), repo.open_options().clone()).ok();
+            let abbrev = |id: &gix::ObjectId| match &view {
+                Some(v) => gix::prelude::ObjectIdExt::attach(*id, v)
+                    .shorten_or_id()
+                    .to_string(),
+                None => id.to_hex_with_len(7).to_string(),
+            };
+            let text = out
+                .value
+                .as_deref()
+                .map(|v| human::fetch(&out.operation.remote, v, common.verbose > 0, &abbrev));
             Ok(emit(
                 common,
                 out.map(|v| contract::fetch_value(&v)),

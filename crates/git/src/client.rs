@@ -89,6 +89,23 @@ pub struct FetchedRef {
     pub local_ref: Option<String>,
     /// The object fetched.
     pub oid: ObjectId,
+    /// The local ref's value before the fetch (`None`: it did not exist, or
+    /// there is no local ref).
+    pub old: Option<ObjectId>,
+    /// What happened to the local ref (git's rules: an unforced refspec
+    /// fast-forwards only, a tag is not moved unless forced, the checked-out
+    /// branch of a non-bare repository is not written).
+    pub status: crate::FetchStatus,
+    /// Why it was rejected, in git's words (`None` unless rejected).
+    pub reason: Option<String>,
+}
+
+impl FetchedRef {
+    /// Whether the local ref was left alone because git's rules refuse the
+    /// update.
+    pub fn is_rejected(&self) -> bool {
+        self.status == crate::FetchStatus::Rejected
+    }
 }
 
 /// Input refused before any call to the remote.
@@ -458,12 +475,32 @@ impl GitClient {
             src.starts_with("refs/*") || src == "*" || src.starts_with('*')
         });
         let op = self.operation("fetch", Effect::Read, &remote, opts);
-        Ok(self.policy.run(op, |ctx| {
-            crate::error::shielded(ctx, |ctx| {
-                self.fetch_attempt(&remote, refspecs, prefix_filter, repo, opts, ctx)
-            })
-            .map_err(|e| e.to_attempt())
-        }))
+        // A ref refused by git's rules is the fetch's answer (exit 1), the
+        // others still updated: decided by the policy, so its events say so.
+        Ok(self.policy.run_judged(
+            op,
+            |ctx| {
+                crate::error::shielded(ctx, |ctx| {
+                    self.fetch_attempt(&remote, refspecs, prefix_filter, repo, opts, ctx)
+                })
+                .map_err(|e| e.to_attempt())
+            },
+            |refs: &Vec<FetchedRef>| {
+                let r = refs.iter().find(|r| r.is_rejected())?;
+                Some(sluice_policy::Rejection {
+                    error: sluice_policy::AttemptError::answered(
+                        Phase::Done.as_str(),
+                        format!(
+                            "{} -> {}: {}",
+                            r.remote_ref,
+                            r.local_ref.as_deref().unwrap_or("?"),
+                            r.reason.as_deref().unwrap_or("rejected")
+                        ),
+                    ),
+                    may_have_applied: false,
+                })
+            },
+        ))
     }
 
     fn fetch_attempt(
@@ -523,7 +560,7 @@ impl GitClient {
             .and_then(|m| m.fetch_blocking(gix::progress::Discard, &mut s.transport, false))
             .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
         ctx.reached(Phase::Advertised.as_str());
-        let mappings: Vec<_> = ref_map
+        let mut mappings: Vec<_> = ref_map
             .mappings
             .iter()
             .filter_map(|m| {
@@ -536,6 +573,9 @@ impl GitClient {
                     remote_ref: name,
                     local_ref: m.local.as_ref().map(|l| l.to_string()),
                     oid,
+                    old: None,
+                    status: crate::FetchStatus::UpToDate,
+                    reason: None,
                 })
             })
             .collect();
@@ -600,8 +640,17 @@ impl GitClient {
         })?;
         // The refs and the .keep, classed as before when gix did them inside
         // its receive: from the wire.
-        crate::fetch::update_refs(repo, &ref_map)
-            .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
+        // The pack is stored; what is left is this side's: a ref that
+        // cannot be written is a local error, never the remote's.
+        let outcomes = crate::fetch::update_refs(repo, &ref_map).map_err(|e| GitError::Local {
+            phase: Phase::PackReceived,
+            detail: format!("updating the local refs: {}", error_text(&e)),
+        })?;
+        for (m, o) in mappings.iter_mut().zip(outcomes) {
+            m.old = o.old;
+            m.status = o.status;
+            m.reason = o.reason;
+        }
         if let Some(keep) = &received.keep {
             std::fs::remove_file(keep).map_err(|e| {
                 read_fail(&s.meta, &format!("cannot remove {}: {e}", keep.display()))

@@ -43,6 +43,7 @@ pub use client::{
 };
 pub use error::{GitError, Phase};
 pub use fetch::indexer::remove_temporary_files;
+pub use fetch::FetchStatus;
 pub use push::{
     check_ref_name, parse_lease, parse_oid, Lease, PackStats, PushOptions, PushReport, PushSpec,
     RefResult, RefStatus, RefUpdate, RejectReason,

@@ -248,17 +248,17 @@ fn fetch_updates_refs_as_git_fetch_does() {
         "refs/heads/*:refs/remotes/origin/*".to_string(),
         "refs/tags/*:refs/tags/*".to_string(),
     ];
-    let fetch = |specs: &[String]| {
+    let fetch = |specs: &[String], kind: OutcomeKind| {
         let repo = gix::open(&dst).expect("open");
         let out = client()
             .fetch(&url, specs, &repo, &quick(20_000, 10_000, 3))
             .expect("valid input");
-        assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+        assert_eq!(out.kind, kind, "{:?}", out.error);
         out
     };
     drop(repo);
     // Created, with our reflog message, and no .keep left behind.
-    fetch(&unforced);
+    fetch(&unforced, OutcomeKind::Succeeded);
     let main0 = rev_parse(&src, "refs/heads/main").expect("main");
     let dev0 = rev_parse(&src, "refs/heads/dev").expect("dev");
     let light0 = rev_parse(&src, "refs/tags/light").expect("light");
@@ -283,9 +283,17 @@ fn fetch_updates_refs_as_git_fetch_does() {
     let main1 = commit_on(&src, "main", "rewritten");
     let dev1 = commit_on(&src, "dev", "advanced");
     git(&src, &["update-ref", "refs/tags/light", &main1]);
-    let out = fetch(&unforced);
+    // Refused refs are the fetch's answer; the others still update.
+    let out = fetch(&unforced, OutcomeKind::Answered);
     let main1_id = gix::ObjectId::from_hex(main1.as_bytes()).expect("hex");
-    assert!(out.value.expect("refs").iter().any(|r| r.oid == main1_id));
+    let v = out.value.expect("refs");
+    let main = v
+        .iter()
+        .find(|r| r.remote_ref == "refs/heads/main")
+        .expect("main");
+    assert_eq!(main.oid, main1_id);
+    assert_eq!(main.status, sluice_git::FetchStatus::Rejected);
+    assert_eq!(main.old.map(|o| o.to_string()), Some(main0.clone()));
     assert_eq!(
         rev_parse(&dst, "refs/remotes/origin/dev").as_deref(),
         Some(dev1.as_str())
@@ -303,7 +311,7 @@ fn fetch_updates_refs_as_git_fetch_does() {
 
     // Forced: both move.
     let forced: Vec<String> = unforced.iter().map(|s| format!("+{s}")).collect();
-    fetch(&forced);
+    fetch(&forced, OutcomeKind::Succeeded);
     assert_eq!(
         rev_parse(&dst, "refs/remotes/origin/main").as_deref(),
         Some(main1.as_str())

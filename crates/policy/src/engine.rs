@@ -590,6 +590,24 @@ impl Policy {
         )
     }
 
+    /// [`Policy::run`], where a value can be the remote's answer rather than
+    /// success (a fetch with a ref refused by git's rules): `judge` looks at
+    /// the value, and a [`Rejection`] makes the outcome `answered`, keeping
+    /// the value.
+    pub fn run_judged<T>(
+        &self,
+        op: Operation,
+        attempt: impl FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
+        judge: impl Fn(&T) -> Option<Rejection>,
+    ) -> Outcome<T> {
+        self.execute(
+            op,
+            attempt,
+            None::<fn(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>>,
+            judge,
+        )
+    }
+
     /// Run a write whose unknown answer is settled by `reconcile`, a read.
     ///
     /// `reconcile` is called only after an attempt whose request was

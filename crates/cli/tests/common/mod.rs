@@ -379,6 +379,22 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
                     "{doc}"
                 );
                 assert!(is_hex40(&r["oid"]), "{doc}");
+                assert!(r["old"].is_null() || is_hex40(&r["old"]), "{doc}");
+                assert!(
+                    one_of(
+                        &r["status"],
+                        &[
+                            "new",
+                            "fast-forward",
+                            "forced",
+                            "up-to-date",
+                            "rejected",
+                            "pruned"
+                        ]
+                    ),
+                    "{doc}"
+                );
+                assert_eq!(r["reason"].is_null(), r["status"] != "rejected", "{doc}");
             }
         }
         "push" => {

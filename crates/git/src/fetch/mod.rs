@@ -5,7 +5,7 @@
 
 pub(crate) mod apply;
 pub(crate) mod indexer;
-mod refs;
+pub(crate) mod refs;
 
 use std::ops::DerefMut;
 use std::path::PathBuf;
@@ -14,6 +14,7 @@ use std::sync::atomic::AtomicBool;
 use gix::protocol::fetch::{negotiate, Arguments, RefMap};
 
 pub(crate) use refs::update as update_refs;
+pub use refs::FetchStatus;
 
 /// What the pack phase brought.
 #[derive(Debug, Default)]

@@ -6,8 +6,11 @@
 //! * a ref already at the fetched value is left alone;
 //! * a forced (`+`) refspec moves a ref anywhere;
 //! * otherwise a ref under `refs/tags/` is never moved, and any other ref
-//!   only moves forward (its old commit an ancestor of the new one); a
-//!   refused update is skipped and logged, the rest go ahead.
+//!   only moves forward (its old commit an ancestor of the new one);
+//! * the branch checked out in a non-bare repository is never written;
+//! * a refused update is skipped, the rest go ahead. Every mapping gets its
+//!   result ([`RefOutcome`]), and nothing is reported as written that the
+//!   transaction did not write.
 
 use gix::bstr::{BString, ByteSlice};
 use gix::protocol::fetch::RefMap;
@@ -17,19 +20,73 @@ use gix::refs::Target;
 /// The reflog message's prefix.
 const ACTION: &str = "sluice-remote fetch";
 
-/// One refused update.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Refused {
-    pub local: String,
-    pub why: &'static str,
+/// What happened to one mapping's local ref.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FetchStatus {
+    /// The local ref did not exist and was created.
+    New,
+    /// The local ref moved forward.
+    FastForward,
+    /// A forced (`+`) refspec moved it elsewhere.
+    Forced,
+    /// The local ref already held the fetched value (or the refspec names
+    /// no local ref: nothing was written).
+    UpToDate,
+    /// Refused: see the result's reason. The local ref is unchanged.
+    Rejected,
 }
 
-/// Update the refs `map` names; returns the refs changed and those refused.
-pub(crate) fn update(repo: &gix::Repository, map: &RefMap) -> gix::Result<(usize, Vec<Refused>)> {
+impl FetchStatus {
+    /// The kebab-case name of the JSON contract.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            FetchStatus::New => "new",
+            FetchStatus::FastForward => "fast-forward",
+            FetchStatus::Forced => "forced",
+            FetchStatus::UpToDate => "up-to-date",
+            FetchStatus::Rejected => "rejected",
+        }
+    }
+}
+
+/// One mapping's result, in the order of the ref map.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct RefOutcome {
+    /// The local ref (`None`: the refspec names none).
+    pub local: Option<String>,
+    /// Its value before the fetch.
+    pub old: Option<gix::ObjectId>,
+    pub status: FetchStatus,
+    /// Why it was refused, in git's words.
+    pub reason: Option<String>,
+}
+
+/// The branch a non-bare repository has checked out (`None` when bare, or
+/// HEAD is detached).
+fn checked_out(repo: &gix::Repository) -> Option<gix::refs::FullName> {
+    if repo.is_bare() || repo.workdir().is_none() {
+        return None;
+    }
+    repo.head_name().ok().flatten()
+}
+
+/// Update the refs `map` names; one result per mapping that has an object,
+/// in the map's order.
+pub(crate) fn update(repo: &gix::Repository, map: &RefMap) -> gix::Result<Vec<RefOutcome>> {
     let mut edits = Vec::new();
-    let mut refused = Vec::new();
+    let mut results = Vec::new();
+    let head = checked_out(repo);
     for m in &map.mappings {
-        let (Some(local), Some(new)) = (m.local.as_ref(), m.remote.as_id()) else {
+        let Some(new) = m.remote.as_id() else {
+            continue;
+        };
+        let Some(local) = m.local.as_ref() else {
+            results.push(RefOutcome {
+                local: None,
+                old: None,
+                status: FetchStatus::UpToDate,
+                reason: None,
+            });
             continue;
         };
         let new = new.to_owned();
@@ -67,29 +124,49 @@ pub(crate) fn update(repo: &gix::Repository, map: &RefMap) -> gix::Result<(usize
                 }
             },
         };
-        let context = match old {
-            None => context,
-            Some(old) if old == new => continue,
-            Some(_) if force => "forced-update",
-            Some(_) if is_tag => {
-                refused.push(Refused {
-                    local: local.to_string(),
-                    why: "would clobber existing tag",
+        let refuse = |why: String| RefOutcome {
+            local: Some(local.to_string()),
+            old,
+            status: FetchStatus::Rejected,
+            reason: Some(why),
+        };
+        if old != Some(new) && head.as_ref().is_some_and(|h| h.as_bstr() == name.as_bstr()) {
+            results.push(refuse(format!(
+                "refusing to fetch into branch '{name}' checked out in a non-bare repository"
+            )));
+            continue;
+        }
+        let (context, status) = match old {
+            None => (context, FetchStatus::New),
+            Some(old) if old == new => {
+                results.push(RefOutcome {
+                    local: Some(local.to_string()),
+                    old: Some(old),
+                    status: FetchStatus::UpToDate,
+                    reason: None,
                 });
+                continue;
+            }
+            Some(_) if force => ("forced-update", FetchStatus::Forced),
+            Some(_) if is_tag => {
+                results.push(refuse("would clobber existing tag".into()));
                 continue;
             }
             Some(old) => {
                 if is_ancestor(repo, old, new) {
-                    "fast-forward"
+                    ("fast-forward", FetchStatus::FastForward)
                 } else {
-                    refused.push(Refused {
-                        local: local.to_string(),
-                        why: "non-fast-forward",
-                    });
+                    results.push(refuse("non-fast-forward".into()));
                     continue;
                 }
             }
         };
+        results.push(RefOutcome {
+            local: Some(local.to_string()),
+            old,
+            status,
+            reason: None,
+        });
         edits.push(RefEdit {
             change: Change::Update {
                 log: LogChange {
@@ -104,11 +181,10 @@ pub(crate) fn update(repo: &gix::Repository, map: &RefMap) -> gix::Result<(usize
             deref,
         });
     }
-    for r in &refused {
-        tracing::info!(local = %r.local, why = r.why, "fetch left a ref alone");
+    for r in results.iter().filter(|r| r.status == FetchStatus::Rejected) {
+        tracing::info!(local = ?r.local, why = ?r.reason, "fetch left a ref alone");
     }
-    let n = edits.len();
-    if n > 0 {
+    if !edits.is_empty() {
         let fallback_time = format!(
             "{} +0000",
             std::time::SystemTime::now()
@@ -124,9 +200,12 @@ pub(crate) fn update(repo: &gix::Repository, map: &RefMap) -> gix::Result<(usize
                 time: &fallback_time,
             },
         };
+        // One transaction: all written or none (an error then reports
+        // nothing as written). gix waits on a held ref lock as git does
+        // (core.filesRefLockTimeout, core.packedRefsTimeout).
         repo.edit_references_as(edits, Some(committer))?;
     }
-    Ok((n, refused))
+    Ok(results)
 }
 
 /// `old` is an ancestor of (or equal to) `new`; anything that is not a
