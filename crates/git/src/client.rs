@@ -305,6 +305,7 @@ impl GitClient {
             service,
             version,
             timeout: ctx.timeout,
+            limit: ctx.limit,
             cancel: ctx.cancel_flag(),
             secret: ctx.credential().map(|c| c.secret()),
             http_client: if write { &self.http_write } else { &self.http },
@@ -363,11 +364,13 @@ impl GitClient {
         cancel: &CancelFlag,
         secret: Option<&secrecy::SecretString>,
     ) -> Result<Vec<RemoteRef>, GitError> {
+        // A listing moves no pack: its limit is its timeout.
         let dial = |timeout| Dial {
             remote,
             service: Service::UploadPack,
             version: Protocol::V2,
             timeout,
+            limit: timeout,
             cancel,
             secret,
             http_client: &self.http,

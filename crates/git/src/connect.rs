@@ -16,7 +16,7 @@ use sluice_policy::CancelFlag;
 
 use crate::error::{GitError, Phase};
 use crate::remote::{Remote, TransportKind};
-use crate::watchdog::Watchdog;
+use crate::watchdog::{Limits, Watchdog};
 use crate::wire::{TrackedRead, TrackedWrite, Wire};
 
 /// A boxed gix transport.
@@ -107,6 +107,8 @@ pub(crate) struct Dial<'a> {
     pub service: Service,
     pub version: Protocol,
     pub timeout: Duration,
+    /// The most a moving transfer may run (the deadline less the reserve).
+    pub limit: Duration,
     pub cancel: &'a CancelFlag,
     /// The credential's secret (http only).
     pub secret: Option<&'a SecretString>,
@@ -236,7 +238,11 @@ fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
     let read = stream.try_clone().map_err(io_err)?;
     let killer = stream.try_clone().map_err(io_err)?;
     let probe = stream.try_clone().map_err(io_err)?;
-    let watchdog = Watchdog::arm(left, d.cancel.clone(), wire.clone(), move || {
+    let limits = Limits {
+        timeout: left,
+        limit: d.limit.saturating_sub(started.elapsed()),
+    };
+    let watchdog = Watchdog::arm(limits, d.cancel.clone(), wire.clone(), move || {
         let _ = killer.shutdown(Shutdown::Both);
     });
     let conn = gix::protocol::transport::client::git::blocking_io::Connection::new(
@@ -345,7 +351,11 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         let _ = done_tx.send(());
     });
     let child = Spawned::new(child);
-    let watchdog = Watchdog::arm(d.timeout, d.cancel.clone(), wire.clone(), child.killer());
+    let limits = Limits {
+        timeout: d.timeout,
+        limit: d.limit,
+    };
+    let watchdog = Watchdog::arm(limits, d.cancel.clone(), wire.clone(), child.killer());
     let conn = gix::protocol::transport::client::git::blocking_io::Connection::new(
         TrackedRead::new(stdout, wire.clone()),
         TrackedWrite::new(stdin, wire.clone()),

@@ -25,6 +25,10 @@ pub(crate) struct WireState {
     pub request_complete: bool,
     /// The fetch request in particular (wants) was written and flushed.
     pub fetch_sent: bool,
+    /// A transfer is under way (fetch: the request went out and the pack
+    /// follows; push: the commands went out and the pack streams): the
+    /// watchdog then lets the attempt run on while bytes keep moving.
+    pub moving: bool,
     /// The text of an `ERR` packet.
     pub err_line: Option<String>,
     /// The text of a side-band 3 (fatal) message.
@@ -115,6 +119,7 @@ impl Wire {
             if contains(request, b"command=fetch") || contains(request, b"want ") {
                 st.request_complete = true;
                 st.fetch_sent = true;
+                st.moving = true;
             }
         }
     }

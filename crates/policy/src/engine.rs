@@ -135,6 +135,11 @@ pub struct AttemptCtx<'a> {
     pub timeout: Duration,
     /// What remained of the budget when the attempt started.
     pub remaining: Duration,
+    /// The most this attempt may run while a transfer keeps moving: the
+    /// operation's deadline less the reconcile reserve (see "What an attempt
+    /// timeout covers": waits and stalls end at `timeout`, a moving pack
+    /// runs on to this limit).
+    pub limit: Duration,
     credential: Option<&'a Credential>,
     cancel: &'a CancelFlag,
     clock: &'a dyn Clock,
@@ -824,6 +829,7 @@ impl Policy {
                 n,
                 timeout,
                 remaining,
+                limit: usable,
                 credential: credential.as_ref().map(|(c, _)| c),
                 cancel: &cancel,
                 clock: &*self.clock,

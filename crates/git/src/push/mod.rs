@@ -671,6 +671,8 @@ impl GitClient {
             .and_then(|_| w.flush())
             .map_err(|e| meta.fail(Phase::Advertised, false, e))?;
         ctx.reached(Phase::CommandsSent.as_str());
+        // The pack streams now: the watchdog lets a moving transfer run on.
+        meta.wire.lock().moving = true;
         let mut phase = Phase::CommandsSent;
         let mut stats = None;
         if let Some(counted) = counted {

@@ -409,7 +409,11 @@ impl S2c {
     /// Writes `out` to the client, counts it, then records `marks`.
     fn send(&mut self, out: &mut Vec<u8>, marks: &mut Vec<Point>) -> bool {
         if !out.is_empty() {
-            if (&self.client).write_all(out).is_err() {
+            let ok = match self.ctx.throttle() {
+                Some(rate) => throttled_write(&self.client, out, rate, self.ctx.stopper()),
+                None => (&self.client).write_all(out).is_ok(),
+            };
+            if !ok {
                 cut(&self.client, Some(&self.up));
                 return false;
             }
@@ -655,4 +659,30 @@ impl S2c {
         }
         Flow::Go
     }
+}
+
+/// Writes `data` at no more than `rate` bytes a second (in pieces of a
+/// tenth of a second's worth): a slow link, for transfers that take longer
+/// than an attempt timeout while they keep moving.
+fn throttled_write(
+    client: &TcpStream,
+    data: &[u8],
+    rate: u64,
+    stopper: &crate::net::Stopper,
+) -> bool {
+    let piece = ((rate / 10).max(1)) as usize;
+    for chunk in data.chunks(piece) {
+        if stopper.is_stopped() {
+            return false;
+        }
+        let start = std::time::Instant::now();
+        if (&*client).write_all(chunk).is_err() {
+            return false;
+        }
+        let due = std::time::Duration::from_secs_f64(chunk.len() as f64 / rate as f64);
+        if let Some(rest) = due.checked_sub(start.elapsed()) {
+            std::thread::sleep(rest);
+        }
+    }
+    true
 }

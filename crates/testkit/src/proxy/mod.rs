@@ -316,6 +316,8 @@ struct FaultPlan {
 #[derive(Debug, Default)]
 struct Inner {
     plan: Mutex<Option<FaultPlan>>,
+    /// Server→client bytes a second on git connections (`None`: no limit).
+    throttle: Mutex<Option<u64>>,
     records: Mutex<Vec<ConnectionRecord>>,
     live: Mutex<HashMap<u64, Vec<TcpStream>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -395,6 +397,11 @@ impl Ctx {
 
     fn stopper(&self) -> &Stopper {
         &self.inner.stopper
+    }
+
+    /// The server→client rate limit now in force.
+    fn throttle(&self) -> Option<u64> {
+        *lock(&self.inner.throttle)
     }
 }
 
@@ -496,6 +503,13 @@ impl FaultProxy {
     /// A snapshot of every connection so far, in accept order.
     pub fn connections(&self) -> Vec<ConnectionRecord> {
         lock(&self.inner.records).clone()
+    }
+
+    /// Limits what git connections forward from the server to the client
+    /// to `bytes_per_second` (`None`: no limit), from the next write on: a
+    /// slow link whose transfer keeps moving.
+    pub fn throttle(&self, bytes_per_second: Option<u64>) {
+        *lock(&self.inner.throttle) = bytes_per_second.filter(|r| *r > 0);
     }
 
     /// Cuts the client side of every live connection now (the upstream side
