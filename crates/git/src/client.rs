@@ -619,6 +619,7 @@ impl GitClient {
                 ),
             });
         }
+        let guard = crate::fetch::indexer::EntryGuard::new();
         let received = crate::fetch::receive(
             repo,
             &mut hs,
@@ -628,11 +629,20 @@ impl GitClient {
             &self.agent,
             crate::progress::Sink::new(opts.progress.clone()),
             ctx.cancel_flag().as_atomic(),
+            &guard,
         );
         if hs.server_protocol_version == Protocol::V2 {
             gix::protocol::indicate_end_of_interaction(&mut s.transport, false).ok();
         }
         let received = received.map_err(|e| {
+            // A pack entry no valid pack holds (bug D2): the server's fault,
+            // stopped as it arrived; asking again gets the same pack.
+            if let Some(why) = guard.tripped.borrow().clone() {
+                return GitError::BadPack {
+                    phase: Phase::Negotiated,
+                    detail: why,
+                };
+            }
             if unsupported_before_request(&s.meta, &e) {
                 return GitError::Unsupported {
                     phase: Phase::Advertised,

@@ -177,6 +177,16 @@ pub enum GitError {
         /// The reason, in git's words.
         detail: String,
     },
+    /// The server sent a pack no valid pack is (an entry without end, an
+    /// object larger than any this client holds): its fault, stopped as it
+    /// arrived; asking again gets the same pack.
+    #[error("bad pack from the server: {detail}")]
+    BadPack {
+        /// The phase reached.
+        phase: Phase,
+        /// What was wrong.
+        detail: String,
+    },
     /// A refspec's source ref is not in the remote's advertisement: the
     /// remote's answer (asking again gets the same advertisement).
     #[error("couldn't find remote ref {name}")]
@@ -211,6 +221,7 @@ impl GitError {
             | GitError::Unsupported { phase, .. }
             | GitError::Refused { phase, .. }
             | GitError::NotAdvertised { phase, .. }
+            | GitError::BadPack { phase, .. }
             | GitError::Local { phase, .. } => *phase,
         }
     }
@@ -221,7 +232,8 @@ impl GitError {
             GitError::Remote { .. }
             | GitError::Unsupported { .. }
             | GitError::Refused { .. }
-            | GitError::NotAdvertised { .. } => Class::Answered,
+            | GitError::NotAdvertised { .. }
+            | GitError::BadPack { .. } => Class::Answered,
             GitError::Http {
                 status,
                 request_complete,

@@ -230,6 +230,7 @@ struct Counted<'a, R> {
     inner: R,
     progress: &'a dyn Count,
     interrupt: &'a AtomicBool,
+    guard: &'a EntryGuard,
 }
 
 impl<R: Read> Read for Counted<'_, R> {
@@ -239,14 +240,171 @@ impl<R: Read> Read for Counted<'_, R> {
         }
         let n = self.inner.read(buf)?;
         self.progress.inc_by(n);
+        self.guard.saw(&buf[..n])?;
         Ok(n)
+    }
+}
+
+/// The largest object a pack entry may declare: this client inflates an
+/// object whole to resolve deltas and hash it, so a larger one cannot be
+/// held (git streams such blobs; the forges refuse them long before).
+pub(crate) const MAX_OBJECT_SIZE: u64 = 4 << 30;
+
+/// What a deflate stream of `size` bytes can need at most: stored blocks
+/// (5 bytes per 64 KiB, zlib's 6), with room for the reader's look-ahead
+/// (the parser buffers up to 64 KiB past an entry's end).
+fn compressed_allowance(size: u64) -> u64 {
+    size + size / 16_384 * 5 + (256 << 10)
+}
+
+/// Bug D2's bound: gix-pack holds an entry's whole compressed stream while
+/// it parses it, so a server that never ends one entry would grow the
+/// client until the attempt is cut. The guard reads each entry's header
+/// as the bytes pass (the parser reports where each entry ended) and stops
+/// the read as soon as an entry declares more than [`MAX_OBJECT_SIZE`], or
+/// its stream runs past what its declared size can need: the server's
+/// fault, never buffered.
+#[derive(Default)]
+pub(crate) struct EntryGuard {
+    /// Bytes read so far (pack offsets: 0 is the `P` of `PACK`).
+    pos: std::cell::Cell<u64>,
+    /// Where the entry being parsed begins.
+    start: std::cell::Cell<u64>,
+    /// The offset its stream may not pass, once its header was read.
+    end: std::cell::Cell<Option<u64>>,
+    /// The last bytes read, from offset `recent_at` (the header of the
+    /// entry being parsed is among them).
+    recent: std::cell::RefCell<Vec<u8>>,
+    recent_at: std::cell::Cell<u64>,
+    /// Why the read was stopped.
+    pub(crate) tripped: std::cell::RefCell<Option<String>>,
+}
+
+const RECENT: usize = 512 << 10;
+
+impl EntryGuard {
+    pub(crate) fn new() -> EntryGuard {
+        let g = EntryGuard::default();
+        // The first entry follows the 12-byte pack header.
+        g.start.set(12);
+        g
+    }
+
+    /// The parser finished the entry that ends at `next`.
+    fn entry_ended(&self, next: u64) {
+        self.start.set(next);
+        self.end.set(None);
+        self.check_header();
+    }
+
+    fn trip(&self, why: String) -> io::Error {
+        self.tripped.borrow_mut().get_or_insert(why.clone());
+        io::Error::new(io::ErrorKind::InvalidData, why)
+    }
+
+    fn saw(&self, bytes: &[u8]) -> io::Result<()> {
+        {
+            let mut r = self.recent.borrow_mut();
+            r.extend_from_slice(bytes);
+            if r.len() > 2 * RECENT {
+                let drop = r.len() - RECENT;
+                r.drain(..drop);
+                self.recent_at.set(self.recent_at.get() + drop as u64);
+            }
+        }
+        self.pos.set(self.pos.get() + bytes.len() as u64);
+        if self.end.get().is_none() {
+            self.check_header();
+        }
+        if let Some(why) = self.tripped.borrow().clone() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, why));
+        }
+        match self.end.get() {
+            Some(end) if self.pos.get() > end => Err(self.trip(format!(
+                "the pack entry at offset {} runs past what its declared size can need \
+                 (the server sent a stream without end)",
+                self.start.get()
+            ))),
+            _ => Ok(()),
+        }
+    }
+
+    /// Parse the current entry's type-and-size header when its bytes are
+    /// in: set the end its stream may not pass.
+    fn check_header(&self) {
+        let r = self.recent.borrow();
+        let Some(from) = self.start.get().checked_sub(self.recent_at.get()) else {
+            return;
+        };
+        let Some(head) = r.get(from as usize..) else {
+            return;
+        };
+        let mut size = 0u64;
+        let mut shift = 0u32;
+        for (i, &b) in head.iter().enumerate() {
+            let bits = if i == 0 {
+                u64::from(b & 0x0f)
+            } else {
+                u64::from(b & 0x7f)
+            };
+            if shift >= 64 {
+                drop(r);
+                let _ = self.trip(format!(
+                    "the pack entry at offset {} has a size header without end",
+                    self.start.get()
+                ));
+                return;
+            }
+            size |= bits.checked_shl(shift).unwrap_or(u64::MAX);
+            shift += if i == 0 { 4 } else { 7 };
+            if b & 0x80 == 0 {
+                drop(r);
+                if size > MAX_OBJECT_SIZE {
+                    let _ = self.trip(format!(
+                        "the pack entry at offset {} declares {size} bytes, more than this \
+                         client holds ({MAX_OBJECT_SIZE})",
+                        self.start.get()
+                    ));
+                    return;
+                }
+                // Header (≤ 10 bytes), a base offset or id (≤ 20), the stream.
+                self.end
+                    .set(Some(self.start.get() + 32 + compressed_allowance(size)));
+                return;
+            }
+        }
+    }
+}
+
+/// Tells the guard where each entry the parser yields ended.
+struct Track<'g, I> {
+    inner: I,
+    guard: &'g EntryGuard,
+}
+
+impl<I: Iterator<Item = Result<input::Entry>>> Iterator for Track<'_, I> {
+    type Item = Result<input::Entry>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let e = self.inner.next()?;
+        if let Ok(e) = &e {
+            self.guard
+                .entry_ended(e.pack_offset + u64::from(e.header_size) + e.compressed_size);
+        }
+        Some(e)
+    }
+
+    fn size_hint(&self) -> (usize, Option<usize>) {
+        self.inner.size_hint()
     }
 }
 
 /// Read, check, index and store the pack in `pack` (a whole pack stream,
 /// header to trailer) in `dir`. `thin` finds the bases a thin pack leaves
 /// out; deltas are resolved on up to `threads` threads (each holding at
-/// most its share of [`CACHE_LIMIT`]).
+/// most its share of [`CACHE_LIMIT`]); `guard` stops an entry no valid
+/// pack holds as it arrives.
+#[allow(clippy::too_many_arguments)]
 pub(crate) fn store(
     pack: &mut dyn BufRead,
     dir: &Path,
@@ -255,6 +413,7 @@ pub(crate) fn store(
     threads: usize,
     progress: &mut dyn DynNestedProgress,
     interrupt: &AtomicBool,
+    guard: &EntryGuard,
 ) -> Result<Stored> {
     let tmp = TempFile::new(dir, "pack")?;
     let mut read_progress = progress.add_child_with_id(
@@ -266,6 +425,7 @@ pub(crate) fn store(
         inner: pack,
         progress: &read_progress,
         interrupt,
+        guard,
     };
     let entries = input::BytesToEntriesIter::new_from_header(
         io::BufReader::with_capacity(64 << 10, counted),
@@ -275,6 +435,10 @@ pub(crate) fn store(
     )?;
     let version = entries.version();
     let expected = entries.size_hint().0.min(1 << 20);
+    let entries = Track {
+        inner: entries,
+        guard,
+    };
     let mut objs: Vec<Obj> = Vec::with_capacity(expected);
     let mut ids: Vec<ObjectId> = Vec::with_capacity(expected);
     // REF deltas with their base in the pack: (base id, delta index).
@@ -893,6 +1057,7 @@ mod tests {
             2,
             &mut gix::progress::Discard,
             &interrupt,
+            &EntryGuard::new(),
         )
         .expect("stored")
     }
@@ -1085,6 +1250,7 @@ mod tests {
             1,
             &mut gix::progress::Discard,
             &interrupt,
+            &EntryGuard::new(),
         )
         .expect_err("bases missing");
         assert!(err.to_string().contains("no base"), "{err}");
@@ -1143,8 +1309,90 @@ mod tests {
             1,
             &mut gix::progress::Discard,
             &interrupt,
+            &EntryGuard::new(),
         )
         .is_err());
         assert_eq!(std::fs::read_dir(&dir).expect("dir").count(), 0);
+    }
+
+    /// A pack whose one entry declares `declared` bytes and whose deflate
+    /// stream is `blocks` stored blocks of 60,000 bytes that never end.
+    fn endless_entry(declared: u64, blocks: usize) -> Vec<u8> {
+        let mut p = b"PACK".to_vec();
+        p.extend_from_slice(&2u32.to_be_bytes());
+        p.extend_from_slice(&1u32.to_be_bytes());
+        // Type 3 (blob), size in the 4 + 7·k bits varint.
+        let mut size = declared;
+        let mut b = 0x30 | (size & 0x0f) as u8;
+        size >>= 4;
+        while size > 0 {
+            p.push(b | 0x80);
+            b = (size & 0x7f) as u8;
+            size >>= 7;
+        }
+        p.push(b);
+        p.extend_from_slice(&[0x78, 0x01]);
+        for _ in 0..blocks {
+            let len: u16 = 60_000;
+            p.push(0x00);
+            p.extend_from_slice(&len.to_le_bytes());
+            p.extend_from_slice(&(!len).to_le_bytes());
+            p.extend(std::iter::repeat_n(0x5a, len as usize));
+        }
+        p
+    }
+
+    #[test]
+    fn an_entry_running_past_its_declared_size_is_stopped_as_it_arrives() {
+        for (declared, why) in [(100, "runs past"), (1 << 40, "more than this client holds")] {
+            let t = tempfile::tempdir().expect("tmp");
+            // 60 MB of stream for a 100-byte object: stopped after ~256 KiB.
+            let pack = endless_entry(declared, 1_000);
+            let dir = t.path().join("p");
+            std::fs::create_dir_all(&dir).expect("mkdir");
+            let guard = EntryGuard::new();
+            let mut read = 0usize;
+            let mut counting = CountingRead {
+                inner: &pack[..],
+                read: &mut read,
+            };
+            let mut reader = io::BufReader::new(&mut counting);
+            let err = store(
+                &mut reader,
+                &dir,
+                None::<gix::OdbHandle>,
+                gix::hash::Kind::Sha1,
+                1,
+                &mut gix::progress::Discard,
+                &AtomicBool::new(false),
+                &guard,
+            );
+            assert!(err.is_err());
+            let tripped = guard
+                .tripped
+                .borrow()
+                .clone()
+                .expect("the guard stopped it");
+            assert!(tripped.contains(why), "{tripped}");
+            assert!(read < 2 << 20, "read {read} bytes before stopping");
+            assert_eq!(
+                std::fs::read_dir(&dir).expect("dir").count(),
+                0,
+                "no leftovers"
+            );
+        }
+    }
+
+    struct CountingRead<'a> {
+        inner: &'a [u8],
+        read: &'a mut usize,
+    }
+
+    impl Read for CountingRead<'_> {
+        fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            *self.read += n;
+            Ok(n)
+        }
     }
 }

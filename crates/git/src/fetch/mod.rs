@@ -133,6 +133,7 @@ pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transpor
     agent: &str,
     progress: crate::progress::Sink,
     interrupt: &AtomicBool,
+    guard: &indexer::EntryGuard,
 ) -> gix::Result<Received> {
     let shallow = gix::protocol::fetch::Shallow::NoChange;
     let graph_repo = {
@@ -167,6 +168,7 @@ pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transpor
                 threads(repo),
                 progress,
                 interrupt,
+                guard,
             )?;
             if let Some(p) = &stored.paths {
                 tracing::debug!(
