@@ -232,8 +232,12 @@ fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
         .timeout
         .saturating_sub(started.elapsed())
         .max(Duration::from_millis(1));
-    let _ = stream.set_read_timeout(Some(left));
-    let _ = stream.set_write_timeout(Some(left));
+    // A backstop only: the watchdog decides (a stall of the attempt timeout,
+    // the low-speed floor, the limit) and marks the wire; a socket timeout
+    // firing first would hide that it was a timeout.
+    let backstop = left + Duration::from_secs(1);
+    let _ = stream.set_read_timeout(Some(backstop));
+    let _ = stream.set_write_timeout(Some(backstop));
     let io_err = |e: std::io::Error| fail(format!("socket: {e}"), &wire);
     let read = stream.try_clone().map_err(io_err)?;
     let killer = stream.try_clone().map_err(io_err)?;
