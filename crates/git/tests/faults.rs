@@ -39,11 +39,16 @@ fn each_read_fault_on_the_first_connection_is_retried_with_its_phase_and_class()
             out.attempts
         );
         assert_eq!(out.attempts.len(), 2, "{fault:?}");
-        assert_eq!(
-            class_of(&out, 0),
-            (phase.to_string(), Some(class)),
-            "{fault:?}"
-        );
+        // A cut right after the advertisement races the client's small
+        // ls-refs command: when the whole command was written before the
+        // close arrived, nothing tells the client the server never read it
+        // (`unknown`). Either way a read is tried again.
+        let first = class_of(&out, 0);
+        if fault == Fault::CutAfterAdvert && first.1 == Some(Class::Unknown) {
+            assert_eq!(first.0, "advertised", "{fault:?}");
+            continue;
+        }
+        assert_eq!(first, (phase.to_string(), Some(class)), "{fault:?}");
     }
 }
 
