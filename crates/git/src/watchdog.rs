@@ -26,9 +26,13 @@ impl Watchdog {
         let done = Arc::new((Mutex::new(false), Condvar::new()));
         let d = Arc::clone(&done);
         let deadline = Instant::now() + timeout;
+        // The watchdog belongs to the attempt that armed it: its events are
+        // the attempt's.
+        let span = tracing::Span::current();
         let thread = std::thread::Builder::new()
             .name("sluice-watchdog".into())
             .spawn(move || {
+                let _attempt = span.enter();
                 let (lock, cv) = &*d;
                 let mut finished = lock.lock().unwrap_or_else(|p| p.into_inner());
                 loop {
@@ -37,11 +41,16 @@ impl Watchdog {
                     }
                     if cancel.is_cancelled() {
                         wire.lock().cancelled = true;
+                        tracing::debug!("cancelled: cutting the attempt");
                         break;
                     }
                     let now = Instant::now();
                     if now >= deadline {
                         wire.lock().timed_out = true;
+                        tracing::debug!(
+                            timeout_ms = timeout.as_millis() as u64,
+                            "attempt timed out: cutting it"
+                        );
                         break;
                     }
                     let wait = (deadline - now).min(Duration::from_millis(25));
