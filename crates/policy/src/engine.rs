@@ -889,9 +889,9 @@ impl Policy {
                                 AttemptError::unjudged("credential", e.message.clone())
                             }
                             .with_source(e);
-                            tracing::debug!(op = %id, n, class = err.class.as_str(), cause = %err.cause, "credential purchase failed");
                             let took = self.clock.now().saturating_sub(before);
                             ended(err.class.as_str(), "credential", took);
+                            tracing::debug!(op = %id, n, class = err.class.as_str(), cause = %err.cause, "credential purchase failed");
                             st.attempts.push(AttemptRecord {
                                 n,
                                 phase: "credential".into(),
@@ -936,7 +936,6 @@ impl Policy {
             st.remote_messages.extend(messages);
             match result {
                 Ok(v) => {
-                    tracing::debug!(op = %id, n, phase = %phase, "attempt succeeded");
                     // A value the remote's answer (a push's rejected ref) is
                     // an answered attempt, as the outcome will say.
                     let class = if judge(&v).is_some() {
@@ -945,6 +944,7 @@ impl Policy {
                         "succeeded"
                     };
                     ended(class, &phase, elapsed);
+                    tracing::debug!(op = %id, n, phase = %phase, "attempt succeeded");
                     for e in self.refusals.recovered(&op.host, end) {
                         tracing::info!(
                             host = %op.host, cause = %e.cause, repeats = e.unreported,
@@ -1000,6 +1000,7 @@ impl Policy {
                             st.last_refusal = Some(e.clone());
                         }
                     }
+                    ended(e.class.as_str(), &e.phase, elapsed);
                     tracing::debug!(
                         op = %id, n, phase = %e.phase, class = e.class.as_str(),
                         cause = %e.cause, "attempt failed"
@@ -1016,7 +1017,6 @@ impl Policy {
                     });
                     st.retry_after = e.retry_after;
                     st.last_error = Some(e.clone());
-                    ended(e.class.as_str(), &e.phase, elapsed);
                     if e.class == Class::Unknown && write {
                         st.unsettled_complete = true;
                         drop(st);
