@@ -183,7 +183,7 @@ fn over_an_hour_a_standing_refusal_is_logged_when_it_starts_each_ten_minutes_wit
                 _ => refused("a.test"),
             }
             // b.test refuses every seven minutes from minute 3.
-            if minute >= 3 && (minute - 3) % 7 == 0 {
+            if minute >= 3 && (minute - 3).is_multiple_of(7) {
                 refused("b.test:8443");
             }
             let events = capture.events();

@@ -54,7 +54,7 @@ fn eight_operations_on_eight_threads_have_every_event_in_their_own_operation_and
             ops[0].fields.get("host").map(String::as_str),
             Some("example.test:8443")
         );
-        let effect = if i % 2 == 0 { "write" } else { "read" };
+        let effect = if i.is_multiple_of(2) { "write" } else { "read" };
         assert_eq!(
             ops[0].fields.get("effect").map(String::as_str),
             Some(effect)
@@ -114,7 +114,7 @@ fn run_one(policy: &Policy, i: usize, bounds: Bounds) -> (String, (OutcomeKind, 
         Ok("value")
     };
     let remote = "https://user:secret@example.test:8443/r";
-    let out = if i % 2 == 0 {
+    let out = if i.is_multiple_of(2) {
         let op = Operation::new("push", Effect::Write, remote)
             .bounds(bounds)
             .id(id.clone());
