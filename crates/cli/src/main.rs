@@ -8,6 +8,7 @@
 
 mod demo;
 mod progress;
+mod summary;
 
 use std::io::{IsTerminal, Write};
 use std::process::ExitCode;
@@ -51,13 +52,25 @@ fn main() -> ExitCode {
         }
         Err(ParseError::Usage(e)) => return usage(&e),
     };
-    if config.common.verbose > 0 {
+    // `-v`: the metrics of this run, summed up on stderr at exit.
+    let metrics = if config.common.verbose > 0 {
         init_tracing(config.common.verbose);
+        summary::Summary::install()
+    } else {
+        None
+    };
+    let code = run_action(&config);
+    if let Some(text) = metrics.map(|m| m.render()).filter(|t| !t.is_empty()) {
+        eprint!("metrics:\n{text}");
     }
+    code
+}
+
+fn run_action(config: &Config) -> ExitCode {
     if let Action::Demo = config.action {
         return ExitCode::from(demo::run());
     }
-    match run(&config) {
+    match run(config) {
         Ok(code) => ExitCode::from(code),
         Err(e) => match e.downcast_ref::<UsageError>() {
             Some(u) => usage(u),

@@ -91,6 +91,15 @@ fn a_token_bought_by_the_command_pushes_over_http_and_never_shows_even_with_v() 
     let run = sluice(&["-v", "--token-command", &cmd, "ls-refs", &url]);
     assert_eq!(run.code, 0, "{run:?}");
     assert_hidden(TOKEN, &run, None);
+    // `-v` sums up the run's metrics at exit.
+    let summary = run.stderr.split("metrics:\n").nth(1).unwrap_or_default();
+    assert!(
+        summary
+            .lines()
+            .any(|l| l == r#"sluice_remote_operations_total{kind="ls-refs",result="succeeded"} 1"#),
+        "{}",
+        run.stderr
+    );
 }
 
 #[test]
@@ -123,6 +132,26 @@ fn a_refused_token_stands_and_only_its_fingerprint_is_shown() {
     assert_eq!(doc["stopped"], "credential-refused", "{doc}");
     assert_eq!(doc["refused_credentials"][0], fingerprint(wrong).as_str());
     assert_hidden(wrong, &run, Some(&ledger));
+    // Logged once as it stands, and counted in `-v`'s summary by host.
+    assert_eq!(
+        run.stderr.matches("credential refusal stands").count(),
+        1,
+        "{}",
+        run.stderr
+    );
+    let summary = run.stderr.split("metrics:\n").nth(1).unwrap_or_default();
+    let host = http
+        .url("")
+        .split('/')
+        .nth(2)
+        .unwrap_or_default()
+        .to_string();
+    for line in [
+        r#"sluice_remote_operations_total{kind="push",result="answered"} 1"#.to_string(),
+        format!(r#"sluice_remote_credential_refusals_total{{host="{host}"}} 1"#),
+    ] {
+        assert!(summary.lines().any(|l| l == line), "{line}\n{}", run.stderr);
+    }
 }
 
 #[test]

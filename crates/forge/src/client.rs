@@ -740,9 +740,12 @@ impl ForgeClient {
         let sent_at = Instant::now();
         let (tx, rx) = mpsc::channel();
         let client = http.clone();
+        // The request's thread is the attempt's: its events are the attempt's.
+        let span = tracing::Span::current();
         std::thread::Builder::new()
             .name("sluice-forge-request".into())
             .spawn(move || {
+                let _attempt = span.enter();
                 // The permit is held until the request has truly ended.
                 let _permit = permit;
                 let result = client.execute(request).map(|resp| {

@@ -58,9 +58,11 @@ impl Spawned {
             rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok()
         });
         let (tx, rx) = std::sync::mpsc::channel();
+        let span = tracing::Span::current();
         let waiter = std::thread::Builder::new()
             .name("git-child".into())
             .spawn(move || {
+                let _attempt = span.enter();
                 let code = child.wait().ok().and_then(|st| st.code());
                 let _ = tx.send(code);
             });
@@ -342,7 +344,9 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
     let stderr = child.stderr.take().expect("piped stderr");
     let tail_wire = wire.clone();
     let (done_tx, done_rx) = std::sync::mpsc::channel();
+    let span = tracing::Span::current();
     std::thread::spawn(move || {
+        let _attempt = span.enter();
         let mut r = BufReader::new(stderr);
         let mut line = String::new();
         while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {

@@ -136,13 +136,30 @@ impl Remote {
         })
     }
 
-    /// The host (or the path for local remotes), for the retry budget.
+    /// The host, with its port when not the scheme's default (`local` for a
+    /// local remote): the key of the retry budget and the `host` of spans
+    /// and metrics. Never a path or user info.
     pub fn host(&self) -> String {
-        match self.url.host() {
-            Some(h) => match self.url.port {
-                Some(p) => format!("{h}:{p}"),
-                None => h.to_string(),
-            },
+        let default = match self.url.scheme {
+            Scheme::Http => Some(80),
+            Scheme::Https => Some(443),
+            Scheme::Ssh => Some(22),
+            Scheme::Git => Some(9418),
+            _ => None,
+        };
+        match self.url.host().filter(|h| !h.is_empty()) {
+            Some(h) => {
+                // An IPv6 address keeps its brackets, so its port stays apart.
+                let h = if h.contains(':') && !h.starts_with('[') {
+                    format!("[{h}]")
+                } else {
+                    h.to_string()
+                };
+                match self.url.port.filter(|p| Some(*p) != default) {
+                    Some(p) => format!("{h}:{p}"),
+                    None => h,
+                }
+            }
             None => "local".to_string(),
         }
     }
@@ -156,6 +173,25 @@ impl Remote {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_host_keeps_a_port_that_is_not_the_default_and_never_user_info_or_a_path() {
+        let host = |u: &str| Remote::parse(u).expect("valid").host();
+        assert_eq!(
+            host("https://x-access-token:s3cret@example.com/o/r.git"),
+            "example.com"
+        );
+        assert_eq!(host("https://example.com:443/o/r.git"), "example.com");
+        assert_eq!(host("https://example.com:8443/o/r.git"), "example.com:8443");
+        assert_eq!(host("http://127.0.0.1:80/r"), "127.0.0.1");
+        assert_eq!(host("git://127.0.0.1:9418/r"), "127.0.0.1");
+        assert_eq!(host("git://127.0.0.1:39418/r"), "127.0.0.1:39418");
+        assert_eq!(host("ssh://git@example.com:22/r"), "example.com");
+        assert_eq!(host("ssh://git@example.com:2222/r"), "example.com:2222");
+        assert_eq!(host("git@example.com:o/r.git"), "example.com");
+        assert_eq!(host("/srv/git/r.git"), "local");
+        assert_eq!(host("file:///srv/git/r.git"), "local");
+    }
 
     #[test]
     fn user_info_never_reaches_the_display_form() {

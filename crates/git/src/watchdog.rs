@@ -86,9 +86,13 @@ impl Watchdog {
         let done = Arc::new((Mutex::new(false), Condvar::new()));
         let d = Arc::clone(&done);
         let start = Instant::now();
+        // The watchdog belongs to the attempt that armed it: its events are
+        // the attempt's.
+        let span = tracing::Span::current();
         let thread = std::thread::Builder::new()
             .name("sluice-watchdog".into())
             .spawn(move || {
+                let _attempt = span.enter();
                 let (lock, cv) = &*d;
                 let mut finished = lock.lock().unwrap_or_else(|p| p.into_inner());
                 let mut moving_since = None;
@@ -102,6 +106,7 @@ impl Watchdog {
                     }
                     if cancel.is_cancelled() {
                         wire.lock().cancelled = true;
+                        tracing::debug!("cancelled: cutting the attempt");
                         break;
                     }
                     let now = Instant::now();
@@ -122,6 +127,11 @@ impl Watchdog {
                     }
                     if expired(limits, start, now, moving_since, last_move, &window, moved) {
                         wire.lock().timed_out = true;
+                        tracing::debug!(
+                            timeout_ms = limits.timeout.as_millis() as u64,
+                            moving = moving_since.is_some(),
+                            "attempt timed out: cutting it"
+                        );
                         break;
                     }
                     finished = cv

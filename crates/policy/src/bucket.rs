@@ -86,6 +86,11 @@ impl Bucket {
     pub(crate) fn drain(&mut self) {
         self.tokens = 0.0;
     }
+
+    /// Tokens in the bucket as of its last refill (the gauge's value).
+    pub(crate) fn tokens(&self) -> f64 {
+        self.tokens
+    }
 }
 
 #[cfg(test)]

@@ -8,12 +8,13 @@
 //! table), and the injected sleeper.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap, HashSet};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use backon::{BackoffBuilder, BlockingRetryable, ExponentialBuilder};
+use tracing::field::Empty;
 
 use crate::bounds::Bounds;
 use crate::bucket::{Bucket, RetryBudget};
@@ -21,9 +22,11 @@ use crate::class::{AttemptError, AuthSignal, Class, Effect};
 use crate::clock::{CancelFlag, Clock, Sleeper, SystemClock, ThreadSleeper};
 use crate::credential::{Credential, CredentialSource};
 use crate::ledger::{Claim, Ledger, MemoryLedger};
+use crate::metric;
 use crate::outcome::{
     AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousRun, Reconciled, Stopped, Verdict,
 };
+use crate::refusal_log::{Line, RefusalLog};
 
 /// A value that is the remote's answer rather than success (see
 /// [`Policy::run_write_judged`]).
@@ -111,19 +114,49 @@ impl std::fmt::Debug for Operation {
     }
 }
 
-/// The host part of a URL-like remote (`scheme://[user@]host[:port]/...`);
-/// the whole string when it has no scheme.
+/// The host of a URL-like remote (`scheme://[user@]host[:port]/...`, or
+/// git's `[user@]host:path`), with its port when not the scheme's default
+/// (http 80, https 443, ssh 22, git 9418); `local` for a local path or a
+/// `file://` URL. Never user info or a path: it keys the retry budget and is
+/// the `host` of spans and metrics.
 pub fn host_of(remote: &str) -> String {
-    match remote.split_once("://") {
-        Some((_, rest)) => {
-            let authority = rest.split('/').next().unwrap_or(rest);
-            authority
-                .rsplit('@')
-                .next()
-                .unwrap_or(authority)
-                .to_string()
-        }
-        None => remote.to_string(),
+    let (scheme, rest) = match remote.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme.to_ascii_lowercase()), rest),
+        None => (None, remote),
+    };
+    let authority = match scheme {
+        Some(_) => rest.split(['/', '?', '#']).next().unwrap_or(rest),
+        // git's scp-like form: a colon before any slash.
+        None => match remote.split_once(':') {
+            Some((before, _)) if !before.contains('/') && !before.is_empty() => before,
+            _ => return "local".to_string(),
+        },
+    };
+    let hostport = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    if hostport.is_empty() {
+        return "local".to_string();
+    }
+    // `[v6]:port` or `host:port`.
+    let (host, port) = match hostport.strip_prefix('[') {
+        Some(v6) => match v6.split_once(']') {
+            Some((addr, tail)) => (&hostport[..addr.len() + 2], tail.strip_prefix(':')),
+            None => (hostport, None),
+        },
+        None => match hostport.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (hostport, None),
+        },
+    };
+    let default = match scheme.as_deref() {
+        Some("http") => Some("80"),
+        Some("https") => Some("443"),
+        Some("ssh" | "git+ssh" | "ssh+git") => Some("22"),
+        Some("git") => Some("9418"),
+        _ => None,
+    };
+    match port.filter(|p| !p.is_empty() && Some(*p) != default) {
+        Some(p) => format!("{host}:{p}"),
+        None => host.to_string(),
     }
 }
 
@@ -279,7 +312,8 @@ pub struct Policy {
     id_prefix: String,
     /// Ids generated so far.
     ids: AtomicU64,
-    logged_refusals: Mutex<HashSet<(String, String)>>,
+    /// Which standing refusals were logged, and when (see `refusal_log`).
+    refusals: RefusalLog,
 }
 
 impl std::fmt::Debug for Policy {
@@ -378,7 +412,7 @@ impl PolicyBuilder {
             counter: AtomicU64::new(0),
             id_prefix: id_prefix(),
             ids: AtomicU64::new(0),
-            logged_refusals: Mutex::new(HashSet::new()),
+            refusals: RefusalLog::default(),
         }
     }
 }
@@ -546,16 +580,18 @@ impl Policy {
         &self.sleeper
     }
 
+    /// Act on `host`'s retry budget, then set its gauge
+    /// ([`metric::RETRY_BUDGET_TOKENS`]) to what it holds.
     fn with_bucket<R>(&self, host: &str, f: impl FnOnce(&mut Bucket, &RetryBudget) -> R) -> R {
         let mut buckets = self.buckets.lock().expect("bucket lock");
-        if let Some(b) = buckets.get_mut(host) {
-            return f(b, &self.retry_budget);
+        if !buckets.contains_key(host) {
+            let now = self.clock.now();
+            buckets.insert(host.to_string(), Bucket::new(&self.retry_budget, now));
         }
-        let now = self.clock.now();
-        let b = buckets
-            .entry(host.to_string())
-            .or_insert_with(|| Bucket::new(&self.retry_budget, now));
-        f(b, &self.retry_budget)
+        let b = buckets.get_mut(host).expect("inserted above");
+        let r = f(b, &self.retry_budget);
+        metrics::gauge!(metric::RETRY_BUDGET_TOKENS, "host" => host.to_string()).set(b.tokens());
+        r
     }
 
     /// Empty `host`'s retry budget: failures against it are not retried
@@ -650,9 +686,70 @@ impl Policy {
         self.execute(op, attempt, Some(reconcile), judge)
     }
 
+    /// Run one operation inside its `operation` span; record its metrics
+    /// and log its end.
     fn execute<T, R>(
         &self,
         mut op: Operation,
+        attempt: impl FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
+        reconcile: Option<R>,
+        judge: impl Fn(&T) -> Option<Rejection>,
+    ) -> Outcome<T>
+    where
+        R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
+    {
+        // A generated id is unique by construction (process, clock, counter):
+        // it needs no claim, only its record at the end.
+        let generated = op.id.is_none();
+        let id = op.id.take().unwrap_or_else(|| self.new_id());
+        let span = tracing::info_span!(
+            "operation",
+            id = %id,
+            kind = %op.kind,
+            effect = op.effect.as_str(),
+            host = %op.host,
+        );
+        let _entered = span.enter();
+        let host = op.host.clone();
+        let write = op.effect == Effect::Write;
+        let out = self.execute_in_span(op, id, generated, attempt, reconcile, judge);
+
+        let kind = out.operation.kind.clone();
+        let result = out.kind.as_str();
+        metrics::counter!(metric::OPERATIONS_TOTAL, "kind" => kind.clone(), "result" => result)
+            .increment(1);
+        metrics::histogram!(metric::OPERATION_DURATION_SECONDS, "kind" => kind.clone(), "result" => result)
+            .record(out.elapsed_ms as f64 / 1000.0);
+        // A write had an unknown attempt at most once: it is settled, never
+        // sent again.
+        if write && out.attempts.iter().any(|a| a.class == Some(Class::Unknown)) {
+            let verdict = out
+                .reconciled
+                .as_ref()
+                .map_or("unsettled", |r| r.verdict.as_str());
+            metrics::counter!(metric::UNKNOWN_WRITES_TOTAL, "host" => host.clone(), "verdict" => verdict)
+                .increment(1);
+        }
+        tracing::info!(
+            op = %out.operation.id, kind = %kind, result,
+            stopped = out.stopped.map(|s| s.as_str()), attempts = out.attempts.len(),
+            elapsed_ms = out.elapsed_ms, recorded = out.recorded, "operation ended"
+        );
+        if write && out.kind == OutcomeKind::Unknown && out.may_have_applied == Some(true) {
+            tracing::warn!(
+                op = %out.operation.id, kind = %kind, host = %host,
+                verdict = out.reconciled.as_ref().map(|r| r.verdict.as_str()),
+                "a write ended unknown and may have applied: read what the remote holds before acting"
+            );
+        }
+        out
+    }
+
+    fn execute_in_span<T, R>(
+        &self,
+        mut op: Operation,
+        id: String,
+        generated: bool,
         mut attempt: impl FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
         mut reconcile: Option<R>,
         judge: impl Fn(&T) -> Option<Rejection>,
@@ -661,10 +758,6 @@ impl Policy {
         R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
     {
         let start = self.clock.now();
-        // A generated id is unique by construction (process, clock, counter):
-        // it needs no claim, only its record at the end.
-        let generated = op.id.is_none();
-        let id = op.id.take().unwrap_or_else(|| self.new_id());
         let info = OperationInfo {
             id: id.clone(),
             kind: std::mem::take(&mut op.kind),
@@ -764,6 +857,7 @@ impl Policy {
         let sleep_cancel = op.cancel.clone();
         let mut n: u32 = 0;
 
+        let kind = info.kind.clone();
         let step = || -> Result<T, Step<T>> {
             if cancel.is_cancelled() {
                 return Err(Step::Stop(Stopped::Cancelled));
@@ -773,6 +867,25 @@ impl Policy {
             if usable(remaining, reserve).is_zero() {
                 return Err(Step::Stop(Stopped::Deadline));
             }
+            // Everything the attempt does, on this thread and on the threads
+            // it starts (they enter `Span::current()`), is inside this span;
+            // its phase and class are recorded when it ends.
+            let span = tracing::info_span!("attempt", n = n + 1, phase = Empty, class = Empty);
+            let entered = span.enter();
+            let ended = |class: &str, phase: &str, elapsed: Duration| {
+                span.record("phase", phase);
+                span.record("class", class);
+                metrics::counter!(
+                    metric::ATTEMPTS_TOTAL,
+                    "host" => op.host.clone(), "kind" => kind.clone(), "class" => class.to_string()
+                )
+                .increment(1);
+                metrics::histogram!(
+                    metric::ATTEMPT_DURATION_SECONDS,
+                    "host" => op.host.clone(), "kind" => kind.clone()
+                )
+                .record(elapsed.as_secs_f64());
+            };
             // Buy a credential when the operation needs one and holds none
             // (the first attempt, or a purchase after a refusal failed). The
             // purchase is bounded by what remains and by the cancel flag; a
@@ -799,6 +912,8 @@ impl Policy {
                                 AttemptError::unjudged("credential", e.message.clone())
                             }
                             .with_source(e);
+                            let took = self.clock.now().saturating_sub(before);
+                            ended(err.class.as_str(), "credential", took);
                             tracing::debug!(op = %id, n, class = err.class.as_str(), cause = %err.cause, "credential purchase failed");
                             st.attempts.push(AttemptRecord {
                                 n,
@@ -808,7 +923,7 @@ impl Policy {
                                 remaining_ms: ms(remaining),
                                 timeout_ms: ms(limit),
                                 delay_ms: None,
-                                elapsed_ms: ms(self.clock.now().saturating_sub(before)),
+                                elapsed_ms: ms(took),
                             });
                             st.last_error = Some(err.clone());
                             return Err(Step::Failed(err));
@@ -845,7 +960,22 @@ impl Policy {
             st.remote_messages.extend(messages);
             match result {
                 Ok(v) => {
+                    // A value the remote's answer (a push's rejected ref) is
+                    // an answered attempt, as the outcome will say.
+                    let class = if judge(&v).is_some() {
+                        Class::Answered.as_str()
+                    } else {
+                        "succeeded"
+                    };
+                    ended(class, &phase, elapsed);
                     tracing::debug!(op = %id, n, phase = %phase, "attempt succeeded");
+                    for e in self.refusals.recovered(&op.host, end) {
+                        tracing::info!(
+                            host = %op.host, cause = %e.cause, repeats = e.unreported,
+                            standing_s = e.standing.as_secs(),
+                            "credential refusal no longer stands"
+                        );
+                    }
                     st.attempts.push(AttemptRecord {
                         n,
                         phase,
@@ -880,6 +1010,8 @@ impl Policy {
                         if refused {
                             let fp = cred.fingerprint().to_string();
                             tracing::debug!(op = %id, n, credential = %fp, "credential refused");
+                            metrics::counter!(metric::CREDENTIAL_REFUSALS_TOTAL, "host" => op.host.clone())
+                                .increment(1);
                             if let Some(source) = &op.credentials {
                                 source.refused(&fp);
                             }
@@ -892,6 +1024,7 @@ impl Policy {
                             st.last_refusal = Some(e.clone());
                         }
                     }
+                    ended(e.class.as_str(), &e.phase, elapsed);
                     tracing::debug!(
                         op = %id, n, phase = %e.phase, class = e.class.as_str(),
                         cause = %e.cause, "attempt failed"
@@ -911,6 +1044,9 @@ impl Policy {
                     if e.class == Class::Unknown && write {
                         st.unsettled_complete = true;
                         drop(st);
+                        // The settling reads are not this attempt: each has
+                        // a span of its own.
+                        drop(entered);
                         return self.settle(
                             &id,
                             e,
@@ -1050,22 +1186,18 @@ impl Policy {
                 .as_ref()
                 .map(|e| e.cause.clone())
                 .unwrap_or_default();
-            let key = (op.host.clone(), cause.clone());
-            if self.logged_refusals.lock().expect("log lock").insert(key) {
-                tracing::warn!(host = %op.host, cause = %cause, refused = ?out.refused_credentials, "credential refusal stands");
+            match self.refusals.stood(&op.host, &cause, ended) {
+                Line::Started => tracing::warn!(
+                    host = %op.host, cause = %cause, refused = ?out.refused_credentials,
+                    "credential refusal stands"
+                ),
+                Line::Repeats { repeats, standing } => tracing::warn!(
+                    host = %op.host, cause = %cause, refused = ?out.refused_credentials,
+                    repeats, standing_s = standing.as_secs(),
+                    "credential refusal stands"
+                ),
+                Line::Quiet => {}
             }
-        }
-        tracing::info!(
-            op = %id, kind = %out.operation.kind, result = out.kind.as_str(),
-            stopped = out.stopped.map(|s| s.as_str()), attempts = out.attempts.len(),
-            elapsed_ms = out.elapsed_ms, "operation ended"
-        );
-        if write && out.kind == OutcomeKind::Unknown && out.may_have_applied == Some(true) {
-            tracing::warn!(
-                op = %id, kind = %out.operation.kind, host = %op.host,
-                verdict = out.reconciled.as_ref().map(|r| r.verdict.as_str()),
-                "a write ended unknown and may have applied: read what the remote holds before acting"
-            );
         }
         let record = !generated || self.ledger.keeps_generated_ids();
         if record {
@@ -1221,6 +1353,7 @@ impl Policy {
                 return Err(None);
             }
             *reads += 1;
+            let _span = tracing::info_span!("settling_read", n = *reads).entered();
             let credential = state
                 .lock()
                 .expect("run state lock")
@@ -1281,4 +1414,36 @@ fn id_prefix() -> String {
         .map(|d| d.as_nanos() as u64)
         .unwrap_or(0);
     format!("op-{}-{:x}-", std::process::id(), t ^ k.rotate_left(48))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::host_of;
+
+    #[test]
+    fn a_host_keeps_a_port_that_is_not_the_default_and_never_user_info_or_a_path() {
+        let cases = [
+            (
+                "https://x-access-token:s3cret@example.com/o/r.git",
+                "example.com",
+            ),
+            ("https://user@example.com:443/o/r", "example.com"),
+            ("HTTPS://example.com:8443/o/r", "example.com:8443"),
+            ("http://127.0.0.1:80", "127.0.0.1"),
+            ("http://127.0.0.1:8080?q=1", "127.0.0.1:8080"),
+            ("git://127.0.0.1:9418/r", "127.0.0.1"),
+            ("git://127.0.0.1:39418/r", "127.0.0.1:39418"),
+            ("ssh://git@example.com:2222/r", "example.com:2222"),
+            ("ssh://git@example.com:22/r", "example.com"),
+            ("http://[::1]:8080/r", "[::1]:8080"),
+            ("http://u:p@[::1]/r", "[::1]"),
+            ("git@example.com:o/r.git", "example.com"),
+            ("/srv/git/r.git", "local"),
+            ("./r.git", "local"),
+            ("file:///srv/git/r.git", "local"),
+        ];
+        for (remote, host) in cases {
+            assert_eq!(host_of(remote), host, "{remote}");
+        }
+    }
 }

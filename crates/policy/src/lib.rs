@@ -59,7 +59,9 @@ mod credential;
 mod engine;
 mod hint;
 mod ledger;
+pub mod metric;
 mod outcome;
+mod refusal_log;
 
 pub use bounds::{BackoffShape, Bounds, Profile, UnknownProfile};
 pub use bucket::RetryBudget;
@@ -78,4 +80,5 @@ pub use outcome::{
     AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousRun, Reconciled, Stopped, Verdict,
     SCHEMA,
 };
+pub use refusal_log::REFUSAL_LOG_INTERVAL;
 pub use secrecy;

@@ -1,6 +1,8 @@
-//! Logging: every attempt at debug; a refusal that stands once per cause and
-//! host, however many tries and operations meet it. One test in its own
-//! binary, so no other thread's events land in the buffer.
+//! Logging: every attempt at debug; a refusal that stands logged per cause
+//! and host, not once per try and not once per process: when it starts, at
+//! most every ten minutes while it stands (with its repeats), and again at
+//! once when it comes back after the host recovered. Each test's subscriber
+//! is its own thread's (the policy logs on the caller's thread).
 
 mod common;
 
@@ -143,4 +145,111 @@ fn a_refusal_that_stands_is_logged_once_per_cause_and_host_not_once_per_try() {
         !text.contains("tok-1") && !text.contains("tok-2"),
         "a secret reached the log:\n{text}"
     );
+}
+
+#[test]
+fn over_an_hour_a_standing_refusal_is_logged_when_it_starts_each_ten_minutes_with_its_repeats_and_again_after_recovery(
+) {
+    let capture = sluice_testkit::Capture::new();
+    let (policy, clock) = manual_policy();
+    let source = Arc::new(StaticSource::new(SecretString::from("t0k".to_string())));
+    let refused = |host: &str| {
+        let out = policy.run(
+            Operation::new("http-get", Effect::Read, format!("https://{host}/x"))
+                .credentials(source.clone()),
+            |_ctx| -> Result<(), AttemptError> {
+                Err(
+                    AttemptError::answered("response-headers", "401 Bad credentials")
+                        .with_auth(AuthSignal::Unauthorized),
+                )
+            },
+        );
+        assert_eq!(out.stopped, Some(sluice_policy::Stopped::CredentialRefused));
+    };
+    // (minute, host, message, repeats) of every line about a refusal.
+    let mut lines: Vec<(u64, String, String, Option<String>)> = Vec::new();
+    tracing::subscriber::with_default(capture.subscriber(), || {
+        let mut read = 0;
+        for minute in 0..=62u64 {
+            match minute {
+                // a.test refuses every minute of the hour, and again after
+                // it recovered at 60.
+                60 => assert!(policy
+                    .run(
+                        Operation::new("http-get", Effect::Read, "https://a.test/x"),
+                        |_ctx| Ok(())
+                    )
+                    .is_success()),
+                _ => refused("a.test"),
+            }
+            // b.test refuses every seven minutes from minute 3.
+            if minute >= 3 && (minute - 3).is_multiple_of(7) {
+                refused("b.test:8443");
+            }
+            let events = capture.events();
+            for e in &events[read..] {
+                if e.message.contains("credential refusal") {
+                    assert_eq!(
+                        e.span_field("operation", "host"),
+                        e.fields.get("host").map(String::as_str)
+                    );
+                    lines.push((
+                        minute,
+                        e.fields["host"].clone(),
+                        format!("{} {}", e.level, e.message),
+                        e.fields.get("repeats").cloned(),
+                    ));
+                }
+            }
+            read = events.len();
+            clock.advance(secs(60));
+        }
+    });
+    let expected: Vec<(u64, &str, &str, Option<&str>)> = vec![
+        (0, "a.test", "WARN credential refusal stands", None),
+        (3, "b.test:8443", "WARN credential refusal stands", None),
+        (10, "a.test", "WARN credential refusal stands", Some("10")),
+        (
+            17,
+            "b.test:8443",
+            "WARN credential refusal stands",
+            Some("2"),
+        ),
+        (20, "a.test", "WARN credential refusal stands", Some("10")),
+        (30, "a.test", "WARN credential refusal stands", Some("10")),
+        (
+            31,
+            "b.test:8443",
+            "WARN credential refusal stands",
+            Some("2"),
+        ),
+        (40, "a.test", "WARN credential refusal stands", Some("10")),
+        (
+            45,
+            "b.test:8443",
+            "WARN credential refusal stands",
+            Some("2"),
+        ),
+        (50, "a.test", "WARN credential refusal stands", Some("10")),
+        (
+            59,
+            "b.test:8443",
+            "WARN credential refusal stands",
+            Some("2"),
+        ),
+        // Recovered: the nine repeats since minute 50 are reported...
+        (
+            60,
+            "a.test",
+            "INFO credential refusal no longer stands",
+            Some("9"),
+        ),
+        // ...and the refusal that comes back is logged at once.
+        (61, "a.test", "WARN credential refusal stands", None),
+    ];
+    let expected: Vec<(u64, String, String, Option<String>)> = expected
+        .into_iter()
+        .map(|(m, h, msg, r)| (m, h.to_string(), msg.to_string(), r.map(str::to_string)))
+        .collect();
+    assert_eq!(lines, expected);
 }

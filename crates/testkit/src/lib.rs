@@ -14,10 +14,13 @@
 //!   HTTP/1.1) well enough to inject a named fault at a named point of the
 //!   git conversation, and records every connection.
 //! * [`pktline`] — a small, pure pkt-line framer.
+//! * [`capture::Capture`] — a `tracing` subscriber that keeps every event
+//!   with the spans it was in, for tests of what an operator reads.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod capture;
 pub mod daemon;
 pub mod fake_forge;
 pub mod fixtures;
@@ -30,6 +33,7 @@ pub mod sshd;
 
 mod net;
 
+pub use capture::{Capture, EventSeen, SpanSeen};
 pub use daemon::GitDaemon;
 pub use http_backend::HttpBackend;
 pub use proxy::{ConnectionRecord, Fault, FaultProxy, Point, Protocol, Service};

@@ -673,11 +673,13 @@ fn resolve(
         object_hash,
         limit: cache_limit() / threads,
     };
+    let span = tracing::Span::current();
     let result = std::thread::scope(|scope| {
         let helpers: Vec<_> = (1..threads)
             .map(|_| {
                 let shared = &shared;
-                scope.spawn(move || shared.work(None))
+                let span = span.clone();
+                scope.spawn(move || span.in_scope(|| shared.work(None)))
             })
             .collect();
         let mut result = shared.work(Some(progress));

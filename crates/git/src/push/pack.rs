@@ -359,12 +359,15 @@ fn thin_deltas(
     }
     let threads = cores().min(todo.len().div_ceil(LOOSE_PER_THREAD)).max(1);
     let per = todo.len().div_ceil(threads);
+    let span = tracing::Span::current();
     let parts: Result<Vec<Vec<(ObjectId, output::Entry)>>, String> = std::thread::scope(|scope| {
         let handles: Vec<_> = todo
             .chunks(per)
             .map(|part| {
                 let mut w = Worker::new(db.clone());
+                let span = span.clone();
                 scope.spawn(move || {
+                    let _attempt = span.enter();
                     part.iter()
                         .filter_map(|(id, bases)| Some((*id, w.thin_entry(id, bases)?)))
                         .collect()
@@ -684,12 +687,14 @@ fn count_against_parents(
         vec![count_part(db, walked, interrupt)?]
     } else {
         let per = walked.len().div_ceil(threads);
+        let span = tracing::Span::current();
         std::thread::scope(|scope| {
             let handles: Vec<_> = walked
                 .chunks(per)
                 .map(|part| {
                     let db = db.clone();
-                    scope.spawn(move || count_part(&db, part, interrupt))
+                    let span = span.clone();
+                    scope.spawn(move || span.in_scope(|| count_part(&db, part, interrupt)))
                 })
                 .collect();
             handles
@@ -859,12 +864,14 @@ fn resolve_locations(db: &Db, counts: &mut [output::Count]) -> Result<(), String
         return one(db.clone(), counts);
     }
     let per = counts.len().div_ceil(threads);
+    let span = tracing::Span::current();
     std::thread::scope(|scope| {
         let handles: Vec<_> = counts
             .chunks_mut(per)
             .map(|part| {
                 let db = db.clone();
-                scope.spawn(move || one(db, part))
+                let span = span.clone();
+                scope.spawn(move || span.in_scope(|| one(db, part)))
             })
             .collect();
         handles.into_iter().try_for_each(|h| {
@@ -1096,6 +1103,7 @@ impl Iterator for LooseEntries {
             // Contiguous parts: a base placed just before its delta is
             // usually in the same part, and in that worker's recent objects.
             let mut slots: Vec<Option<Result<output::Entry, String>>> = vec![None; chunk.len()];
+            let span = tracing::Span::current();
             std::thread::scope(|scope| {
                 let per = chunk.len().div_ceil(threads);
                 for ((part, slots), w) in chunk
@@ -1103,7 +1111,9 @@ impl Iterator for LooseEntries {
                     .zip(slots.chunks_mut(per))
                     .zip(self.workers.iter_mut())
                 {
+                    let span = span.clone();
                     scope.spawn(move || {
+                        let _attempt = span.enter();
                         for ((id, bases), slot) in part.iter().zip(slots) {
                             *slot = Some(w.entry(id, bases));
                         }
