@@ -282,7 +282,7 @@ impl Ctx<'_> {
                 updates,
                 &PushOptions {
                     atomic,
-                    push_options: vec![],
+                    ..PushOptions::default()
                 },
                 &repo,
                 &self.opts(),

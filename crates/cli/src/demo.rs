@@ -272,7 +272,14 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
             src: Some("main".into()),
             dst: "refs/heads/main".into(),
         }];
-        say(&indent(&human::push(&out.operation.remote, &specs, report)));
+        let lines = human::push_lines(
+            &specs,
+            report,
+            &|id| id.to_hex_with_len(7).to_string(),
+            &|_, _| true,
+            &|src| format!("refs/heads/{src}"),
+        );
+        say(&indent(&human::push(&out.operation.remote, &lines, false)));
     }
     say(&indent(&human::summary(&out)));
     let mut s = Step::new();

@@ -84,56 +84,149 @@ pub fn fetch(
     format!("From {remote}\n{s}")
 }
 
-/// push: `To <remote>` and one line per ref, as `git push` prints them
-/// (` ` updated, `+` forced, `-` deleted, `=` up to date, `!` rejected).
-pub fn push(remote: &str, specs: &[PushSpec], report: &PushReport) -> String {
-    let mut s = format!("To {remote}\n");
-    for r in &report.refs {
-        let spec = specs.iter().find(|p| p.dst == r.name);
-        let force = spec.is_some_and(|p| p.force);
-        let what = match spec.and_then(|p| p.src.as_deref()) {
-            Some(src) => format!("{src} -> {}", r.name),
-            None => r.name.clone(),
+/// What one ref's push line says, as git decides it.
+pub struct PushLine {
+    /// git's flag: ` ` fast-forward, `+` forced, `-` deleted, `*` new, `=`
+    /// up to date, `!` rejected; `?` (ours) for a ref whose fate is unknown.
+    pub flag: char,
+    /// `[new branch]`, `old..new`, `old...new`, `[deleted]`, `[up to date]`,
+    /// `[rejected]`, `[remote rejected]`, `[unknown]`.
+    pub summary: String,
+    /// ` (forced update)`, ` (non-fast-forward)`, ...; empty when none.
+    pub reason: String,
+    /// The source's full name (`refs/heads/main`, `HEAD`, or the spec's
+    /// text when it names no ref); empty for a delete.
+    pub from: String,
+    /// The destination ref.
+    pub to: String,
+}
+
+/// Every ref's line of a push, decided as git decides them. `abbrev`
+/// shortens an object id as git does; `fast_forward(old, new)` says whether
+/// `new` descends from `old` (a forced update otherwise); `full_src` gives a
+/// source's full ref name when it names a ref.
+pub fn push_lines(
+    specs: &[PushSpec],
+    report: &PushReport,
+    abbrev: &dyn Fn(&gix::ObjectId) -> String,
+    fast_forward: &dyn Fn(gix::ObjectId, gix::ObjectId) -> bool,
+    full_src: &dyn Fn(&str) -> String,
+) -> Vec<PushLine> {
+    // git's order: up to date, then done, then the rest (rejected,
+    // unknown); within each, the refs the remote had (in its sorted
+    // advertisement's order), then the new ones in the order given.
+    let mut refs: Vec<(usize, &sluice_git::RefResult)> = report.refs.iter().enumerate().collect();
+    refs.sort_by_key(|(i, r)| {
+        let group = match r.status {
+            RefStatus::Ok if r.is_up_to_date() => 0,
+            RefStatus::Ok => 1,
+            _ => 2,
         };
-        let deleting = spec.is_some_and(|p| p.src.is_none());
-        let (flag, label, reason) = match r.status {
-            RefStatus::Rejected => {
-                let words = match (r.reason, r.message.as_deref()) {
-                    // The remote's own words when it gave them, as git does.
-                    (_, Some(m)) => m.to_string(),
-                    (Some(why), None) => why.git_words().to_string(),
-                    (None, None) => "rejected".into(),
-                };
-                let label = if r.message.is_some() {
-                    "[remote rejected]"
-                } else {
-                    "[rejected]"
-                };
-                ('!', label, Some(format!(" ({words})")))
+        match r.old {
+            Some(_) => (group, 0, r.name.clone(), 0),
+            None => (group, 1, String::new(), *i),
+        }
+    });
+    refs.into_iter()
+        .map(|(_, r)| {
+            let spec = specs.iter().find(|p| p.dst == r.name);
+            let from = spec
+                .and_then(|p| p.src.as_deref())
+                .map(full_src)
+                .unwrap_or_default();
+            let tag = r.name.starts_with("refs/tags/");
+            let (flag, summary, reason) = match r.status {
+                RefStatus::Rejected => {
+                    let (label, words) = match (r.message.as_deref(), r.reason) {
+                        (Some(m), _) => ("[remote rejected]", m.to_string()),
+                        (None, Some(why)) => ("[rejected]", why.git_words().to_string()),
+                        (None, None) => ("[rejected]", "rejected".to_string()),
+                    };
+                    ('!', label.to_string(), format!(" ({words})"))
+                }
+                RefStatus::Unknown => (
+                    '?',
+                    "[unknown]".to_string(),
+                    format!(
+                        " (answer not read; settled by reading: {})",
+                        r.verdict.map_or("no read answered", |v| v.as_str())
+                    ),
+                ),
+                RefStatus::Ok => match (r.old, r.new) {
+                    _ if r.is_up_to_date() => ('=', "[up to date]".to_string(), String::new()),
+                    (_, None) => ('-', "[deleted]".to_string(), String::new()),
+                    (None, Some(_)) => (
+                        '*',
+                        if tag { "[new tag]" } else { "[new branch]" }.to_string(),
+                        String::new(),
+                    ),
+                    (Some(old), Some(new)) if fast_forward(old, new) => (
+                        ' ',
+                        format!("{}..{}", abbrev(&old), abbrev(&new)),
+                        String::new(),
+                    ),
+                    (Some(old), Some(new)) => (
+                        '+',
+                        format!("{}...{}", abbrev(&old), abbrev(&new)),
+                        " (forced update)".to_string(),
+                    ),
+                },
+            };
+            PushLine {
+                flag,
+                summary,
+                reason,
+                from,
+                to: r.name.clone(),
             }
-            RefStatus::Unknown => (
-                '?',
-                "[unknown]",
-                Some(format!(
-                    " (answer not read; settled by reading: {})",
-                    r.verdict.map_or("no read answered", |v| v.as_str())
-                )),
-            ),
-            RefStatus::Ok if r.is_up_to_date() => ('=', "[up to date]", None),
-            RefStatus::Ok if deleting => ('-', "[deleted]", None),
-            RefStatus::Ok if force => ('+', "[forced update]", None),
-            RefStatus::Ok => (
-                ' ',
-                "[updated]",
-                r.verdict
-                    .map(|v| format!(" (answer not read; settled by reading: {})", v.as_str())),
-            ),
+        })
+        .collect()
+}
+
+/// `refs/heads/x` → `x`, as git shortens names in its push lines.
+fn short_ref(name: &str) -> &str {
+    ["refs/heads/", "refs/tags/", "refs/remotes/"]
+        .iter()
+        .find_map(|p| name.strip_prefix(p))
+        .unwrap_or(name)
+}
+
+/// push as `git push` prints it: `To <remote>` and one line per ref
+/// (` * [new branch]      main -> main`, `   a1b2c3d..e4f5a6b  main -> main`,
+/// ` + …...… main -> main (forced update)`, ` - [deleted]         x`,
+/// ` ! [rejected]        main -> main (non-fast-forward)`,
+/// ` ! [remote rejected] main -> main (pre-receive hook declined)`);
+/// up-to-date refs only when `verbose`.
+pub fn push(remote: &str, lines: &[PushLine], verbose: bool) -> String {
+    let mut s = format!("To {remote}\n");
+    for l in lines {
+        if l.flag == '=' && !verbose {
+            continue;
+        }
+        let what = if l.from.is_empty() {
+            short_ref(&l.to).to_string()
+        } else {
+            format!("{} -> {}", short_ref(&l.from), short_ref(&l.to))
         };
+        let _ = writeln!(s, " {} {:<17} {what}{}", l.flag, l.summary, l.reason);
+    }
+    s
+}
+
+/// push in git's `--porcelain` format: `To <remote>`, one
+/// `<flag>\t<from>:<to>\t<summary>` line per ref, and `Done` when every ref
+/// went through.
+pub fn push_porcelain(remote: &str, lines: &[PushLine], done: bool) -> String {
+    let mut s = format!("To {remote}\n");
+    for l in lines {
         let _ = writeln!(
             s,
-            " {flag} {label:<16} {what}{}",
-            reason.unwrap_or_default()
+            "{}\t{}:{}\t{}{}",
+            l.flag, l.from, l.to, l.summary, l.reason
         );
+    }
+    if done {
+        s.push_str("Done\n");
     }
     s
 }

@@ -194,6 +194,14 @@ pub enum CommandArgs {
         /// A push option (`-o` of git push); repeatable.
         #[arg(long = "push-option", value_name = "S")]
         push_options: Vec<String>,
+        /// Everything up to the commands, nothing sent: what would happen
+        /// (a read; refuses --operation-id).
+        #[arg(long)]
+        dry_run: bool,
+        /// git's porcelain output (`To <url>`, one `<flag>\t<from>:<to>\t<summary>`
+        /// line per ref, `Done`); not with --json.
+        #[arg(long)]
+        porcelain: bool,
     },
     /// HTTP calls through the forge client.
     Http {
@@ -395,8 +403,10 @@ pub enum Action {
         leases: BTreeMap<String, Lease>,
         /// The local repository.
         repo: PathBuf,
-        /// `--atomic` and `--push-option`.
+        /// `--atomic`, `--push-option` and `--dry-run`.
         options: PushOptions,
+        /// `--porcelain`.
+        porcelain: bool,
     },
     /// `http get <URL>`
     HttpGet {
@@ -660,7 +670,21 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             leases,
             atomic,
             push_options,
+            dry_run,
+            porcelain,
         } => {
+            if dry_run && g.operation_id.is_some() {
+                return Err(UsageError::new(
+                    "--operation-id",
+                    "--dry-run is a read that may be asked again: it takes no operation id",
+                ));
+            }
+            if porcelain && g.json {
+                return Err(UsageError::new(
+                    "--porcelain",
+                    "--porcelain and --json are two outputs: choose one",
+                ));
+            }
             let kind = check_git_url(&url)?;
             needs_http_for_token(&url, kind)?;
             let mut parsed = Vec::with_capacity(specs.len());
@@ -710,7 +734,9 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
                 options: PushOptions {
                     atomic,
                     push_options,
+                    dry_run,
                 },
+                porcelain,
             }
         }
         CommandArgs::Http {

@@ -249,6 +249,7 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             leases,
             repo,
             options,
+            porcelain,
         } => {
             let repo = sluice_cli::open_repo(repo)?;
             let updates = sluice_cli::resolve_updates(specs, leases, &repo)?;
@@ -261,15 +262,42 @@ fn run(config: &Config) -> anyhow::Result<u8> {
                 .map_err(|e| sluice_cli::input_error(&e));
             bar.finish();
             let out = out?;
-            let text = out
-                .value
-                .as_ref()
-                .map(|r| human::push(&out.operation.remote, specs, r));
+            // What git prints: ids abbreviated as git does (core.abbrev,
+            // auto length), forced updates told from fast-forwards.
+            let view = gix::open_opts(repo.git_dir(), repo.open_options().clone()).ok();
+            let abbrev = |id: &gix::ObjectId| match &view {
+                Some(v) => gix::prelude::ObjectIdExt::attach(*id, v)
+                    .shorten_or_id()
+                    .to_string(),
+                None => id.to_hex_with_len(7).to_string(),
+            };
+            let fast_forward = |old: gix::ObjectId, new: gix::ObjectId| {
+                view.as_ref()
+                    .and_then(|v| v.merge_base(old, new).ok().flatten())
+                    .is_some_and(|base| base.detach() == old)
+            };
+            let full_src = |src: &str| {
+                view.as_ref()
+                    .and_then(|v| v.find_reference(src).ok())
+                    .map(|r| r.name().as_bstr().to_string())
+                    .unwrap_or_else(|| src.to_string())
+            };
+            let text = out.value.as_ref().map(|r| {
+                let lines = human::push_lines(specs, r, &abbrev, &fast_forward, &full_src);
+                if *porcelain {
+                    // git says `Done` once the exchange completed, rejections
+                    // or not; not when its answer is unknown.
+                    let done = matches!(out.kind, OutcomeKind::Succeeded | OutcomeKind::Answered);
+                    human::push_porcelain(&out.operation.remote, &lines, done)
+                } else {
+                    human::push(&out.operation.remote, &lines, common.verbose > 0)
+                }
+            });
             Ok(emit(
                 common,
                 out.map(|v| contract::push_value(&v)),
                 text,
-                true,
+                !*porcelain,
             ))
         }
         Action::HttpGet { url } => {

@@ -123,7 +123,11 @@ fn a_forced_push_and_a_delete_exit_0_and_change_the_server() {
     ]);
     assert_eq!(run.code, 0, "{run:?}");
     assert!(
-        run.stdout.contains("[forced update]") && run.stdout.contains("[deleted]"),
+        // As git prints them.
+        run.stdout
+            .lines()
+            .any(|l| l.starts_with(" + ") && l.ends_with("(forced update)"))
+            && run.stdout.contains(" - [deleted]         feature"),
         "{run:?}"
     );
     assert_eq!(

@@ -148,7 +148,7 @@ fn an_atomic_two_ref_push_lands_both() {
             ],
             &PushOptions {
                 atomic: true,
-                push_options: vec![],
+                ..PushOptions::default()
             },
             &open(&local),
             &quick(20_000, 10_000, 3),
@@ -181,7 +181,7 @@ fn an_atomic_push_with_one_stale_ref_changes_nothing() {
             &[update(Some(&a), "refs/heads/main"), stale],
             &PushOptions {
                 atomic: true,
-                push_options: vec![],
+                ..PushOptions::default()
             },
             &open(&local),
             &quick(20_000, 10_000, 3),

@@ -82,6 +82,9 @@ pub struct PushOptions {
     pub atomic: bool,
     /// `-o` push options (needs the server's `push-options`).
     pub push_options: Vec<String>,
+    /// Everything up to the commands, nothing sent: the would-be per-ref
+    /// results. A read (effect `read`), so it may be asked again freely.
+    pub dry_run: bool,
 }
 
 /// A ref's result.
@@ -382,7 +385,12 @@ impl GitClient {
             pack: None,
             decided: Vec::new(),
         });
-        let op = self.operation("push", Effect::Write, &remote, opts);
+        let effect = if options.dry_run {
+            Effect::Read
+        } else {
+            Effect::Write
+        };
+        let op = self.operation("push", effect, &remote, opts);
         // An attempt is tried again only when the remote never judged it;
         // one whose answer was lost is settled by reading and never sent
         // again (the policy's rule).
@@ -553,6 +561,22 @@ impl GitClient {
         };
         if commands.is_empty() {
             // Nothing to send: end the conversation as git does, with a flush.
+            if let Ok(w) = s
+                .transport
+                .request(WriteMode::Binary, MessageKind::Flush, false)
+            {
+                let (mut w, _) = w.into_parts();
+                let _ = encode::flush_to_write(&mut w);
+                let _ = w.flush();
+            }
+            return Ok(finish(results, None));
+        }
+        if options.dry_run {
+            // What would be sent, without sending it: the conversation ends
+            // with a flush, as for nothing to push.
+            for (i, old, _) in &commands {
+                results[*i] = Some(ok(&updates[*i], *old));
+            }
             if let Ok(w) = s
                 .transport
                 .request(WriteMode::Binary, MessageKind::Flush, false)

@@ -1,0 +1,181 @@
+//! `push --porcelain` and `--dry-run`, side by side with `git push` on the
+//! same starting state: the same lines, the same server state.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+
+use common::*;
+use sluice_testkit::{fixtures, repo};
+
+/// Two servers and two local clones, all of the same state.
+struct Twins {
+    w: World,
+    git_srv: PathBuf,
+    our_srv: PathBuf,
+    git_local: PathBuf,
+    our_local: PathBuf,
+}
+
+fn twins() -> Twins {
+    let w = World::new();
+    let git_srv = w.path("srv/by-git.git");
+    let our_srv = w.path("srv/by-sluice.git");
+    fixtures::copy_of("small", &git_srv).expect("fixture");
+    fixtures::copy_of("small", &our_srv).expect("fixture");
+    let clone = |from: &Path, name: &str| {
+        let to = w.path(name);
+        repo::git(w.dir.path(), &["clone", "-q", "--bare", &p(from), &p(&to)]);
+        to
+    };
+    let git_local = clone(&git_srv, "git-local.git");
+    let our_local = clone(&our_srv, "our-local.git");
+    Twins {
+        w,
+        git_srv,
+        our_srv,
+        git_local,
+        our_local,
+    }
+}
+
+/// The same commit in both local clones (same tree, author, date).
+fn same_commit(t: &Twins, branch: &str, on: &str) -> String {
+    let mk = |local: &Path| {
+        let parent = repo::rev_parse(local, on).expect("parent");
+        let tree = repo::git(local, &["rev-parse", &format!("{parent}^{{tree}}")]);
+        let out = std::process::Command::new("git")
+            .args(["commit-tree", tree.trim(), "-p", &parent, "-m", "twin"])
+            .current_dir(local)
+            .env("GIT_AUTHOR_NAME", "t")
+            .env("GIT_AUTHOR_EMAIL", "t@example.invalid")
+            .env("GIT_AUTHOR_DATE", "1700000000 +0000")
+            .env("GIT_COMMITTER_NAME", "t")
+            .env("GIT_COMMITTER_EMAIL", "t@example.invalid")
+            .env("GIT_COMMITTER_DATE", "1700000000 +0000")
+            .output()
+            .expect("commit-tree");
+        let id = String::from_utf8_lossy(&out.stdout).trim().to_string();
+        repo::git(local, &["update-ref", &format!("refs/heads/{branch}"), &id]);
+        id
+    };
+    let a = mk(&t.git_local);
+    let b = mk(&t.our_local);
+    assert_eq!(a, b, "twin commits");
+    a
+}
+
+fn refs(repo: &Path) -> String {
+    repo::git(repo, &["for-each-ref", "--format=%(refname) %(objectname)"])
+}
+
+/// Runs the same push by git and by sluice; returns (git's stdout, ours,
+/// our exit code), with each `To` line's URL made the same.
+fn side_by_side(t: &Twins, specs: &[&str], extra: &[&str]) -> (String, String, i32) {
+    let git_url = t.w.daemon.url("by-git.git");
+    let our_url = t.w.daemon.url("by-sluice.git");
+    let mut args = vec!["push", "--porcelain"];
+    args.extend_from_slice(extra);
+    args.push(&git_url);
+    args.extend_from_slice(specs);
+    let git = std::process::Command::new("git")
+        .args(&args)
+        .current_dir(&t.git_local)
+        .output()
+        .expect("git push");
+    // git's own lines are the reference: it must have printed them.
+    assert_eq!(
+        String::from_utf8_lossy(&git.stdout).lines().count(),
+        specs.len() + 2,
+        "git printed To, a line per ref and Done: {git:?}"
+    );
+    let mut ours = vec!["push", &our_url];
+    ours.extend_from_slice(specs);
+    let local = p(&t.our_local);
+    ours.extend_from_slice(&["--repo", &local, "--porcelain"]);
+    ours.extend_from_slice(extra);
+    let run = sluice(&ours);
+    assert!(matches!(run.code, 0 | 1), "{run:?}");
+    let norm = |s: &str, url: &str| s.replace(url, "<URL>");
+    (
+        norm(&String::from_utf8_lossy(&git.stdout), &git_url),
+        norm(&run.stdout, &our_url),
+        run.code,
+    )
+}
+
+#[test]
+fn porcelain_lines_are_gits_for_new_fast_forward_forced_deleted_and_up_to_date() {
+    let t = twins();
+    same_commit(&t, "main", "refs/heads/main");
+    // Not a descendant of the server's feature: a forced update.
+    same_commit(&t, "rework", "refs/heads/main~1");
+    let specs = [
+        "refs/heads/main:refs/heads/main",
+        "refs/heads/main:refs/heads/fresh",
+        "+refs/heads/rework:refs/heads/feature",
+        ":refs/heads/release",
+        "refs/heads/release:refs/heads/kept",
+        "refs/heads/main:refs/heads/main-copy",
+    ];
+    // An up-to-date ref: pushed once by both beforehand.
+    for (local, url) in [
+        (&t.git_local, t.w.daemon.url("by-git.git")),
+        (&t.our_local, t.w.daemon.url("by-sluice.git")),
+    ] {
+        repo::git(
+            local,
+            &["push", "-q", &url, "refs/heads/release:refs/heads/kept"],
+        );
+    }
+    let (git, ours, code) = side_by_side(&t, &specs, &[]);
+    assert_eq!(ours, git, "porcelain lines differ from git's");
+    assert_eq!(code, 0);
+    assert!(ours.ends_with("Done\n"), "{ours}");
+    assert_eq!(refs(&t.our_srv), refs(&t.git_srv), "server states differ");
+}
+
+#[test]
+fn porcelain_says_rejected_as_git_does_and_dry_run_sends_nothing() {
+    let t = twins();
+    // A local main that is not a descendant of the server's.
+    same_commit(&t, "main", "refs/heads/main~2");
+    let specs = ["refs/heads/main:refs/heads/main"];
+    let (git, ours, code) = side_by_side(&t, &specs, &[]);
+    assert_eq!(ours, git, "porcelain lines differ from git's");
+    assert_eq!(code, 1);
+    same_commit(&t, "fresh", "refs/heads/main");
+    let before = refs(&t.our_srv);
+    let (git, ours, code) =
+        side_by_side(&t, &["refs/heads/fresh:refs/heads/fresh"], &["--dry-run"]);
+    assert_eq!(ours, git, "dry-run lines differ from git's");
+    assert_eq!(code, 0);
+    assert_eq!(refs(&t.our_srv), before, "a dry run sends nothing");
+    let json = sluice(&[
+        "push",
+        &t.w.daemon.url("by-sluice.git"),
+        "refs/heads/fresh:refs/heads/fresh",
+        "--repo",
+        &p(&t.our_local),
+        "--dry-run",
+        "--json",
+    ])
+    .json();
+    assert_eq!(json["operation"]["effect"], "read");
+    assert_eq!(json["value"][0]["status"], "ok");
+    let refused = sluice(&[
+        "push",
+        &t.w.daemon.url("by-sluice.git"),
+        "refs/heads/fresh:refs/heads/fresh",
+        "--repo",
+        &p(&t.our_local),
+        "--dry-run",
+        "--operation-id",
+        "x",
+    ]);
+    assert_eq!(refused.code, 2);
+    assert!(
+        refused.first_err_line().contains("--operation-id"),
+        "{refused:?}"
+    );
+}
