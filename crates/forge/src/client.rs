@@ -118,7 +118,9 @@ impl Creds {
 /// # Default
 /// user agent `sluice-remote/<version>`, a fresh [`Policy::default`], no
 /// credentials, the `command` profile's bounds, writes to one host at least
-/// 1 s apart, at most 8 concurrent requests per host, 5 s to connect.
+/// 1 s apart, at most 8 concurrent requests per host, 5 s to connect, the
+/// platform's trust roots and proxies from the environment
+/// ([`sluice_https::HttpsConfig::new`]).
 pub struct ForgeClientBuilder {
     base: String,
     user_agent: String,
@@ -128,9 +130,18 @@ pub struct ForgeClientBuilder {
     write_spacing: Duration,
     max_concurrent: usize,
     connect_timeout: Duration,
+    https: sluice_https::HttpsConfig,
 }
 
 impl ForgeClientBuilder {
+    /// The https settings: trust roots added to the platform's
+    /// (`--ca-file`) and the proxy. A TLS certificate error or alert is
+    /// answered at `connect`; a handshake cut, reset or timeout is unjudged.
+    pub fn https(mut self, https: sluice_https::HttpsConfig) -> Self {
+        self.https = https;
+        self
+    }
+
     /// Send this user agent.
     pub fn user_agent(mut self, ua: impl Into<String>) -> Self {
         self.user_agent = ua.into();
@@ -195,7 +206,9 @@ impl ForgeClientBuilder {
             .creds
             .or_else(|| url_secret.map(|s| Creds::Plain(Arc::new(StaticSource::new(s)))));
         let build = |redirects: reqwest::redirect::Policy| {
-            reqwest::blocking::Client::builder()
+            self.https
+                .client_builder()
+                .map_err(|e| ForgeError::Http(e.to_string()))?
                 .user_agent(self.user_agent.clone())
                 .redirect(redirects)
                 .connect_timeout(self.connect_timeout)
@@ -307,6 +320,7 @@ pub(crate) fn judge(effect: Effect, a: &Answer) -> Result<(), AttemptError> {
             status: Some(a.status),
             headers: &a.headers,
             text: &message,
+            tls: None,
         },
         SystemTime::now(),
     )
@@ -399,6 +413,7 @@ impl ForgeClient {
             write_spacing: Duration::from_secs(1),
             max_concurrent: 8,
             connect_timeout: Duration::from_secs(5),
+            https: sluice_https::HttpsConfig::new(),
         }
     }
 
@@ -793,6 +808,11 @@ impl ForgeClient {
                     }
                     Phase::RequestSent
                 };
+                let tls = if phase == Phase::Connect {
+                    sluice_https::tls_refusal(&e)
+                } else {
+                    None
+                };
                 let text = error_chain(&e.without_url());
                 tracing::debug!(
                     method = %p.method, url = %p.url, credential = ?fingerprint, phase = phase.as_str(),
@@ -806,6 +826,7 @@ impl ForgeClient {
                         status: None,
                         headers: &empty,
                         text: &text,
+                        tls: tls.as_ref(),
                     },
                     SystemTime::now(),
                 )
@@ -829,6 +850,7 @@ impl ForgeClient {
                         status: Some(status),
                         headers: &headers,
                         text: &text,
+                        tls: None,
                     },
                     SystemTime::now(),
                 )

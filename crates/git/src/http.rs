@@ -19,7 +19,8 @@ use crate::wire::{TrackedRead, Wire};
 
 /// One request, sent at most once.
 struct Exchange {
-    client: reqwest::blocking::Client,
+    /// The client, or why none could be built (local trouble).
+    client: Result<reqwest::blocking::Client, String>,
     method: reqwest::Method,
     url: String,
     headers: Vec<(String, String)>,
@@ -46,10 +47,15 @@ impl Exchange {
             self.result = Some(Err("attempt timed out before the request".into()));
             return;
         }
-        let mut req = self
-            .client
-            .request(self.method.clone(), &self.url)
-            .timeout(left);
+        let client = match &self.client {
+            Ok(c) => c,
+            Err(why) => {
+                self.wire.lock().local_failure = Some(why.clone());
+                self.result = Some(Err(why.clone()));
+                return;
+            }
+        };
+        let mut req = client.request(self.method.clone(), &self.url).timeout(left);
         for (k, v) in &self.headers {
             req = req.header(k.as_str(), v.as_str());
         }
@@ -71,6 +77,22 @@ impl Exchange {
                 }
                 if e.is_connect() {
                     st.http_connect_failed = true;
+                    // A certificate error or an alert while connecting is
+                    // the server's answer; a cut, reset or timeout of the
+                    // handshake is not (no rustls error in the chain).
+                    st.tls_refusal = sluice_https::tls_refusal(&e).map(|r| {
+                        let host = e
+                            .url()
+                            .map(|u| {
+                                format!(
+                                    "{}:{}",
+                                    u.host_str().unwrap_or(""),
+                                    u.port_or_known_default().unwrap_or(0)
+                                )
+                            })
+                            .unwrap_or_default();
+                        (r, host)
+                    });
                 } else if is_post {
                     drop(st);
                     self.wire.flushed(&body);
@@ -247,7 +269,7 @@ impl Write for PostBody {
 
 /// The `Http` implementation handed to gix-transport.
 pub(crate) struct SluiceHttp {
-    client: reqwest::blocking::Client,
+    client: Result<reqwest::blocking::Client, String>,
     auth: Option<SecretString>,
     wire: Wire,
     deadline: Instant,
@@ -256,7 +278,7 @@ pub(crate) struct SluiceHttp {
 impl SluiceHttp {
     /// `auth` is the whole `Authorization` header value.
     pub fn new(
-        client: reqwest::blocking::Client,
+        client: Result<reqwest::blocking::Client, String>,
         auth: Option<SecretString>,
         wire: Wire,
         timeout: Duration,
