@@ -14,6 +14,8 @@
 //!   HTTP/1.1) well enough to inject a named fault at a named point of the
 //!   git conversation, and records every connection.
 //! * [`pktline`] — a small, pure pkt-line framer.
+//! * [`tls::TestPki`] — a throwaway CA and server certificates per run
+//!   (good, another CA's, expired, another name's) for https servers.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -27,6 +29,7 @@ pub mod proxy;
 pub mod repo;
 pub mod scripted;
 pub mod sshd;
+pub mod tls;
 
 mod net;
 
@@ -35,3 +38,4 @@ pub use http_backend::HttpBackend;
 pub use proxy::{ConnectionRecord, Fault, FaultProxy, Point, Protocol, Service};
 pub use repo::{BareRepo, RepoBuilder};
 pub use sshd::{Sshd, SshdOptions};
+pub use tls::{CertFiles, ServerCert, TestPki};
