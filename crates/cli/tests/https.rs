@@ -1,0 +1,152 @@
+//! The CLI over https: `--ca-file` adds a root to the platform's,
+//! `SSL_CERT_FILE` replaces the platform's, and a certificate error is
+//! answered (exit 1) in one attempt, saying which.
+
+use std::process::{Command, Stdio};
+
+use sluice_testkit::{HttpBackend, RepoBuilder, ServerCert, TestPki};
+
+struct Run {
+    code: i32,
+    stdout: String,
+    stderr: String,
+}
+
+/// `sluice-remote args...` with `SSL_CERT_FILE` set to `cert_file` (or
+/// removed).
+fn sluice(args: &[&str], cert_file: Option<&std::path::Path>) -> Run {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice-remote"));
+    cmd.args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("SSL_CERT_FILE")
+        .stdin(Stdio::null());
+    if let Some(f) = cert_file {
+        cmd.env("SSL_CERT_FILE", f);
+    }
+    let out = cmd.output().expect("the binary runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+fn serve(dir: &std::path::Path, pki: &TestPki, cert: ServerCert) -> HttpBackend {
+    let srv = dir.join("srv");
+    std::fs::create_dir_all(&srv).expect("srv dir");
+    if !srv.join("r.git").exists() {
+        RepoBuilder::new()
+            .branch("main", 3)
+            .head("main")
+            .build(&srv.join("r.git"))
+            .expect("fixture builds");
+    }
+    HttpBackend::start_https(&srv, &pki.server(cert)).expect("lighttpd with mod_openssl starts")
+}
+
+const QUICK: [&str; 4] = ["--deadline", "10s", "--attempt-timeout", "5s"];
+
+#[test]
+fn the_ca_file_adds_a_root_and_ssl_cert_file_replaces_the_platforms() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = TestPki::new().expect("pki");
+    let server = serve(dir.path(), &pki, ServerCert::Good);
+    let url = server.url("r.git");
+    let ca_path = pki.ca_file();
+    let ca = ca_path.to_str().expect("utf-8 path");
+    let ls = |extra: &[&str], cert_file| {
+        let mut args = vec!["ls-refs", url.as_str()];
+        args.extend(QUICK);
+        args.extend(extra);
+        sluice(&args, cert_file)
+    };
+
+    let r = ls(&[], None);
+    assert_eq!(
+        r.code, 1,
+        "the platform does not trust the test CA: {}",
+        r.stderr
+    );
+    assert!(r.stderr.contains("not trusted"), "{}", r.stderr);
+
+    let r = ls(&["--ca-file", ca], None);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    assert!(r.stdout.contains("refs/heads/main"), "{}", r.stdout);
+
+    let r = ls(&[], Some(&ca_path));
+    assert_eq!(r.code, 0, "SSL_CERT_FILE names the test CA: {}", r.stderr);
+
+    // SSL_CERT_FILE replaces the platform's roots; --ca-file adds to it.
+    let other = pki.other_ca_file();
+    let r = ls(&[], Some(&other));
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    let r = ls(&["--ca-file", ca], Some(&other));
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    // An unreadable SSL_CERT_FILE is local trouble, never the remote's.
+    let r = ls(&["--json"], Some(&dir.path().join("absent.pem")));
+    assert_eq!(r.code, 5, "{} {}", r.stdout, r.stderr);
+}
+
+#[test]
+fn an_expired_certificate_is_answered_in_one_attempt_in_the_json_document() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = TestPki::new().expect("pki");
+    let server = serve(dir.path(), &pki, ServerCert::Expired);
+    let url = server.url("r.git");
+    let ca = pki.ca_file();
+    let mut args = vec![
+        "ls-refs",
+        url.as_str(),
+        "--json",
+        "--max-attempts",
+        "3",
+        "--ca-file",
+        ca.to_str().expect("utf-8 path"),
+    ];
+    args.extend(QUICK);
+    let r = sluice(&args, None);
+    assert_eq!(r.code, 1, "{} {}", r.stdout, r.stderr);
+    let doc: serde_json::Value = serde_json::from_str(&r.stdout).expect("one JSON document");
+    assert_eq!(doc["result"], "answered");
+    let attempts = doc["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 1, "{doc}");
+    assert_eq!(attempts[0]["class"], "answered");
+    assert_eq!(attempts[0]["phase"], "connect");
+    let cause = attempts[0]["cause"].as_str().unwrap_or_default();
+    assert!(cause.contains("expired"), "{cause}");
+}
+
+#[test]
+fn a_ca_file_that_cannot_be_read_is_a_usage_error_naming_it() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let absent = dir.path().join("absent.pem");
+    let not_pem = dir.path().join("not.pem");
+    std::fs::write(&not_pem, "hello\n").expect("write");
+    for f in [&absent, &not_pem] {
+        let r = sluice(
+            &[
+                "ls-refs",
+                "https://127.0.0.1:9/r.git",
+                "--ca-file",
+                f.to_str().expect("utf-8 path"),
+            ],
+            None,
+        );
+        assert_eq!(r.code, 2, "{}", r.stderr);
+        assert!(r.stdout.is_empty());
+        let first = r.stderr.lines().next().unwrap_or("");
+        assert!(first.contains("--ca-file"), "{first}");
+    }
+    let r = sluice(
+        &[
+            "ls-refs",
+            "https://127.0.0.1:9/r.git",
+            "--proxy",
+            "http://127.0.0.1:9",
+            "--no-proxy",
+        ],
+        None,
+    );
+    assert_eq!(r.code, 2, "{}", r.stderr);
+}
