@@ -205,9 +205,10 @@ impl ForgeClientBuilder {
         let creds = self
             .creds
             .or_else(|| url_secret.map(|s| Creds::Plain(Arc::new(StaticSource::new(s)))));
+        let proxies = self.https.proxies();
         let build = |redirects: reqwest::redirect::Policy| {
             self.https
-                .client_builder()
+                .client_builder_with(proxies.clone())
                 .map_err(|e| ForgeError::Http(e.to_string()))?
                 .user_agent(self.user_agent.clone())
                 .redirect(redirects)
@@ -227,6 +228,7 @@ impl ForgeClientBuilder {
                 bounds: self.bounds,
                 gates: Gates::new(self.max_concurrent, self.write_spacing),
                 user_agent: self.user_agent,
+                proxies,
             }),
         })
     }
@@ -241,6 +243,8 @@ struct Inner {
     bounds: Bounds,
     gates: Gates,
     user_agent: String,
+    /// Which proxy each request goes through (named in its errors).
+    proxies: sluice_https::Proxies,
 }
 
 /// A client of one forge's REST API (GitHub or GitHub Enterprise).
@@ -813,7 +817,10 @@ impl ForgeClient {
                 } else {
                     None
                 };
-                let text = error_chain(&e.without_url());
+                let mut text = error_chain(&e.without_url());
+                if let Some(proxy) = self.inner.proxies.named_for(p.url) {
+                    text.push_str(&format!(" (through proxy {proxy})"));
+                }
                 tracing::debug!(
                     method = %p.method, url = %p.url, credential = ?fingerprint, phase = phase.as_str(),
                     elapsed_ms = sent_at.elapsed().as_millis() as u64, error = %text, "forge request failed"

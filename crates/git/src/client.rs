@@ -195,13 +195,21 @@ pub(crate) fn error_text(e: &gix::Error) -> String {
 /// than the 5 s after which common servers close one.
 const READ_POOL_IDLE: Duration = Duration::from_secs(4);
 
+/// A reqwest client and the proxies it routes through (to name the proxy
+/// in the errors of a request that went through one).
+#[derive(Clone)]
+pub(crate) struct HttpClient {
+    pub client: reqwest::blocking::Client,
+    pub proxies: Arc<sluice_https::Proxies>,
+}
+
 /// A reqwest client made on first use: building one loads the platform's
 /// trust roots (once per process) and starts a runtime thread, which a
 /// client that only speaks git://, ssh:// or file:// never needs. Clones
 /// share it.
 #[derive(Clone)]
 pub(crate) struct LazyHttp {
-    cell: Arc<std::sync::OnceLock<Result<reqwest::blocking::Client, String>>>,
+    cell: Arc<std::sync::OnceLock<Result<HttpClient, String>>>,
     https: Arc<sluice_https::HttpsConfig>,
     write: bool,
 }
@@ -218,12 +226,13 @@ impl LazyHttp {
     /// The client; writes get one that keeps no idle connections (a POST
     /// is never resent on a stale pooled connection). An error is local
     /// trouble (an unreadable `SSL_CERT_FILE`, a proxy reqwest refuses).
-    pub(crate) fn get(&self) -> Result<&reqwest::blocking::Client, String> {
+    pub(crate) fn get(&self) -> Result<&HttpClient, String> {
         self.cell
             .get_or_init(|| {
+                let proxies = self.https.proxies();
                 let mut b = self
                     .https
-                    .client_builder()
+                    .client_builder_with(proxies.clone())
                     .map_err(|e| e.to_string())?
                     .connect_timeout(Duration::from_secs(30));
                 if self.write {
@@ -235,8 +244,13 @@ impl LazyHttp {
                     // costs a retry. Idle connections are dropped here first.
                     b = b.pool_idle_timeout(READ_POOL_IDLE);
                 }
-                b.build()
-                    .map_err(|e| format!("cannot build the HTTP client: {e}"))
+                let client = b
+                    .build()
+                    .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                Ok(HttpClient {
+                    client,
+                    proxies: Arc::new(proxies),
+                })
             })
             .as_ref()
             .map_err(Clone::clone)

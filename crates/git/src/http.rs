@@ -20,7 +20,7 @@ use crate::wire::{TrackedRead, Wire};
 /// One request, sent at most once.
 struct Exchange {
     /// The client, or why none could be built (local trouble).
-    client: Result<reqwest::blocking::Client, String>,
+    client: Result<crate::client::HttpClient, String>,
     method: reqwest::Method,
     url: String,
     headers: Vec<(String, String)>,
@@ -47,8 +47,13 @@ impl Exchange {
             self.result = Some(Err("attempt timed out before the request".into()));
             return;
         }
-        let client = match &self.client {
-            Ok(c) => c,
+        let (client, proxy) = match &self.client {
+            Ok(c) => (
+                &c.client,
+                reqwest::Url::parse(&self.url)
+                    .ok()
+                    .and_then(|u| c.proxies.named_for(&u)),
+            ),
             Err(why) => {
                 self.wire.lock().local_failure = Some(why.clone());
                 self.result = Some(Err(why.clone()));
@@ -97,7 +102,7 @@ impl Exchange {
                     drop(st);
                     self.wire.flushed(&body);
                 }
-                self.result = Some(Err(describe(&e)));
+                self.result = Some(Err(describe(&e, proxy.as_deref())));
             }
             Ok(resp) => {
                 if is_post {
@@ -124,10 +129,13 @@ impl Exchange {
                     );
                     let mut excerpt = String::new();
                     let _ = resp.take(512).read_to_string(&mut excerpt);
-                    let words = match excerpt.lines().find(|l| !l.trim().is_empty()) {
+                    let mut words = match excerpt.lines().find(|l| !l.trim().is_empty()) {
                         Some(l) => format!("{} ({})", line.trim(), l.trim()),
                         None => line.trim().to_string(),
                     };
+                    if let Some(p) = &proxy {
+                        words.push_str(&format!(" (through proxy {p})"));
+                    }
                     self.wire.lock().http_status =
                         Some((status.as_u16(), retry_after, words.clone()));
                     self.result = Some(Err(format!("HTTP {words}")));
@@ -141,13 +149,18 @@ impl Exchange {
     }
 }
 
-fn describe(e: &reqwest::Error) -> String {
+/// The error and its sources, without user info, naming the proxy the
+/// request went through (never its user info).
+fn describe(e: &reqwest::Error, proxy: Option<&str>) -> String {
     let mut s = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(inner) = src {
         s.push_str(": ");
         s.push_str(&inner.to_string());
         src = inner.source();
+    }
+    if let Some(p) = proxy {
+        s.push_str(&format!(" (through proxy {p})"));
     }
     crate::remote::redact(&s)
 }
@@ -269,7 +282,7 @@ impl Write for PostBody {
 
 /// The `Http` implementation handed to gix-transport.
 pub(crate) struct SluiceHttp {
-    client: Result<reqwest::blocking::Client, String>,
+    client: Result<crate::client::HttpClient, String>,
     auth: Option<SecretString>,
     wire: Wire,
     deadline: Instant,
@@ -278,7 +291,7 @@ pub(crate) struct SluiceHttp {
 impl SluiceHttp {
     /// `auth` is the whole `Authorization` header value.
     pub fn new(
-        client: Result<reqwest::blocking::Client, String>,
+        client: Result<crate::client::HttpClient, String>,
         auth: Option<SecretString>,
         wire: Wire,
         timeout: Duration,

@@ -67,11 +67,11 @@ pub enum HttpsError {
 /// Which proxy the clients use.
 #[derive(Clone, Default, PartialEq, Eq)]
 pub enum ProxyChoice {
-    /// As curl reads the environment: `HTTPS_PROXY` / `https_proxy` for
-    /// https, `HTTP_PROXY` / `http_proxy` for http (the upper-case one is
-    /// ignored when `REQUEST_METHOD` is set, as in a CGI program),
-    /// `ALL_PROXY` for both, `NO_PROXY` / `no_proxy` naming hosts, domains
-    /// and addresses that go direct. Read when a client is built.
+    /// As curl reads the environment ([`Proxies::from_vars`]): `https_proxy`
+    /// or `HTTPS_PROXY` for https, `http_proxy` (lower case only, as in
+    /// curl) for http, `all_proxy` or `ALL_PROXY` for either when those are
+    /// unset, and `no_proxy` or `NO_PROXY` naming hosts, domains and
+    /// addresses that go direct. Read when a client is built.
     #[default]
     Environment,
     /// This proxy for every http and https request (`http://[user:pass@]host:port`).
@@ -176,26 +176,180 @@ impl HttpsConfig {
         Ok(config)
     }
 
+    /// The proxies this config routes through, the environment read now
+    /// for [`ProxyChoice::Environment`].
+    pub fn proxies(&self) -> Proxies {
+        match &self.proxy {
+            ProxyChoice::Environment => Proxies::from_env(),
+            ProxyChoice::Url(u) => Proxies {
+                http: Some(u.clone()),
+                https: Some(u.clone()),
+                no_proxy: Vec::new(),
+            },
+            ProxyChoice::Direct => Proxies::default(),
+        }
+    }
+
     /// A reqwest blocking client builder with this config's TLS and proxy
     /// set; the caller adds its own timeouts, pool and redirect settings.
+    /// The proxies are resolved once, here ([`HttpsConfig::proxies`]), and
+    /// reqwest's own reading of the environment is turned off: which proxy
+    /// a request goes through is decided by [`Proxies::for_url`] alone,
+    /// which is also what names the proxy in an error.
     pub fn client_builder(&self) -> Result<reqwest::blocking::ClientBuilder, HttpsError> {
+        self.client_builder_with(self.proxies())
+    }
+
+    /// [`HttpsConfig::client_builder`] routing through `proxies`.
+    pub fn client_builder_with(
+        &self,
+        proxies: Proxies,
+    ) -> Result<reqwest::blocking::ClientBuilder, HttpsError> {
         let mut b = reqwest::blocking::Client::builder()
             .tls_backend_preconfigured(self.rustls_config()?)
-            .https_only(false);
-        match &self.proxy {
-            // reqwest reads the environment itself when no proxy is set.
-            ProxyChoice::Environment => {}
-            ProxyChoice::Url(u) => {
-                let p = reqwest::Proxy::all(u.as_str()).map_err(|e| HttpsError::Proxy {
-                    proxy: redact(u),
-                    reason: e.to_string(),
-                })?;
-                b = b.proxy(p);
-            }
-            ProxyChoice::Direct => b = b.no_proxy(),
+            .no_proxy();
+        for u in [&proxies.http, &proxies.https].into_iter().flatten() {
+            reqwest::Proxy::all(u.as_str()).map_err(|e| HttpsError::Proxy {
+                proxy: redact(u),
+                reason: e.to_string(),
+            })?;
+        }
+        if !proxies.is_direct() {
+            b = b.proxy(reqwest::Proxy::custom(move |url| {
+                proxies.for_url(url).map(str::to_owned)
+            }));
         }
         Ok(b)
     }
+}
+
+/// Which proxy each request goes through, as curl decides it.
+#[derive(Clone, Default, PartialEq, Eq)]
+pub struct Proxies {
+    /// For `http://` URLs.
+    pub http: Option<String>,
+    /// For `https://` URLs.
+    pub https: Option<String>,
+    /// `NO_PROXY`'s entries (lower case, leading dots removed).
+    pub no_proxy: Vec<String>,
+}
+
+impl std::fmt::Debug for Proxies {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Proxies")
+            .field("http", &self.http.as_deref().map(redact))
+            .field("https", &self.https.as_deref().map(redact))
+            .field("no_proxy", &self.no_proxy)
+            .finish()
+    }
+}
+
+impl Proxies {
+    /// The process's environment, read now ([`Proxies::from_vars`]).
+    pub fn from_env() -> Proxies {
+        Proxies::from_vars(|name| std::env::var(name).ok())
+    }
+
+    /// curl's rules over the variables `var` gives: `https_proxy`, else
+    /// `HTTPS_PROXY`, for https; `http_proxy` (never `HTTP_PROXY`: a CGI
+    /// program gets a request's `Proxy:` header under that name) for http;
+    /// `all_proxy`, else `ALL_PROXY`, for either when unset; `no_proxy`,
+    /// else `NO_PROXY`: entries separated by commas — `*` (everything), a
+    /// host name or domain (`example.com` and `.example.com` both match the
+    /// name and every name under it), an IP address, or an address range
+    /// (`10.0.0.0/8`). An empty variable is unset; a proxy without a scheme
+    /// is `http://`.
+    pub fn from_vars(var: impl Fn(&str) -> Option<String>) -> Proxies {
+        let get = |names: &[&str]| {
+            names
+                .iter()
+                .filter_map(|n| var(n))
+                .map(|v| v.trim().to_string())
+                .find(|v| !v.is_empty())
+        };
+        let with_scheme = |v: String| {
+            if v.contains("://") {
+                v
+            } else {
+                format!("http://{v}")
+            }
+        };
+        let all = get(&["all_proxy", "ALL_PROXY"]);
+        let https = get(&["https_proxy", "HTTPS_PROXY"])
+            .or_else(|| all.clone())
+            .map(with_scheme);
+        let http = get(&["http_proxy"]).or(all).map(with_scheme);
+        let no_proxy = get(&["no_proxy", "NO_PROXY"])
+            .map(|v| {
+                v.split(',')
+                    .map(|e| e.trim().trim_start_matches('.').to_ascii_lowercase())
+                    .filter(|e| !e.is_empty())
+                    .collect()
+            })
+            .unwrap_or_default();
+        Proxies {
+            http,
+            https,
+            no_proxy,
+        }
+    }
+
+    /// Whether no request goes through a proxy.
+    pub fn is_direct(&self) -> bool {
+        self.http.is_none() && self.https.is_none()
+    }
+
+    /// The proxy (as given, user info included) a request to `url` goes
+    /// through; `None`: direct.
+    pub fn for_url(&self, url: &reqwest::Url) -> Option<&str> {
+        let proxy = match url.scheme() {
+            "https" => self.https.as_deref(),
+            "http" => self.http.as_deref(),
+            _ => None,
+        }?;
+        let host = match url.host()? {
+            url::Host::Domain(d) => d.trim_end_matches('.').to_ascii_lowercase(),
+            url::Host::Ipv4(a) => a.to_string(),
+            url::Host::Ipv6(a) => a.to_string(),
+        };
+        if self.no_proxy.iter().any(|e| no_proxy_matches(e, &host)) {
+            return None;
+        }
+        Some(proxy)
+    }
+
+    /// The proxy for `url` without its user info (`http://host:port`),
+    /// for messages.
+    pub fn named_for(&self, url: &reqwest::Url) -> Option<String> {
+        self.for_url(url).map(proxy_name)
+    }
+}
+
+fn no_proxy_matches(entry: &str, host: &str) -> bool {
+    if entry == "*" {
+        return true;
+    }
+    let entry = entry.trim_start_matches('[').trim_end_matches(']');
+    if let Ok(ip) = host.parse::<std::net::IpAddr>() {
+        if let Some((net, bits)) = entry.split_once('/') {
+            let (Ok(net), Ok(bits)) = (net.parse::<std::net::IpAddr>(), bits.parse::<u32>()) else {
+                return false;
+            };
+            return match (ip, net) {
+                (std::net::IpAddr::V4(a), std::net::IpAddr::V4(n)) if bits <= 32 => {
+                    let mask = u32::MAX.checked_shl(32 - bits).unwrap_or(0);
+                    u32::from(a) & mask == u32::from(n) & mask
+                }
+                (std::net::IpAddr::V6(a), std::net::IpAddr::V6(n)) if bits <= 128 => {
+                    let mask = u128::MAX.checked_shl(128 - bits).unwrap_or(0);
+                    u128::from(a) & mask == u128::from(n) & mask
+                }
+                _ => false,
+            };
+        }
+        return entry.parse::<std::net::IpAddr>().is_ok_and(|e| e == ip);
+    }
+    host == entry || host.ends_with(&format!(".{entry}"))
 }
 
 /// The certificates of a PEM file (at least one).
@@ -379,6 +533,13 @@ fn alert_name(a: AlertDescription) -> String {
     format!("alert {out}")
 }
 
+/// A proxy URL without its user info: `http://u:p@host:3128` →
+/// `http://host:3128`.
+pub fn proxy_name(url: &str) -> String {
+    let r = redact(url);
+    r.replacen("***@", "", 1)
+}
+
 /// A URL with anything between `://` and `@` replaced by `***`, for
 /// messages about a proxy.
 pub fn redact(url: &str) -> String {
@@ -453,6 +614,56 @@ mod tests {
         let _ = std::fs::remove_dir_all(&dir);
     }
 
+    fn proxies(vars: &[(&str, &str)]) -> Proxies {
+        Proxies::from_vars(|n| {
+            vars.iter()
+                .find(|(k, _)| *k == n)
+                .map(|(_, v)| v.to_string())
+        })
+    }
+
+    fn url(s: &str) -> reqwest::Url {
+        reqwest::Url::parse(s).expect("url")
+    }
+
+    #[test]
+    fn the_environment_is_read_as_curl_reads_it() {
+        let p = proxies(&[
+            ("HTTPS_PROXY", "proxy.example:3128"),
+            ("HTTP_PROXY", "http://cgi-header.example"),
+            ("NO_PROXY", ".internal.example, 10.0.0.0/8,127.0.0.1"),
+        ]);
+        assert_eq!(
+            p.for_url(&url("https://github.com/o/r")),
+            Some("http://proxy.example:3128")
+        );
+        // HTTP_PROXY in upper case is never read (curl, httpoxy).
+        assert_eq!(p.for_url(&url("http://github.com/o/r")), None);
+        for direct in [
+            "https://internal.example/x",
+            "https://git.internal.example/x",
+            "https://10.1.2.3/x",
+            "https://127.0.0.1:8443/x",
+        ] {
+            assert_eq!(p.for_url(&url(direct)), None, "{direct}");
+        }
+        assert!(p.for_url(&url("https://notinternal.example/x")).is_some());
+        assert!(p.for_url(&url("https://11.0.0.1/x")).is_some());
+
+        // Lower case first; all_proxy when the scheme's own is unset.
+        let p = proxies(&[
+            ("https_proxy", "http://lower:1"),
+            ("HTTPS_PROXY", "http://upper:1"),
+            ("all_proxy", "http://all:1"),
+            ("http_proxy", ""),
+        ]);
+        assert_eq!(p.for_url(&url("https://h/")), Some("http://lower:1"));
+        assert_eq!(p.for_url(&url("http://h/")), Some("http://all:1"));
+        let p = proxies(&[("https_proxy", "http://p:1"), ("no_proxy", "*")]);
+        assert_eq!(p.for_url(&url("https://h/")), None);
+        assert!(proxies(&[]).is_direct());
+    }
+
     #[test]
     fn proxy_user_info_is_never_shown() {
         assert_eq!(
@@ -464,5 +675,11 @@ mod tests {
             .with_proxy(ProxyChoice::Url("http://u:secret@127.0.0.1:9".into()))
             .expect("valid proxy");
         assert!(!format!("{c:?}").contains("secret"));
+        let p = c.proxies();
+        assert!(!format!("{p:?}").contains("secret"));
+        assert_eq!(
+            p.named_for(&url("https://h/")).as_deref(),
+            Some("http://127.0.0.1:9")
+        );
     }
 }
