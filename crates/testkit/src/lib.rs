@@ -14,6 +14,7 @@
 //!   HTTP/1.1) well enough to inject a named fault at a named point of the
 //!   git conversation, and records every connection.
 //! * [`pktline`] — a small, pure pkt-line framer.
+//! * [`tinyproxy::Tinyproxy`] — a real forward proxy (CONNECT for https).
 //! * [`tls::TestPki`] — a throwaway CA and server certificates per run
 //!   (good, another CA's, expired, another name's) for https servers.
 
@@ -29,6 +30,7 @@ pub mod proxy;
 pub mod repo;
 pub mod scripted;
 pub mod sshd;
+pub mod tinyproxy;
 pub mod tls;
 
 mod net;
@@ -38,4 +40,5 @@ pub use http_backend::HttpBackend;
 pub use proxy::{ConnectionRecord, Fault, FaultProxy, Point, Protocol, Service};
 pub use repo::{BareRepo, RepoBuilder};
 pub use sshd::{Sshd, SshdOptions};
+pub use tinyproxy::Tinyproxy;
 pub use tls::{CertFiles, ServerCert, TestPki};
