@@ -4,7 +4,7 @@
 
 use std::process::{Command, Stdio};
 
-use sluice_testkit::{HttpBackend, RepoBuilder, ServerCert, TestPki};
+use sluice_testkit::{HttpBackend, RepoBuilder, ServerCert, TestPki, Tinyproxy};
 
 struct Run {
     code: i32,
@@ -12,14 +12,36 @@ struct Run {
     stderr: String,
 }
 
+const PROXY_VARS: [&str; 8] = [
+    "http_proxy",
+    "HTTP_PROXY",
+    "https_proxy",
+    "HTTPS_PROXY",
+    "all_proxy",
+    "ALL_PROXY",
+    "no_proxy",
+    "NO_PROXY",
+];
+
 /// `sluice-remote args...` with `SSL_CERT_FILE` set to `cert_file` (or
-/// removed).
+/// removed) and no proxy variable.
 fn sluice(args: &[&str], cert_file: Option<&std::path::Path>) -> Run {
+    sluice_env(args, cert_file, &[])
+}
+
+/// [`sluice`] with these variables set (every other proxy variable removed).
+fn sluice_env(args: &[&str], cert_file: Option<&std::path::Path>, vars: &[(&str, &str)]) -> Run {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_sluice-remote"));
     cmd.args(args)
         .env_remove("RUST_LOG")
         .env_remove("SSL_CERT_FILE")
         .stdin(Stdio::null());
+    for v in PROXY_VARS {
+        cmd.env_remove(v);
+    }
+    for (k, v) in vars {
+        cmd.env(k, v);
+    }
     if let Some(f) = cert_file {
         cmd.env("SSL_CERT_FILE", f);
     }
@@ -149,4 +171,67 @@ fn a_ca_file_that_cannot_be_read_is_a_usage_error_naming_it() {
         None,
     );
     assert_eq!(r.code, 2, "{}", r.stderr);
+}
+
+#[test]
+fn https_proxy_from_the_environment_is_used_named_and_bypassed_as_curl_does() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = TestPki::new().expect("pki");
+    let server = serve(dir.path(), &pki, ServerCert::Good);
+    let url = server.url("r.git");
+    let ca_path = pki.ca_file();
+    let ca = ca_path.to_str().expect("utf-8 path");
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let dead_proxy = format!("http://user:proxy-secret@{dead}");
+    let ls = |extra: &[&str], vars: &[(&str, &str)]| {
+        let mut args = vec![
+            "ls-refs",
+            url.as_str(),
+            "--ca-file",
+            ca,
+            "--max-attempts",
+            "2",
+        ];
+        args.extend(QUICK);
+        args.extend(extra);
+        sluice_env(&args, None, vars)
+    };
+
+    // HTTPS_PROXY is read: a dead proxy is unjudged (exit 3), named
+    // without its user info.
+    let r = ls(&[], &[("HTTPS_PROXY", &dead_proxy)]);
+    assert_eq!(r.code, 3, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(&format!("through proxy http://{dead}")),
+        "{}",
+        r.stderr
+    );
+    assert!(!r.stderr.contains("proxy-secret"), "{}", r.stderr);
+    assert!(!r.stdout.contains("proxy-secret"), "{}", r.stdout);
+
+    // NO_PROXY naming the host, and --no-proxy, go direct.
+    let r = ls(
+        &[],
+        &[("HTTPS_PROXY", &dead_proxy), ("NO_PROXY", "127.0.0.1")],
+    );
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = ls(&["--no-proxy"], &[("HTTPS_PROXY", &dead_proxy)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // HTTP_PROXY never applies to https.
+    let r = ls(&[], &[("HTTP_PROXY", &dead_proxy)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+
+    // --proxy overrides the environment; the tunnel goes through it.
+    let proxy = Tinyproxy::start().expect("tinyproxy starts");
+    let r = ls(&["--proxy", &proxy.url()], &[("HTTPS_PROXY", &dead_proxy)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let connect = format!("CONNECT {} ", server.addr());
+    assert!(
+        proxy.requests().iter().any(|r| r.starts_with(&connect)),
+        "{:?}",
+        proxy.requests()
+    );
 }
