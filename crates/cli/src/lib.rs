@@ -121,6 +121,17 @@ pub struct GlobalArgs {
     /// The least pause before a credential bought after a refusal (default 5s).
     #[arg(long, global = true, value_name = "DUR")]
     pub settle: Option<String>,
+    /// https: trust roots (PEM) added to the platform's; repeatable.
+    /// SSL_CERT_FILE replaces the platform's, as in curl and git.
+    #[arg(long = "ca-file", global = true, value_name = "PEM", action = ArgAction::Append)]
+    pub ca_files: Vec<PathBuf>,
+    /// This proxy for every http(s) request (default: HTTPS_PROXY, HTTP_PROXY
+    /// and NO_PROXY, as curl reads them).
+    #[arg(long, global = true, value_name = "URL", conflicts_with = "no_proxy")]
+    pub proxy: Option<String>,
+    /// No proxy, whatever the environment says.
+    #[arg(long, global = true)]
+    pub no_proxy: bool,
     /// Print one JSON document on stdout.
     #[arg(long, global = true)]
     pub json: bool,
@@ -144,6 +155,9 @@ impl std::fmt::Debug for GlobalArgs {
                 &self.token_command.as_ref().map(|_| "<hidden>"),
             )
             .field("settle", &self.settle)
+            .field("ca_files", &self.ca_files)
+            .field("proxy", &self.proxy.as_deref().map(sluice_git::redact))
+            .field("no_proxy", &self.no_proxy)
             .field("json", &self.json)
             .field("verbose", &self.verbose)
             .finish()
@@ -350,6 +364,8 @@ pub struct Common {
     pub token_command: Option<String>,
     /// The settle pause, when given.
     pub settle: Option<Duration>,
+    /// The https settings (`--ca-file` read, `--proxy` / `--no-proxy`).
+    pub https: sluice_git::HttpsConfig,
     /// One JSON document on stdout.
     pub json: bool,
     /// 0: quiet; 1: debug tracing; 2+: trace.
@@ -368,6 +384,7 @@ impl std::fmt::Debug for Common {
                 &self.token_command.as_ref().map(|_| "<hidden>"),
             )
             .field("settle", &self.settle)
+            .field("https", &self.https)
             .field("json", &self.json)
             .field("verbose", &self.verbose)
             .finish()
@@ -454,7 +471,7 @@ pub struct Config {
 
 /// Parse and validate a command line (the first item is the program name).
 /// Never panics; never touches the file system except to check that the
-/// `--ledger` file's directory exists.
+/// `--ledger` file's directory exists and to read the `--ca-file` files.
 pub fn parse<I, T>(args: I) -> Result<Config, ParseError>
 where
     I: IntoIterator<Item = T>,
@@ -604,6 +621,21 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             return Err(UsageError::new("--token-command", "empty command"));
         }
     }
+    let mut https = sluice_git::HttpsConfig::new();
+    for f in &g.ca_files {
+        https = https
+            .with_ca_file(f)
+            .map_err(|e| UsageError::new("--ca-file", e.to_string()))?;
+    }
+    if let Some(p) = &g.proxy {
+        https = https
+            .with_proxy(sluice_git::ProxyChoice::Url(p.clone()))
+            .map_err(|e| UsageError::new("--proxy", e.to_string()))?;
+    } else if g.no_proxy {
+        https = https
+            .with_proxy(sluice_git::ProxyChoice::Direct)
+            .map_err(|e| UsageError::new("--no-proxy", e.to_string()))?;
+    }
     let common = Common {
         bounds,
         profile,
@@ -611,6 +643,7 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         ledger: g.ledger.clone(),
         token_command: g.token_command.clone(),
         settle,
+        https,
         json: g.json,
         verbose: g.verbose,
     };
@@ -777,6 +810,9 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
                 ("--ledger", g.ledger.is_some()),
                 ("--token-command", g.token_command.is_some()),
                 ("--settle", g.settle.is_some()),
+                ("--ca-file", !g.ca_files.is_empty()),
+                ("--proxy", g.proxy.is_some()),
+                ("--no-proxy", g.no_proxy),
                 ("--json", g.json),
             ];
             if let Some((flag, _)) = given.iter().find(|(_, on)| *on) {

@@ -197,7 +197,7 @@ fn run(config: &Config) -> anyhow::Result<u8> {
     let common = &config.common;
     match &config.action {
         Action::LsRefs { url, prefixes } => {
-            let client = GitClient::new(policy(common));
+            let client = GitClient::new(policy(common)).with_https(common.https.clone());
             let out = client
                 .ls_refs(url, prefixes, &git_options(common))
                 .map_err(|e| sluice_cli::input_error(&e))?;
@@ -215,7 +215,7 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             repo,
         } => {
             let repo = sluice_cli::open_repo(repo)?;
-            let client = GitClient::new(policy(common));
+            let client = GitClient::new(policy(common)).with_https(common.https.clone());
             let bar = progress::Bar::new("fetch", common.verbose > 0);
             let mut opts = git_options(common);
             opts.progress = bar.callback();
@@ -253,7 +253,7 @@ fn run(config: &Config) -> anyhow::Result<u8> {
         } => {
             let repo = sluice_cli::open_repo(repo)?;
             let updates = sluice_cli::resolve_updates(specs, leases, &repo)?;
-            let client = GitClient::new(policy(common));
+            let client = GitClient::new(policy(common)).with_https(common.https.clone());
             let bar = progress::Bar::new("push", common.verbose > 0);
             let mut opts = git_options(common);
             opts.progress = bar.callback();
@@ -307,6 +307,7 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             let client = sluice_forge::ForgeClient::builder(&base)
                 .policy(policy(common))
                 .bounds(common.bounds)
+                .https(common.https.clone())
                 .build()
                 .context("building the HTTP client")?;
             let opts = sluice_forge::CallOptions {

@@ -117,11 +117,7 @@ impl GitHubAppSource {
         let api_base = crate::client::parse_base(api_base)?;
         let key = EncodingKey::from_rsa_pem(pem.expose_secret().as_bytes())
             .map_err(|e| ForgeError::Key(e.to_string()))?;
-        let http = reqwest::blocking::Client::builder()
-            .user_agent(crate::client::DEFAULT_USER_AGENT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ForgeError::Http(crate::client::error_chain(&e)))?;
+        let http = Self::http_client(&sluice_https::HttpsConfig::new())?;
         Ok(GitHubAppSource {
             api_base,
             app_id: app_id.into(),
@@ -133,6 +129,25 @@ impl GitHubAppSource {
             cache: Mutex::new(None),
             mints: AtomicU32::new(0),
         })
+    }
+
+    fn http_client(
+        https: &sluice_https::HttpsConfig,
+    ) -> Result<reqwest::blocking::Client, ForgeError> {
+        https
+            .client_builder()
+            .map_err(|e| ForgeError::Http(e.to_string()))?
+            .user_agent(crate::client::DEFAULT_USER_AGENT)
+            .redirect(reqwest::redirect::Policy::none())
+            .build()
+            .map_err(|e| ForgeError::Http(crate::client::error_chain(&e)))
+    }
+
+    /// Mint tokens with these https settings (trust roots, proxy) instead
+    /// of the platform's roots and the environment's proxies.
+    pub fn with_https(mut self, https: &sluice_https::HttpsConfig) -> Result<Self, ForgeError> {
+        self.http = Self::http_client(https)?;
+        Ok(self)
     }
 
     /// The timeout of one token request.

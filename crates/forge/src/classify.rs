@@ -4,7 +4,8 @@
 //!
 //! | exchange | read (GET) | write (POST/PATCH/PUT/DELETE) |
 //! |---|---|---|
-//! | no status, phase `connect` (refused, DNS, TLS, connect timeout) | unjudged | unjudged |
+//! | TLS refused while connecting (a certificate error or an alert: [`sluice_https::TlsRefusal`]) | answered | answered |
+//! | no status, phase `connect` (refused, DNS, a TLS handshake cut, reset or timeout, connect timeout) | unjudged | unjudged |
 //! | no status, phase `request-sent` (cut or timeout after sending) | unknown | unknown |
 //! | 2xx with its body read | success | success |
 //! | 2xx whose body was cut (phase `response-headers`) | unknown | unknown |
@@ -84,6 +85,9 @@ pub struct Exchange<'a> {
     /// The API's message for an answer (see [`api_message`]), or what
     /// happened on the wire when there is no status.
     pub text: &'a str,
+    /// A TLS refusal found in the failure's source chain
+    /// ([`sluice_https::tls_refusal`]), when there is no status.
+    pub tls: Option<&'a sluice_https::TlsRefusal>,
 }
 
 /// Class one exchange: `Ok(())` is a success; otherwise the
@@ -93,6 +97,14 @@ pub struct Exchange<'a> {
 pub fn classify(x: &Exchange<'_>, now: SystemTime) -> Result<(), AttemptError> {
     let phase = x.phase.as_str();
     let Some(status) = x.status else {
+        // A certificate error or an alert while connecting: the server's
+        // answer, the same whatever we try.
+        if let (Some(refusal), Phase::Connect) = (x.tls, x.phase) {
+            return Err(AttemptError::answered(
+                phase,
+                format!("{refusal}: {}", x.text),
+            ));
+        }
         // No answer at all.
         return Err(if x.phase == Phase::Connect {
             AttemptError::unjudged(phase, x.text.to_string())
@@ -270,6 +282,7 @@ mod tests {
                 status,
                 headers: h,
                 text,
+                tls: None,
             },
             now(),
         )
@@ -292,6 +305,27 @@ mod tests {
                 (r.class, r.phase.as_ref()),
                 (Class::Unknown, "request-sent")
             );
+        }
+    }
+
+    #[test]
+    fn a_tls_refusal_while_connecting_is_answered_and_a_handshake_cut_is_not() {
+        let h = HeaderMap::new();
+        let refusal = sluice_https::TlsRefusal::Expired;
+        for e in BOTH {
+            let x = Exchange {
+                effect: e,
+                phase: Phase::Connect,
+                status: None,
+                headers: &h,
+                text: "invalid peer certificate: Expired",
+                tls: Some(&refusal),
+            };
+            let r = classify(&x, now()).unwrap_err();
+            assert_eq!((r.class, r.phase.as_ref()), (Class::Answered, "connect"));
+            assert!(r.cause.contains("expired"), "{}", r.cause);
+            let r = run(e, Phase::Connect, None, &h, "tls handshake eof").unwrap_err();
+            assert_eq!(r.class, Class::Unjudged);
         }
     }
 

@@ -118,7 +118,9 @@ impl Creds {
 /// # Default
 /// user agent `sluice-remote/<version>`, a fresh [`Policy::default`], no
 /// credentials, the `command` profile's bounds, writes to one host at least
-/// 1 s apart, at most 8 concurrent requests per host, 5 s to connect.
+/// 1 s apart, at most 8 concurrent requests per host, 5 s to connect, the
+/// platform's trust roots and proxies from the environment
+/// ([`sluice_https::HttpsConfig::new`]).
 pub struct ForgeClientBuilder {
     base: String,
     user_agent: String,
@@ -128,9 +130,18 @@ pub struct ForgeClientBuilder {
     write_spacing: Duration,
     max_concurrent: usize,
     connect_timeout: Duration,
+    https: sluice_https::HttpsConfig,
 }
 
 impl ForgeClientBuilder {
+    /// The https settings: trust roots added to the platform's
+    /// (`--ca-file`) and the proxy. A TLS certificate error or alert is
+    /// answered at `connect`; a handshake cut, reset or timeout is unjudged.
+    pub fn https(mut self, https: sluice_https::HttpsConfig) -> Self {
+        self.https = https;
+        self
+    }
+
     /// Send this user agent.
     pub fn user_agent(mut self, ua: impl Into<String>) -> Self {
         self.user_agent = ua.into();
@@ -194,8 +205,11 @@ impl ForgeClientBuilder {
         let creds = self
             .creds
             .or_else(|| url_secret.map(|s| Creds::Plain(Arc::new(StaticSource::new(s)))));
+        let proxies = self.https.proxies();
         let build = |redirects: reqwest::redirect::Policy| {
-            reqwest::blocking::Client::builder()
+            self.https
+                .client_builder_with(proxies.clone())
+                .map_err(|e| ForgeError::Http(e.to_string()))?
                 .user_agent(self.user_agent.clone())
                 .redirect(redirects)
                 .connect_timeout(self.connect_timeout)
@@ -214,6 +228,7 @@ impl ForgeClientBuilder {
                 bounds: self.bounds,
                 gates: Gates::new(self.max_concurrent, self.write_spacing),
                 user_agent: self.user_agent,
+                proxies,
             }),
         })
     }
@@ -228,6 +243,8 @@ struct Inner {
     bounds: Bounds,
     gates: Gates,
     user_agent: String,
+    /// Which proxy each request goes through (named in its errors).
+    proxies: sluice_https::Proxies,
 }
 
 /// A client of one forge's REST API (GitHub or GitHub Enterprise).
@@ -307,6 +324,7 @@ pub(crate) fn judge(effect: Effect, a: &Answer) -> Result<(), AttemptError> {
             status: Some(a.status),
             headers: &a.headers,
             text: &message,
+            tls: None,
         },
         SystemTime::now(),
     )
@@ -399,6 +417,7 @@ impl ForgeClient {
             write_spacing: Duration::from_secs(1),
             max_concurrent: 8,
             connect_timeout: Duration::from_secs(5),
+            https: sluice_https::HttpsConfig::new(),
         }
     }
 
@@ -796,7 +815,15 @@ impl ForgeClient {
                     }
                     Phase::RequestSent
                 };
-                let text = error_chain(&e.without_url());
+                let tls = if phase == Phase::Connect {
+                    sluice_https::tls_refusal(&e)
+                } else {
+                    None
+                };
+                let mut text = error_chain(&e.without_url());
+                if let Some(proxy) = self.inner.proxies.named_for(p.url) {
+                    text.push_str(&format!(" (through proxy {proxy})"));
+                }
                 tracing::debug!(
                     method = %p.method, url = %p.url, credential = ?fingerprint, phase = phase.as_str(),
                     elapsed_ms = sent_at.elapsed().as_millis() as u64, error = %text, "forge request failed"
@@ -809,6 +836,7 @@ impl ForgeClient {
                         status: None,
                         headers: &empty,
                         text: &text,
+                        tls: tls.as_ref(),
                     },
                     SystemTime::now(),
                 )
@@ -832,6 +860,7 @@ impl ForgeClient {
                         status: Some(status),
                         headers: &headers,
                         text: &text,
+                        tls: None,
                     },
                     SystemTime::now(),
                 )

@@ -61,6 +61,7 @@ pub use client::{
 pub use error::ForgeError;
 pub use reqwest::header::HeaderMap;
 pub use reqwest::{Method, Url};
+pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use types::{
     CheckRun, CheckRunList, CiState, CiStatus, CombinedStatus, IssueComment, NewCheckRun,
     NewPullRequest, PullEnd, PullRequest, RepoRef, StatusContext,

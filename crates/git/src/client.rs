@@ -191,44 +191,69 @@ pub(crate) fn error_text(e: &gix::Error) -> String {
     crate::remote::redact(&s)
 }
 
-/// A reqwest client made on first use: building one loads the system's CA
-/// store and starts a runtime thread, which a client that only speaks
-/// git://, ssh:// or file:// never needs. Clones share it.
 /// How long the reads' client keeps an idle connection for reuse: less
 /// than the 5 s after which common servers close one.
 const READ_POOL_IDLE: Duration = Duration::from_secs(4);
 
+/// A reqwest client and the proxies it routes through (to name the proxy
+/// in the errors of a request that went through one).
+#[derive(Clone)]
+pub(crate) struct HttpClient {
+    pub client: reqwest::blocking::Client,
+    pub proxies: Arc<sluice_https::Proxies>,
+}
+
+/// A reqwest client made on first use: building one loads the platform's
+/// trust roots (once per process) and starts a runtime thread, which a
+/// client that only speaks git://, ssh:// or file:// never needs. Clones
+/// share it.
 #[derive(Clone)]
 pub(crate) struct LazyHttp {
-    cell: Arc<std::sync::OnceLock<reqwest::blocking::Client>>,
+    cell: Arc<std::sync::OnceLock<Result<HttpClient, String>>>,
+    https: Arc<sluice_https::HttpsConfig>,
     write: bool,
 }
 
 impl LazyHttp {
-    fn new(write: bool) -> Self {
+    fn new(write: bool, https: Arc<sluice_https::HttpsConfig>) -> Self {
         LazyHttp {
             cell: Arc::default(),
+            https,
             write,
         }
     }
 
     /// The client; writes get one that keeps no idle connections (a POST
-    /// is never resent on a stale pooled connection).
-    pub(crate) fn get(&self) -> &reqwest::blocking::Client {
-        self.cell.get_or_init(|| {
-            let mut b =
-                reqwest::blocking::Client::builder().connect_timeout(Duration::from_secs(30));
-            if self.write {
-                b = b.pool_max_idle_per_host(0);
-            } else {
-                // Apache and lighttpd close an idle keep-alive connection
-                // after 5 s: a request sent on one the server is closing
-                // fails ("connection closed before message completed") and
-                // costs a retry. Idle connections are dropped here first.
-                b = b.pool_idle_timeout(READ_POOL_IDLE);
-            }
-            b.build().expect("building the HTTP client")
-        })
+    /// is never resent on a stale pooled connection). An error is local
+    /// trouble (an unreadable `SSL_CERT_FILE`, a proxy reqwest refuses).
+    pub(crate) fn get(&self) -> Result<&HttpClient, String> {
+        self.cell
+            .get_or_init(|| {
+                let proxies = self.https.proxies();
+                let mut b = self
+                    .https
+                    .client_builder_with(proxies.clone())
+                    .map_err(|e| e.to_string())?
+                    .connect_timeout(Duration::from_secs(30));
+                if self.write {
+                    b = b.pool_max_idle_per_host(0);
+                } else {
+                    // Apache and lighttpd close an idle keep-alive connection
+                    // after 5 s: a request sent on one the server is closing
+                    // fails ("connection closed before message completed") and
+                    // costs a retry. Idle connections are dropped here first.
+                    b = b.pool_idle_timeout(READ_POOL_IDLE);
+                }
+                let client = b
+                    .build()
+                    .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+                Ok(HttpClient {
+                    client,
+                    proxies: Arc::new(proxies),
+                })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
     }
 }
 
@@ -237,8 +262,8 @@ impl GitClient {
     pub fn new(policy: Arc<Policy>) -> Self {
         GitClient {
             policy,
-            http: LazyHttp::new(false),
-            http_write: LazyHttp::new(true),
+            http: LazyHttp::new(false, Arc::default()),
+            http_write: LazyHttp::new(true, Arc::default()),
             agent: format!("sluice-remote/{}", env!("CARGO_PKG_VERSION")),
             git_program: "git".into(),
             v2_http: Default::default(),
@@ -252,6 +277,18 @@ impl GitClient {
     /// refused: the call is `answered`, not retried.
     pub fn with_advertisement_limit(mut self, bytes: u64) -> Self {
         self.advert_cap = bytes.max(1024);
+        self
+    }
+
+    /// The https settings of http(s) remotes: trust roots added to the
+    /// platform's (`--ca-file`) and the proxy (`--proxy`, `--no-proxy`).
+    /// The default is [`sluice_https::HttpsConfig::new`]: the platform's
+    /// roots (or `SSL_CERT_FILE`'s) and proxies from the environment.
+    /// Connections already open are not reused by the new settings.
+    pub fn with_https(mut self, https: sluice_https::HttpsConfig) -> Self {
+        let https = Arc::new(https);
+        self.http = LazyHttp::new(false, Arc::clone(&https));
+        self.http_write = LazyHttp::new(true, https);
         self
     }
 

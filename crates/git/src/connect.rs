@@ -413,7 +413,7 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
         ))
     });
     let http =
-        crate::http::SluiceHttp::new(d.http_client.get().clone(), auth, wire.clone(), d.timeout);
+        crate::http::SluiceHttp::new(d.http_client.get().cloned(), auth, wire.clone(), d.timeout);
     (
         http,
         Meta {

@@ -123,6 +123,18 @@ pub enum GitError {
         /// Whether the request body had been sent (a write's request complete).
         request_complete: bool,
     },
+    /// The TLS handshake was refused (https): the server's certificate is
+    /// not trusted, has expired, is for another name, or the server sent an
+    /// alert. Its answer: asking again cannot change it.
+    #[error("{refusal} ({host})")]
+    Tls {
+        /// The phase reached (`connect`).
+        phase: Phase,
+        /// What was refused.
+        refusal: sluice_https::TlsRefusal,
+        /// The server (`host:port`) that presented it.
+        host: String,
+    },
     /// The connection failed, was cut or reset.
     #[error("{detail} (at {phase})")]
     Transport {
@@ -214,6 +226,7 @@ impl GitError {
         match self {
             GitError::Remote { phase, .. }
             | GitError::Http { phase, .. }
+            | GitError::Tls { phase, .. }
             | GitError::Transport { phase, .. }
             | GitError::Timeout { phase, .. }
             | GitError::Cancelled { phase, .. }
@@ -233,6 +246,7 @@ impl GitError {
             | GitError::Unsupported { .. }
             | GitError::Refused { .. }
             | GitError::NotAdvertised { .. }
+            | GitError::Tls { .. }
             | GitError::BadPack { .. } => Class::Answered,
             GitError::Http {
                 status,
@@ -312,6 +326,19 @@ pub(crate) fn from_wire(
     timeout: Duration,
     detail: String,
 ) -> GitError {
+    if let Some(why) = &st.local_failure {
+        return GitError::Local {
+            phase,
+            detail: why.clone(),
+        };
+    }
+    if let Some((refusal, host)) = &st.tls_refusal {
+        return GitError::Tls {
+            phase,
+            refusal: refusal.clone(),
+            host: host.clone(),
+        };
+    }
     if let Some((status, retry_after, words)) = &st.http_status {
         return GitError::Http {
             phase,

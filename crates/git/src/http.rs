@@ -19,7 +19,8 @@ use crate::wire::{TrackedRead, Wire};
 
 /// One request, sent at most once.
 struct Exchange {
-    client: reqwest::blocking::Client,
+    /// The client, or why none could be built (local trouble).
+    client: Result<crate::client::HttpClient, String>,
     method: reqwest::Method,
     url: String,
     headers: Vec<(String, String)>,
@@ -46,10 +47,20 @@ impl Exchange {
             self.result = Some(Err("attempt timed out before the request".into()));
             return;
         }
-        let mut req = self
-            .client
-            .request(self.method.clone(), &self.url)
-            .timeout(left);
+        let (client, proxy) = match &self.client {
+            Ok(c) => (
+                &c.client,
+                reqwest::Url::parse(&self.url)
+                    .ok()
+                    .and_then(|u| c.proxies.named_for(&u)),
+            ),
+            Err(why) => {
+                self.wire.lock().local_failure = Some(why.clone());
+                self.result = Some(Err(why.clone()));
+                return;
+            }
+        };
+        let mut req = client.request(self.method.clone(), &self.url).timeout(left);
         for (k, v) in &self.headers {
             req = req.header(k.as_str(), v.as_str());
         }
@@ -71,11 +82,27 @@ impl Exchange {
                 }
                 if e.is_connect() {
                     st.http_connect_failed = true;
+                    // A certificate error or an alert while connecting is
+                    // the server's answer; a cut, reset or timeout of the
+                    // handshake is not (no rustls error in the chain).
+                    st.tls_refusal = sluice_https::tls_refusal(&e).map(|r| {
+                        let host = e
+                            .url()
+                            .map(|u| {
+                                format!(
+                                    "{}:{}",
+                                    u.host_str().unwrap_or(""),
+                                    u.port_or_known_default().unwrap_or(0)
+                                )
+                            })
+                            .unwrap_or_default();
+                        (r, host)
+                    });
                 } else if is_post {
                     drop(st);
                     self.wire.flushed(&body);
                 }
-                self.result = Some(Err(describe(&e)));
+                self.result = Some(Err(describe(&e, proxy.as_deref())));
             }
             Ok(resp) => {
                 if is_post {
@@ -102,10 +129,13 @@ impl Exchange {
                     );
                     let mut excerpt = String::new();
                     let _ = resp.take(512).read_to_string(&mut excerpt);
-                    let words = match excerpt.lines().find(|l| !l.trim().is_empty()) {
+                    let mut words = match excerpt.lines().find(|l| !l.trim().is_empty()) {
                         Some(l) => format!("{} ({})", line.trim(), l.trim()),
                         None => line.trim().to_string(),
                     };
+                    if let Some(p) = &proxy {
+                        words.push_str(&format!(" (through proxy {p})"));
+                    }
                     self.wire.lock().http_status =
                         Some((status.as_u16(), retry_after, words.clone()));
                     self.result = Some(Err(format!("HTTP {words}")));
@@ -119,13 +149,18 @@ impl Exchange {
     }
 }
 
-fn describe(e: &reqwest::Error) -> String {
+/// The error and its sources, without user info, naming the proxy the
+/// request went through (never its user info).
+fn describe(e: &reqwest::Error, proxy: Option<&str>) -> String {
     let mut s = e.to_string();
     let mut src = std::error::Error::source(e);
     while let Some(inner) = src {
         s.push_str(": ");
         s.push_str(&inner.to_string());
         src = inner.source();
+    }
+    if let Some(p) = proxy {
+        s.push_str(&format!(" (through proxy {p})"));
     }
     crate::remote::redact(&s)
 }
@@ -247,7 +282,7 @@ impl Write for PostBody {
 
 /// The `Http` implementation handed to gix-transport.
 pub(crate) struct SluiceHttp {
-    client: reqwest::blocking::Client,
+    client: Result<crate::client::HttpClient, String>,
     auth: Option<SecretString>,
     wire: Wire,
     deadline: Instant,
@@ -256,7 +291,7 @@ pub(crate) struct SluiceHttp {
 impl SluiceHttp {
     /// `auth` is the whole `Authorization` header value.
     pub fn new(
-        client: reqwest::blocking::Client,
+        client: Result<crate::client::HttpClient, String>,
         auth: Option<SecretString>,
         wire: Wire,
         timeout: Duration,

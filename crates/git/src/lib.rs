@@ -49,3 +49,4 @@ pub use push::{
     RefResult, RefStatus, RefUpdate, RejectReason,
 };
 pub use remote::{redact, BadUrl, Remote, TransportKind};
+pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};

@@ -43,6 +43,12 @@ pub(crate) struct WireState {
     pub http_status: Option<(u16, Option<std::time::Duration>, String)>,
     /// An HTTP transport failure that happened before anything was sent.
     pub http_connect_failed: bool,
+    /// The TLS handshake was refused: a certificate error or an alert
+    /// (classed from the `rustls::Error` in the failure's source chain),
+    /// and the server (`host:port`) that refused it.
+    pub tls_refusal: Option<(sluice_https::TlsRefusal, String)>,
+    /// Local trouble before any request (the HTTP client could not be built).
+    pub local_failure: Option<String>,
     /// A spawned server's exit status code (None: signal or still running).
     pub child_exit: Option<Option<i32>>,
     /// A spawned server's last non-empty stderr line.

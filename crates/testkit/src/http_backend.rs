@@ -12,6 +12,10 @@
 //! start with [`HttpBackend::start_with_auth`] to require basic auth for
 //! pushing (and only for pushing), or call
 //! [`HttpBackend::enable_anonymous_push`] on a repository.
+//!
+//! [`HttpBackend::start_https`] serves the same over TLS (lighttpd's
+//! `mod_openssl`, Debian's `lighttpd-mod-openssl`) with a certificate of a
+//! [`crate::tls::TestPki`]: `https://127.0.0.1:PORT/git/<repo>`.
 
 use std::io::{self, Read, Seek};
 use std::net::SocketAddr;
@@ -20,6 +24,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use crate::net::{free_port, wait_for_port};
+use crate::tls::CertFiles;
 
 const START_TIMEOUT: Duration = Duration::from_secs(10);
 
@@ -31,6 +36,7 @@ pub struct HttpBackend {
     base: PathBuf,
     run_dir: tempfile::TempDir,
     credentials: Option<(String, String)>,
+    tls: Option<CertFiles>,
     stderr: std::fs::File,
 }
 
@@ -46,6 +52,18 @@ pub fn find_lighttpd() -> Option<PathBuf> {
         .find(|p| p.is_file())
 }
 
+/// lighttpd's `mod_openssl`, where Debian's `lighttpd-mod-openssl` puts it.
+pub fn find_mod_openssl() -> Option<PathBuf> {
+    [
+        "/usr/lib/lighttpd",
+        "/usr/local/lib/lighttpd",
+        "/usr/lib64/lighttpd",
+    ]
+    .iter()
+    .map(|d| Path::new(d).join("mod_openssl.so"))
+    .find(|p| p.is_file())
+}
+
 fn quote(p: &Path) -> String {
     let s = p.display().to_string();
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
@@ -55,14 +73,33 @@ impl HttpBackend {
     /// Serves `base` without authentication (pushing needs
     /// [`HttpBackend::enable_anonymous_push`] on the repository).
     pub fn start(base: &Path) -> io::Result<HttpBackend> {
-        Self::launch(base, None)
+        Self::launch(base, None, None)
+    }
+
+    /// Serves `base` over https presenting `cert`, without authentication.
+    pub fn start_https(base: &Path, cert: &CertFiles) -> io::Result<HttpBackend> {
+        Self::launch(base, None, Some(cert.clone()))
+    }
+
+    /// [`HttpBackend::start_with_auth`] over https presenting `cert`.
+    pub fn start_https_with_auth(
+        base: &Path,
+        cert: &CertFiles,
+        user: &str,
+        password: &str,
+    ) -> io::Result<HttpBackend> {
+        Self::launch(
+            base,
+            Some((user.to_owned(), password.to_owned())),
+            Some(cert.clone()),
+        )
     }
 
     /// Serves `base`; receive-pack (both `info/refs?service=git-receive-pack`
     /// and `POST .../git-receive-pack`) requires basic auth as
     /// `user`/`password`, everything else is anonymous.
     pub fn start_with_auth(base: &Path, user: &str, password: &str) -> io::Result<HttpBackend> {
-        Self::launch(base, Some((user.to_owned(), password.to_owned())))
+        Self::launch(base, Some((user.to_owned(), password.to_owned())), None)
     }
 
     /// Lets anonymous clients push to the repository at `repo`
@@ -72,7 +109,11 @@ impl HttpBackend {
         Ok(())
     }
 
-    fn launch(base: &Path, credentials: Option<(String, String)>) -> io::Result<HttpBackend> {
+    fn launch(
+        base: &Path,
+        credentials: Option<(String, String)>,
+        tls: Option<CertFiles>,
+    ) -> io::Result<HttpBackend> {
         let lighttpd = find_lighttpd().ok_or_else(|| {
             io::Error::new(
                 io::ErrorKind::NotFound,
@@ -90,7 +131,7 @@ impl HttpBackend {
         }
         let mut last_err = None;
         for _ in 0..5 {
-            match Self::try_launch(&lighttpd, &backend, &base, credentials.clone()) {
+            match Self::try_launch(&lighttpd, &backend, &base, credentials.clone(), tls.clone()) {
                 Ok(b) => return Ok(b),
                 Err(e) => last_err = Some(e),
             }
@@ -103,6 +144,7 @@ impl HttpBackend {
         backend: &Path,
         base: &Path,
         credentials: Option<(String, String)>,
+        tls: Option<CertFiles>,
     ) -> io::Result<HttpBackend> {
         let run_dir = tempfile::Builder::new()
             .prefix("sluice-lighttpd-")
@@ -123,6 +165,21 @@ impl HttpBackend {
                 quote(&users)
             );
         }
+        let mut ssl = String::new();
+        if let Some(files) = &tls {
+            find_mod_openssl().ok_or_else(|| {
+                    io::Error::new(
+                        io::ErrorKind::NotFound,
+                        "lighttpd's mod_openssl is not installed: install it (apt-get install -y lighttpd-mod-openssl) to run https tests",
+                    )
+            })?;
+            modules.push("mod_openssl");
+            ssl = format!(
+                "ssl.engine = \"enable\"\nssl.pemfile = {}\nssl.privkey = {}\n",
+                quote(&files.cert),
+                quote(&files.key)
+            );
+        }
         let modules = modules
             .iter()
             .map(|m| format!("\"{m}\""))
@@ -139,7 +196,7 @@ impl HttpBackend {
              alias.url = ( \"/git\" => {backend} )\n\
              $HTTP[\"url\"] =~ \"^/git\" {{\n  cgi.assign = ( \"\" => \"\" )\n  \
              setenv.add-environment = ( \"GIT_PROJECT_ROOT\" => {base}, \"GIT_HTTP_EXPORT_ALL\" => \"\" )\n}}\n\
-             {auth}",
+             {auth}{ssl}",
             base = quote(base),
             pid = quote(&run.join("lighttpd.pid")),
             log = quote(&run.join("lighttpd-error.log")),
@@ -162,6 +219,7 @@ impl HttpBackend {
             base: base.to_owned(),
             run_dir,
             credentials,
+            tls,
             stderr,
         };
         let addr = me.addr;
@@ -189,17 +247,32 @@ impl HttpBackend {
         &self.base
     }
 
-    /// `http://127.0.0.1:PORT/git/<repo>`.
-    pub fn url(&self, repo: &str) -> String {
-        format!("http://{}/git/{}", self.addr, repo.trim_start_matches('/'))
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls.is_some() {
+            "https"
+        } else {
+            "http"
+        }
     }
 
-    /// `http://user:password@127.0.0.1:PORT/git/<repo>` when started with
+    /// `http(s)://127.0.0.1:PORT/git/<repo>`.
+    pub fn url(&self, repo: &str) -> String {
+        format!(
+            "{}://{}/git/{}",
+            self.scheme(),
+            self.addr,
+            repo.trim_start_matches('/')
+        )
+    }
+
+    /// `http(s)://user:password@127.0.0.1:PORT/git/<repo>` when started with
     /// credentials, else [`HttpBackend::url`].
     pub fn url_with_credentials(&self, repo: &str) -> String {
         match &self.credentials {
             Some((u, p)) => format!(
-                "http://{u}:{p}@{}/git/{}",
+                "{}://{u}:{p}@{}/git/{}",
+                self.scheme(),
                 self.addr,
                 repo.trim_start_matches('/')
             ),

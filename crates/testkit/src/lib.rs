@@ -16,6 +16,9 @@
 //! * [`pktline`] — a small, pure pkt-line framer.
 //! * [`capture::Capture`] — a `tracing` subscriber that keeps every event
 //!   with the spans it was in, for tests of what an operator reads.
+//! * [`tinyproxy::Tinyproxy`] — a real forward proxy (CONNECT for https).
+//! * [`tls::TestPki`] — a throwaway CA and server certificates per run
+//!   (good, another CA's, expired, another name's) for https servers.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -30,6 +33,8 @@ pub mod proxy;
 pub mod repo;
 pub mod scripted;
 pub mod sshd;
+pub mod tinyproxy;
+pub mod tls;
 
 mod net;
 
@@ -39,3 +44,5 @@ pub use http_backend::HttpBackend;
 pub use proxy::{ConnectionRecord, Fault, FaultProxy, Point, Protocol, Service};
 pub use repo::{BareRepo, RepoBuilder};
 pub use sshd::{Sshd, SshdOptions};
+pub use tinyproxy::Tinyproxy;
+pub use tls::{CertFiles, ServerCert, TestPki};

@@ -10,20 +10,62 @@
 
 use std::io::{self, Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream};
+use std::sync::Arc;
 
 use super::{connect_upstream, cut, Ctx, Fault, HttpExchange, Point, Service};
 
 const READ_BUF: usize = 64 * 1024;
 const MAX_HEAD: usize = 64 * 1024;
 
+/// One side of a connection: plain TCP, or TLS that the proxy ends (the
+/// client's side in https mode).
+enum Stream {
+    Plain(TcpStream),
+    Tls(Box<rustls::StreamOwned<rustls::ServerConnection, TcpStream>>),
+}
+
+impl Stream {
+    fn tcp(&self) -> &TcpStream {
+        match self {
+            Stream::Plain(s) => s,
+            Stream::Tls(t) => &t.sock,
+        }
+    }
+
+    /// Shuts the socket down: over TLS, without a close_notify (a cut).
+    fn shutdown(&self, how: Shutdown) -> io::Result<()> {
+        self.tcp().shutdown(how)
+    }
+
+    /// Writes all of `b` and pushes it onto the socket.
+    fn send(&mut self, b: &[u8]) -> io::Result<()> {
+        match self {
+            Stream::Plain(s) => s.write_all(b),
+            Stream::Tls(t) => {
+                t.write_all(b)?;
+                t.flush()
+            }
+        }
+    }
+}
+
+impl Read for Stream {
+    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
+        match self {
+            Stream::Plain(s) => s.read(buf),
+            Stream::Tls(t) => t.read(buf),
+        }
+    }
+}
+
 /// A socket with a read buffer.
 struct Conn {
-    stream: TcpStream,
+    stream: Stream,
     buf: Vec<u8>,
 }
 
 impl Conn {
-    fn new(stream: TcpStream) -> Self {
+    fn new(stream: Stream) -> Self {
         Conn {
             stream,
             buf: Vec::new(),
@@ -32,7 +74,7 @@ impl Conn {
 
     fn fill(&mut self) -> io::Result<usize> {
         let mut tmp = vec![0u8; READ_BUF];
-        let n = (&self.stream).read(&mut tmp)?;
+        let n = self.stream.read(&mut tmp)?;
         self.buf.extend_from_slice(&tmp[..n]);
         Ok(n)
     }
@@ -272,13 +314,32 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-pub(super) fn handle(ctx: &Ctx, client: TcpStream, upstream: SocketAddr) {
+/// Serves one client connection; with `tls`, the proxy ends the client's
+/// TLS (presenting that configuration's certificate) and speaks plain
+/// HTTP/1.1 upstream.
+pub(super) fn handle(
+    ctx: &Ctx,
+    client: TcpStream,
+    upstream: SocketAddr,
+    tls: Option<&Arc<rustls::ServerConfig>>,
+) {
     let _ = client.set_nodelay(true);
     ctx.update(|r| r.service = Some(Service::Http));
-    let mut client = Conn::new(client);
+    let stream = match tls {
+        None => Stream::Plain(client),
+        Some(config) => match rustls::ServerConnection::new(Arc::clone(config)) {
+            Ok(conn) => Stream::Tls(Box::new(rustls::StreamOwned::new(conn, client))),
+            Err(e) => {
+                ctx.update(|r| r.upstream_error = Some(format!("TLS: {e}")));
+                let _ = client.shutdown(Shutdown::Both);
+                return;
+            }
+        },
+    };
+    let mut client = Conn::new(stream);
     let mut up: Option<Conn> = None;
     let _ = serve(ctx, &mut client, &mut up, upstream);
-    cut(&client.stream, up.as_ref().map(|u| &u.stream));
+    cut(client.stream.tcp(), up.as_ref().map(|u| u.stream.tcp()));
 }
 
 fn serve(
@@ -345,7 +406,7 @@ fn serve(
                 resp.push_str("Connection: close\r\n");
             }
             resp.push_str("\r\n");
-            (&client.stream).write_all(resp.as_bytes())?;
+            client.stream.send(resp.as_bytes())?;
             ctx.update(|r| r.bytes_server_to_client += resp.len() as u64);
             let status = *status;
             exchange(&mut |e| {
@@ -364,21 +425,21 @@ fn serve(
             let Some(s) = connect_upstream(ctx, upstream) else {
                 return Ok(());
             };
-            *up = Some(Conn::new(s));
+            *up = Some(Conn::new(Stream::Plain(s)));
         }
         let upc = up.as_mut().expect("connected above");
         if expect {
             req.remove("Expect");
             let cont = b"HTTP/1.1 100 Continue\r\n\r\n";
-            (&client.stream).write_all(cont)?;
+            client.stream.send(cont)?;
         }
         let head = req.to_bytes();
-        (&upc.stream).write_all(&head)?;
+        upc.stream.send(&head)?;
         let mut body = 0u64;
-        let up_stream = &upc.stream;
+        let up_stream = &mut upc.stream;
         client.copy_body(framing, &mut |b| {
             body += b.len() as u64;
-            (&*up_stream).write_all(b)
+            up_stream.send(b)
         })?;
         ctx.update(|r| {
             r.bytes_client_to_server += head.len() as u64 + body;
@@ -400,7 +461,7 @@ fn serve(
             let status = resp.status().unwrap_or(0);
             if (100..200).contains(&status) && status != 101 {
                 if !cut_response {
-                    (&client.stream).write_all(&raw)?;
+                    client.stream.send(&raw)?;
                 }
                 continue;
             }
@@ -424,12 +485,12 @@ fn serve(
             return Ok(());
         }
 
-        (&client.stream).write_all(&raw_resp)?;
+        client.stream.send(&raw_resp)?;
         let mut sent = raw_resp.len() as u64;
-        let client_stream = &client.stream;
+        let client_stream = &mut client.stream;
         upc.copy_body(rframing, &mut |b| {
             sent += b.len() as u64;
-            (&*client_stream).write_all(b)
+            client_stream.send(b)
         })?;
         ctx.update(|r| r.bytes_server_to_client += sent);
         exchange(&mut |e| e.response_forwarded = true);

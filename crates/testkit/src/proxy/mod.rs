@@ -412,6 +412,7 @@ pub struct FaultProxy {
     addr: SocketAddr,
     upstream: SocketAddr,
     protocol: Protocol,
+    https: bool,
     inner: Arc<Inner>,
     accept_thread: Option<JoinHandle<()>>,
 }
@@ -420,17 +421,37 @@ impl FaultProxy {
     /// Starts a proxy on `127.0.0.1:<free port>` in front of `upstream`,
     /// passing everything through until [`FaultProxy::set_fault`].
     pub fn start(upstream: SocketAddr, protocol: Protocol) -> io::Result<FaultProxy> {
+        Self::launch(upstream, protocol, None)
+    }
+
+    /// An http-mode proxy that ends the client's TLS itself, presenting
+    /// `cert`, and speaks plain HTTP/1.1 to `upstream` (a plain
+    /// [`crate::HttpBackend`]): the http faults then apply to https
+    /// clients, and a cut is a TLS connection closed without a
+    /// close_notify. Its URLs are `https://127.0.0.1:PORT/...`.
+    pub fn https(upstream: SocketAddr, cert: &crate::tls::CertFiles) -> io::Result<FaultProxy> {
+        let config = crate::tls::server_config(cert)?;
+        Self::launch(upstream, Protocol::Http, Some(Arc::new(config)))
+    }
+
+    fn launch(
+        upstream: SocketAddr,
+        protocol: Protocol,
+        tls: Option<Arc<rustls::ServerConfig>>,
+    ) -> io::Result<FaultProxy> {
+        let https = tls.is_some();
         let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
         let inner = Arc::new(Inner::default());
         let accept_inner = Arc::clone(&inner);
         let accept_thread = std::thread::Builder::new()
             .name(format!("fault-proxy-accept-{}", addr.port()))
-            .spawn(move || accept_loop(listener, accept_inner, upstream, protocol))?;
+            .spawn(move || accept_loop(listener, accept_inner, upstream, protocol, tls))?;
         Ok(FaultProxy {
             addr,
             upstream,
             protocol,
+            https,
             inner,
             accept_thread: Some(accept_thread),
         })
@@ -495,9 +516,11 @@ impl FaultProxy {
         }
     }
 
-    /// `http://127.0.0.1:PORT/<path>` (a leading `/` in `path` is ignored).
+    /// `http://127.0.0.1:PORT/<path>` (`https://` for [`FaultProxy::https`];
+    /// a leading `/` in `path` is ignored).
     pub fn http_url(&self, path: &str) -> String {
-        format!("http://{}/{}", self.addr, path.trim_start_matches('/'))
+        let scheme = if self.https { "https" } else { "http" };
+        format!("{scheme}://{}/{}", self.addr, path.trim_start_matches('/'))
     }
 
     /// A snapshot of every connection so far, in accept order.
@@ -572,7 +595,13 @@ impl Drop for FaultProxy {
     }
 }
 
-fn accept_loop(listener: TcpListener, inner: Arc<Inner>, upstream: SocketAddr, protocol: Protocol) {
+fn accept_loop(
+    listener: TcpListener,
+    inner: Arc<Inner>,
+    upstream: SocketAddr,
+    protocol: Protocol,
+    tls: Option<Arc<rustls::ServerConfig>>,
+) {
     loop {
         let accepted = listener.accept();
         if inner.stopper.is_stopped() {
@@ -591,12 +620,13 @@ fn accept_loop(listener: TcpListener, inner: Arc<Inner>, upstream: SocketAddr, p
             id,
         };
         ctx.register(&client);
+        let tls = tls.clone();
         let spawned = std::thread::Builder::new()
             .name(format!("fault-proxy-conn-{id}"))
             .spawn(move || {
                 match protocol {
                     Protocol::Git => git::handle(&ctx, client, upstream),
-                    Protocol::Http => http::handle(&ctx, client, upstream),
+                    Protocol::Http => http::handle(&ctx, client, upstream, tls.as_ref()),
                 }
                 finish(&ctx);
             });
