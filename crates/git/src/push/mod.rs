@@ -559,21 +559,9 @@ impl GitClient {
                 .collect(),
             pack,
         };
-        if commands.is_empty() {
-            // Nothing to send: end the conversation as git does, with a flush.
-            if let Ok(w) = s
-                .transport
-                .request(WriteMode::Binary, MessageKind::Flush, false)
-            {
-                let (mut w, _) = w.into_parts();
-                let _ = encode::flush_to_write(&mut w);
-                let _ = w.flush();
-            }
-            return Ok(finish(results, None));
-        }
-        if options.dry_run {
-            // What would be sent, without sending it: the conversation ends
-            // with a flush, as for nothing to push.
+        if commands.is_empty() || options.dry_run {
+            // Nothing to send (or a dry run: what would be sent, without
+            // sending it): end the conversation as git does, with a flush.
             for (i, old, _) in &commands {
                 results[*i] = Some(ok(&updates[*i], *old));
             }
