@@ -109,28 +109,27 @@ fn init_tracing(verbose: u8) {
 
 /// A ledger that could not be opened: every claim fails with why (its path
 /// named), so the operation ends `local-error` (exit 5) and nothing runs.
-struct Unopened(LedgerError);
+struct Unopened {
+    path: String,
+    why: String,
+}
+
+impl Unopened {
+    fn error(&self) -> LedgerError {
+        LedgerError {
+            path: self.path.clone(),
+            source: std::io::Error::other(self.why.clone()),
+        }
+    }
+}
 
 impl Ledger for Unopened {
     fn claim(&self, _id: &str) -> Result<Claim, LedgerError> {
-        Err(self.0.clone_error())
+        Err(self.error())
     }
 
     fn finish(&self, _id: &str, _run: sluice_policy::PreviousRun) -> Result<(), LedgerError> {
-        Err(self.0.clone_error())
-    }
-}
-
-trait CloneError {
-    fn clone_error(&self) -> LedgerError;
-}
-
-impl CloneError for LedgerError {
-    fn clone_error(&self) -> LedgerError {
-        LedgerError {
-            path: self.path.clone(),
-            source: std::io::Error::new(self.source.kind(), self.source.to_string()),
-        }
+        Err(self.error())
     }
 }
 
@@ -139,7 +138,10 @@ impl CloneError for LedgerError {
 fn open_ledger(path: &std::path::Path) -> Arc<dyn Ledger> {
     match SqliteLedger::open(path) {
         Ok(l) => Arc::new(l),
-        Err(e) => Arc::new(Unopened(e)),
+        Err(e) => Arc::new(Unopened {
+            path: e.path,
+            why: e.source.to_string(),
+        }),
     }
 }
 
@@ -224,14 +226,8 @@ fn run(config: &Config) -> anyhow::Result<u8> {
                 .map_err(|e| sluice_cli::input_error(&e));
             bar.finish();
             let out = out?;
-            // Abbreviated as git abbreviates them (core.abbrev, auto length).
-            let view = gix::open_opts(repo.git_dir(), repo.open_options().clone()).ok();
-            let abbrev = |id: &gix::ObjectId| match &view {
-                Some(v) => gix::prelude::ObjectIdExt::attach(*id, v)
-                    .shorten_or_id()
-                    .to_string(),
-                None => id.to_hex_with_len(7).to_string(),
-            };
+            let view = view_after(&repo);
+            let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
             let text = out
                 .value
                 .as_deref()
@@ -262,15 +258,10 @@ fn run(config: &Config) -> anyhow::Result<u8> {
                 .map_err(|e| sluice_cli::input_error(&e));
             bar.finish();
             let out = out?;
-            // What git prints: ids abbreviated as git does (core.abbrev,
-            // auto length), forced updates told from fast-forwards.
-            let view = gix::open_opts(repo.git_dir(), repo.open_options().clone()).ok();
-            let abbrev = |id: &gix::ObjectId| match &view {
-                Some(v) => gix::prelude::ObjectIdExt::attach(*id, v)
-                    .shorten_or_id()
-                    .to_string(),
-                None => id.to_hex_with_len(7).to_string(),
-            };
+            // What git prints: ids abbreviated as git does, forced updates
+            // told from fast-forwards.
+            let view = view_after(&repo);
+            let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
             let fast_forward = |old: gix::ObjectId, new: gix::ObjectId| {
                 view.as_ref()
                     .and_then(|v| v.merge_base(old, new).ok().flatten())
@@ -339,15 +330,35 @@ fn run(config: &Config) -> anyhow::Result<u8> {
     }
 }
 
+/// A view of `repo` opened after the operation, so the objects it brought
+/// are seen (`None` when it cannot be opened: ids are then not shortened
+/// against the repository).
+fn view_after(repo: &gix::Repository) -> Option<gix::Repository> {
+    gix::open_opts(repo.git_dir(), repo.open_options().clone()).ok()
+}
+
+/// `id` abbreviated as git abbreviates it (core.abbrev, auto length).
+fn abbreviate(view: Option<&gix::Repository>, id: &gix::ObjectId) -> String {
+    match view {
+        Some(v) => gix::prelude::ObjectIdExt::attach(*id, v)
+            .shorten_or_id()
+            .to_string(),
+        None => id.to_hex_with_len(7).to_string(),
+    }
+}
+
+/// A ledger read failed: said on stderr, exit 5.
+fn ledger_failed(e: impl std::fmt::Display) -> u8 {
+    eprintln!("error: {e}");
+    sluice_cli::EXIT_LOCAL_ERROR
+}
+
 fn read_ledger(common: &Common) -> Result<SqliteLedger, u8> {
     let path = common
         .ledger
         .as_ref()
         .expect("validated: --ledger is given");
-    SqliteLedger::open(path).map_err(|e| {
-        eprintln!("error: {e}");
-        sluice_cli::EXIT_LOCAL_ERROR
-    })
+    SqliteLedger::open(path).map_err(ledger_failed)
 }
 
 /// `ledger show <ID>`: exit 0 with the entry, 1 when the id is not in the
@@ -359,10 +370,7 @@ fn ledger_show(common: &Common, id: &str) -> anyhow::Result<u8> {
     };
     let entry = match ledger.show(id) {
         Ok(e) => e,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(sluice_cli::EXIT_LOCAL_ERROR);
-        }
+        Err(e) => return Ok(ledger_failed(e)),
     };
     let mut stdout = std::io::stdout().lock();
     match (&entry, common.json) {
@@ -392,10 +400,7 @@ fn ledger_list(common: &Common, since: std::time::Duration) -> anyhow::Result<u8
         .unwrap_or(std::time::UNIX_EPOCH);
     let entries = match ledger.list(from) {
         Ok(e) => e,
-        Err(e) => {
-            eprintln!("error: {e}");
-            return Ok(sluice_cli::EXIT_LOCAL_ERROR);
-        }
+        Err(e) => return Ok(ledger_failed(e)),
     };
     let mut stdout = std::io::stdout().lock();
     if common.json {

@@ -22,6 +22,16 @@ fn wait_for(what: &str, cond: impl Fn() -> bool) {
     }
 }
 
+/// Releases the held hook when dropped, so a failing test still lets the
+/// server's receive-pack end.
+struct Release(std::path::PathBuf);
+
+impl Drop for Release {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.0, b"");
+    }
+}
+
 fn hold_hook(srv: &Path, dir: &Path) -> (std::path::PathBuf, std::path::PathBuf) {
     let started = dir.join("hook-started");
     let release = dir.join("hook-release");
@@ -29,7 +39,8 @@ fn hold_hook(srv: &Path, dir: &Path) -> (std::path::PathBuf, std::path::PathBuf)
         srv,
         "pre-receive",
         &format!(
-            "#!/bin/sh\n: > '{}'\nwhile [ ! -e '{}' ]; do sleep 0.02; done\nexit 0\n",
+            // Held at most a minute, whatever becomes of the test.
+            "#!/bin/sh\n: > '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done\nexit 0\n",
             started.display(),
             release.display()
         ),
@@ -45,6 +56,7 @@ fn sigint_and_sigterm_after_the_pack_settle_by_reading_and_print_the_document() 
         let srv = w.server();
         let old = repo::rev_parse(&srv, "refs/heads/main").expect("main");
         let (started, release) = hold_hook(&srv, w.dir.path());
+        let _release = Release(release.clone());
         let local = w.clone_bare("local.git");
         let tip = repo::commit_on(&local, "main", "x");
         let child = Command::new(env!("CARGO_BIN_EXE_sluice-remote"))

@@ -26,7 +26,8 @@ impl HeldHook {
         let started = dir.join("hook-started");
         let release = dir.join("hook-release");
         let script = format!(
-            "#!/bin/sh\n: > '{}'\nwhile [ ! -e '{}' ]; do sleep 0.02; done\nexit 0\n",
+            // Held at most a minute, whatever becomes of the test.
+            "#!/bin/sh\n: > '{}'\ni=0\nwhile [ ! -e '{}' ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done\nexit 0\n",
             started.display(),
             release.display()
         );
@@ -48,6 +49,14 @@ impl HeldHook {
 
     fn release(&self) {
         std::fs::write(&self.release, b"").expect("release");
+    }
+}
+
+impl Drop for HeldHook {
+    /// A test that fails before it releases the hook still lets the
+    /// server's receive-pack end.
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.release, b"");
     }
 }
 
