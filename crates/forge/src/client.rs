@@ -206,23 +206,30 @@ impl ForgeClientBuilder {
             .creds
             .or_else(|| url_secret.map(|s| Creds::Plain(Arc::new(StaticSource::new(s)))));
         let proxies = self.https.proxies();
-        let build = |redirects: reqwest::redirect::Policy| {
-            self.https
+        let build = |redirects: reqwest::redirect::Policy, pooled: bool| {
+            let mut b = self
+                .https
                 .client_builder_with(proxies.clone())
                 .map_err(|e| ForgeError::Http(e.to_string()))?
                 .user_agent(self.user_agent.clone())
                 .redirect(redirects)
-                .connect_timeout(self.connect_timeout)
-                .build()
-                .map_err(|e| ForgeError::Http(error_chain(&e)))
+                .connect_timeout(self.connect_timeout);
+            if !pooled {
+                // A write never goes out on a kept-alive connection: one the
+                // server closed while it idled could fail under the request
+                // in a way the HTTP stack might answer by sending it again.
+                // A fresh connection per write costs one handshake.
+                b = b.pool_max_idle_per_host(0);
+            }
+            b.build().map_err(|e| ForgeError::Http(error_chain(&e)))
         };
         Ok(ForgeClient {
             inner: Arc::new(Inner {
                 base,
                 // Reads follow redirects (reqwest drops the credential when
                 // one leads to another host); writes never do.
-                read_http: build(reqwest::redirect::Policy::limited(10))?,
-                write_http: build(reqwest::redirect::Policy::none())?,
+                read_http: build(reqwest::redirect::Policy::limited(10), true)?,
+                write_http: build(reqwest::redirect::Policy::none(), false)?,
                 policy: self.policy.unwrap_or_else(|| Arc::new(Policy::default())),
                 creds,
                 bounds: self.bounds,

@@ -226,6 +226,11 @@ struct Shared {
     started: Instant,
     requests: AtomicU64,
     port: u16,
+    /// Connections accepted so far.
+    accepted: AtomicU64,
+    /// Live connections by number: a handle to shut it down, and whether it
+    /// is idle (waiting for its next request, nothing of one read yet).
+    live: Mutex<HashMap<u64, (TcpStream, bool)>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -261,6 +266,8 @@ impl FakeForge {
             started: Instant::now(),
             requests: AtomicU64::new(0),
             port: addr.port(),
+            accepted: AtomicU64::new(0),
+            live: Mutex::new(HashMap::new()),
         });
         let conns: Arc<Mutex<Vec<JoinHandle<()>>>> = Arc::default();
         let accept = {
@@ -274,10 +281,17 @@ impl FakeForge {
                             break;
                         }
                         let Ok(stream) = stream else { continue };
+                        let id = shared.accepted.fetch_add(1, Ordering::SeqCst);
+                        if let Ok(handle) = stream.try_clone() {
+                            lock(&shared.live).insert(id, (handle, true));
+                        }
                         let shared = Arc::clone(&shared);
                         let h = std::thread::Builder::new()
                             .name("fake-forge-conn".into())
-                            .spawn(move || serve_connection(stream, &shared));
+                            .spawn(move || {
+                                serve_connection(stream, id, &shared);
+                                lock(&shared.live).remove(&id);
+                            });
                         if let Ok(h) = h {
                             let mut c = lock(&conns);
                             c.retain(|h| !h.is_finished());
@@ -292,6 +306,28 @@ impl FakeForge {
             accept: Some(accept),
             conns,
         })
+    }
+
+    /// How many connections the server has accepted so far (a pooled
+    /// client reuses one; a client that keeps none opens one per request).
+    pub fn connections_accepted(&self) -> u64 {
+        self.shared.accepted.load(Ordering::SeqCst)
+    }
+
+    /// Closes every kept-alive connection that is waiting for its next
+    /// request, as a server does when its keep-alive timeout runs out,
+    /// without telling the client first. Returns how many were closed;
+    /// they are shut down when this returns.
+    pub fn close_idle_connections(&self) -> usize {
+        let live = lock(&self.shared.live);
+        let mut n = 0;
+        for (stream, idle) in live.values() {
+            if *idle {
+                let _ = stream.shutdown(Shutdown::Both);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// `http://127.0.0.1:PORT`: the API's base URL.
@@ -680,18 +716,25 @@ fn reason(status: u16) -> &'static str {
     }
 }
 
-fn serve_connection(mut stream: TcpStream, shared: &Shared) {
+fn serve_connection(mut stream: TcpStream, id: u64, shared: &Shared) {
     let _ = stream.set_read_timeout(Some(Duration::from_millis(50)));
     let _ = stream.set_nodelay(true);
     let mut buf = Vec::new();
+    let set_idle = |idle: bool| {
+        if let Some(entry) = lock(&shared.live).get_mut(&id) {
+            entry.1 = idle;
+        }
+    };
     loop {
         if shared.stop.load(Ordering::SeqCst) {
             return;
         }
+        set_idle(buf.is_empty());
         let req = match read_request(&mut stream, &mut buf, &shared.stop) {
             Ok(ReadOutcome::Request(r)) => r,
             Ok(ReadOutcome::Closed) | Err(_) => return,
         };
+        set_idle(false);
         let n = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
         let endpoint = route(&req.method, req.path()).0;
         let token = req.bearer().map(fingerprint);

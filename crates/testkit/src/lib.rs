@@ -41,7 +41,7 @@ mod net;
 pub use capture::{Capture, EventSeen, SpanSeen};
 pub use daemon::GitDaemon;
 pub use http_backend::HttpBackend;
-pub use proxy::{ConnectionRecord, Fault, FaultProxy, Point, Protocol, Service};
+pub use proxy::{ConnectionRecord, Fault, FaultProxy, HttpExchange, Point, Protocol, Service};
 pub use repo::{BareRepo, RepoBuilder};
 pub use sshd::{Sshd, SshdOptions};
 pub use tinyproxy::Tinyproxy;
