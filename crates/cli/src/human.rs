@@ -27,7 +27,8 @@ pub fn ls_refs(refs: &[RemoteRef]) -> String {
 
 /// fetch as `git fetch` prints it: `From <remote>`, then one line per ref
 /// — ` * [new branch]`, ` * [new tag]`, `   old..new`, ` + old...new …
-/// (forced update)`, ` ! [rejected] … (reason)` — with object ids
+/// (forced update)`, ` ! [rejected] … (reason)`, ` - [deleted] (none) -> …`
+/// (pruned) — with object ids
 /// abbreviated by `abbrev`. Refs left as they were are printed only when
 /// `verbose` (` = [up to date]`), as with `git fetch -v`.
 pub fn fetch(
@@ -70,6 +71,12 @@ pub fn fetch(
                 " ! {:<17} {what}  ({})",
                 "[rejected]",
                 r.reason.as_deref().unwrap_or("rejected")
+            ),
+            (FetchStatus::Pruned, _) => format!(
+                " - {:<17} {:<10} -> {}",
+                "[deleted]",
+                "(none)",
+                short(r.local_ref.as_deref().unwrap_or(&r.remote_ref))
             ),
             (FetchStatus::UpToDate, _) if verbose => format!(" = {:<17} {what}", "[up to date]"),
             (FetchStatus::UpToDate, _) => continue,

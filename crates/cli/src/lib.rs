@@ -43,7 +43,7 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use clap::{ArgAction, Args, Parser, Subcommand};
-use sluice_git::{Lease, PushOptions, PushSpec, RefUpdate, Remote, TransportKind};
+use sluice_git::{LeaseSpec, PushOptions, PushSpec, RefUpdate, Remote, TransportKind};
 use sluice_policy::{Bounds, OutcomeKind, Profile};
 
 /// Exit code: the operation succeeded.
@@ -73,6 +73,29 @@ pub fn exit_code(kind: OutcomeKind) -> u8 {
     }
 }
 
+/// The exit codes and profiles: the tail of every command's help.
+macro_rules! help_tail {
+    () => {
+        "Exit codes: 0 succeeded · 1 answered (the remote refused; never retried) \
+· 2 usage or bad input (nothing sent) · 3 unknown (no answer within the budget; a push may \
+have landed: see may_have_applied) · 4 rejected (the operation id was claimed before) \
+· 5 local-error (this side failed: a repository, a ledger, a token command).
+
+Profiles (--profile; explicit --deadline/--attempt-timeout/--max-attempts override):
+  command  20s deadline, 8s per attempt, 4 attempts (the default)
+  round    30s deadline, 10s per attempt, 5 attempts
+  submit   60s deadline, 20s per attempt, 5 attempts
+  wait     5m deadline, 30s per attempt, 40 attempts (reading through an outage)"
+    };
+}
+
+/// A command's examples, then [`help_tail!`].
+macro_rules! help_with_examples {
+    ($examples:literal) => {
+        concat!("Examples:\n", $examples, "\n\n", help_tail!())
+    };
+}
+
 /// The command line as clap sees it: raw strings, checked by [`validate`].
 #[derive(Parser)]
 #[command(
@@ -82,8 +105,7 @@ pub fn exit_code(kind: OutcomeKind) -> u8 {
     long_about = "Talk to git remotes and forge APIs under one retry policy: what the remote \
                   never judged is tried again, what it answered is not, and a write whose \
                   answer was lost is settled by reading.",
-    after_help = "exit: 0 succeeded · 1 answered · 2 usage or bad input · 3 unknown · 4 rejected \
-                  · 5 local-error"
+    after_help = help_tail!()
 )]
 pub struct Cli {
     /// The flags every command takes, anywhere on the line.
@@ -132,6 +154,12 @@ pub struct GlobalArgs {
     /// No proxy, whatever the environment says.
     #[arg(long, global = true)]
     pub no_proxy: bool,
+    /// Progress of fetch and push on stderr, even when it is not a terminal.
+    #[arg(long, global = true, conflicts_with = "no_progress")]
+    pub progress: bool,
+    /// No progress (the default when stderr is not a terminal).
+    #[arg(long = "no-progress", global = true)]
+    pub no_progress: bool,
     /// Print one JSON document on stdout.
     #[arg(long, global = true)]
     pub json: bool,
@@ -160,6 +188,7 @@ impl std::fmt::Debug for GlobalArgs {
             .field("no_proxy", &self.no_proxy)
             .field("json", &self.json)
             .field("verbose", &self.verbose)
+            .field("progress", &self.progress)
             .finish()
     }
 }
@@ -168,6 +197,8 @@ impl std::fmt::Debug for GlobalArgs {
 #[derive(Subcommand, Debug)]
 pub enum CommandArgs {
     /// List the remote's refs (printed like `git ls-remote`).
+    #[command(after_help = help_with_examples!("  sluice-remote ls-refs https://github.com/org/repo.git --prefix refs/heads/
+  sluice-remote ls-refs git://127.0.0.1/repo.git --json --profile wait"))]
     LsRefs {
         /// The remote: git://, http(s)://, ssh://, file:// or a path.
         #[arg(value_name = "URL")]
@@ -177,6 +208,9 @@ pub enum CommandArgs {
         prefixes: Vec<String>,
     },
     /// Fetch refspecs into a local repository.
+    #[command(after_help = help_with_examples!("  sluice-remote fetch https://github.com/org/repo.git '+refs/heads/*:refs/remotes/origin/*' --repo . --prune
+  sluice-remote fetch git://127.0.0.1/repo.git refs/heads/main:refs/heads/main --repo repo.git --no-tags
+  sluice-remote fetch ssh://git@host/repo.git 'refs/tags/*:refs/tags/*' --repo . -v"))]
     Fetch {
         /// The remote.
         #[arg(value_name = "URL")]
@@ -187,20 +221,39 @@ pub enum CommandArgs {
         /// The local repository.
         #[arg(long, value_name = "DIR")]
         repo: PathBuf,
+        /// Delete local refs in a glob refspec's destination whose remote
+        /// ref is gone (as `git fetch --prune`).
+        #[arg(long, short = 'p')]
+        prune: bool,
+        /// Fetch every tag of the remote too (`refs/tags/*:refs/tags/*`).
+        #[arg(long, short = 't', conflicts_with = "no_tags")]
+        tags: bool,
+        /// Fetch no tag the refspecs do not name (default: tags pointing
+        /// into what was fetched).
+        #[arg(long = "no-tags", short = 'n')]
+        no_tags: bool,
     },
     /// Push revisions of a local repository.
+    #[command(after_help = help_with_examples!("  sluice-remote push https://github.com/org/repo.git HEAD:main --repo . --operation-id land-1234 --ledger ops.db
+  sluice-remote push git://127.0.0.1/repo.git HEAD:refs/heads/topic --repo . --lease topic=absent
+  sluice-remote push ssh://git@host/repo.git main --repo . --lease main        (expects origin/main's value)
+  sluice-remote push https://github.com/org/repo.git :refs/heads/old --repo . --porcelain
+  sluice-remote push git://127.0.0.1/repo.git HEAD:main --repo . --dry-run --json"))]
     Push {
         /// The remote.
         #[arg(value_name = "URL")]
         url: String,
-        /// `[+]SRC:DST` (`+` forces; `:DST` deletes; DST a full ref name).
+        /// `[+]SRC:DST` (`+` forces; `:DST` deletes; DST full, or short
+        /// (`main`) taking the kind of SRC: a branch or a tag).
         #[arg(value_name = "[+]SRC:DST", required = true)]
         specs: Vec<String>,
         /// The local repository the sources are read from.
         #[arg(long, value_name = "DIR")]
         repo: PathBuf,
-        /// `DST=OID` or `DST=absent`: what the remote ref must hold (implies force).
-        #[arg(long = "lease", value_name = "DST=OID|DST=absent")]
+        /// `DST=OID` (full or abbreviated), `DST=absent`, or `DST` alone (what
+        /// the remote-tracking ref of the remote configured with URL holds):
+        /// what the remote ref must hold (implies force).
+        #[arg(long = "lease", value_name = "DST[=OID|=absent]")]
         leases: Vec<String>,
         /// All refs or none.
         #[arg(long)]
@@ -218,18 +271,26 @@ pub enum CommandArgs {
         porcelain: bool,
     },
     /// HTTP calls through the forge client.
+    #[command(after_help = help_with_examples!("  sluice-remote http get https://api.github.com/zen --token-command 'cat token.txt'
+  sluice-remote http get https://api.github.com/repos/org/repo/pulls/1 --json --profile round"))]
     Http {
         /// The HTTP method.
         #[command(subcommand)]
         method: HttpArgs,
     },
     /// Read the operation ledger (`--ledger FILE`): what ran under an id.
+    #[command(after_help = help_with_examples!("  sluice-remote ledger show land-1234 --ledger ops.db
+  sluice-remote ledger list --since 2h --ledger ops.db --json"))]
     Ledger {
         /// `show <ID>` or `list [--since DUR]`.
         #[command(subcommand)]
         what: LedgerArgs,
     },
     /// Show, on loopback, what the retry policy does (needs only git).
+    #[command(
+        help_template = "{about-with-newline}\n{usage-heading} {usage}\n\nOptions:\n  -v, --verbose  Tracing to stderr\n  -h, --help     Print help\n\n{after-help}",
+        after_help = "demo chooses its own bounds and prints prose: it takes no other option.\n\nExample:\n  cargo run --release -p sluice-remote -- demo"
+    )]
     Demo,
 }
 
@@ -237,12 +298,14 @@ pub enum CommandArgs {
 #[derive(Subcommand, Debug)]
 pub enum LedgerArgs {
     /// One id: when it was claimed, and how its run ended (or `running`).
+    #[command(after_help = help_with_examples!("  sluice-remote ledger show land-1234 --ledger ops.db --json"))]
     Show {
         /// The operation id.
         #[arg(value_name = "ID")]
         id: String,
     },
     /// Every id claimed within `--since` (default 1d), oldest first.
+    #[command(after_help = help_with_examples!("  sluice-remote ledger list --since 30m --ledger ops.db"))]
     List {
         /// How far back (`30m`, `1d`).
         #[arg(long, value_name = "DUR")]
@@ -254,6 +317,7 @@ pub enum LedgerArgs {
 #[derive(Subcommand, Debug)]
 pub enum HttpArgs {
     /// GET an absolute http(s) URL.
+    #[command(after_help = help_with_examples!("  sluice-remote http get https://api.github.com/zen"))]
     Get {
         /// The URL; user info in it is a static credential.
         #[arg(value_name = "URL")]
@@ -370,6 +434,9 @@ pub struct Common {
     pub json: bool,
     /// 0: quiet; 1: debug tracing; 2+: trace.
     pub verbose: u8,
+    /// `--progress` (`Some(true)`), `--no-progress` (`Some(false)`), or
+    /// neither: shown when stderr is a terminal.
+    pub progress: Option<bool>,
 }
 
 impl std::fmt::Debug for Common {
@@ -387,6 +454,7 @@ impl std::fmt::Debug for Common {
             .field("https", &self.https)
             .field("json", &self.json)
             .field("verbose", &self.verbose)
+            .field("progress", &self.progress)
             .finish()
     }
 }
@@ -409,6 +477,8 @@ pub enum Action {
         refspecs: Vec<String>,
         /// The local repository.
         repo: PathBuf,
+        /// `--prune`, `--tags`, `--no-tags`.
+        options: sluice_git::FetchOptions,
     },
     /// `push <URL> [+]SRC:DST... --repo DIR ...`
     Push {
@@ -416,8 +486,8 @@ pub enum Action {
         url: String,
         /// The parsed push specs, in order.
         specs: Vec<PushSpec>,
-        /// Leases by destination ref.
-        leases: BTreeMap<String, Lease>,
+        /// Leases by destination ref, as written (full or short).
+        leases: BTreeMap<String, LeaseSpec>,
         /// The local repository.
         repo: PathBuf,
         /// `--atomic`, `--push-option` and `--dry-run`.
@@ -646,6 +716,13 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         https,
         json: g.json,
         verbose: g.verbose,
+        progress: if g.progress {
+            Some(true)
+        } else if g.no_progress {
+            Some(false)
+        } else {
+            None
+        },
     };
     let needs_http_for_token = |url: &str, kind: TransportKind| {
         if common.token_command.is_some() && kind != TransportKind::Http {
@@ -684,6 +761,9 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             url,
             refspecs,
             repo,
+            prune,
+            tags,
+            no_tags,
         } => {
             let kind = check_git_url(&url)?;
             needs_http_for_token(&url, kind)?;
@@ -694,6 +774,16 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
                 url,
                 refspecs,
                 repo,
+                options: sluice_git::FetchOptions {
+                    prune,
+                    tags: if tags {
+                        sluice_git::TagMode::All
+                    } else if no_tags {
+                        sluice_git::TagMode::None
+                    } else {
+                        sluice_git::TagMode::Follow
+                    },
+                },
             }
         }
         CommandArgs::Push {
@@ -735,10 +825,14 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             }
             let mut by_dst = BTreeMap::new();
             for l in &leases {
-                let (dst, lease) = sluice_git::parse_lease(l).map_err(|e| {
+                let (dst, lease) = sluice_git::parse_lease_spec(l).map_err(|e| {
                     UsageError::new("--lease", strip_invalid_prefix(&e.to_string()))
                 })?;
-                if !parsed.iter().any(|p| p.dst == dst) {
+                // Full names on both sides can be matched now; a short one
+                // once the specs' destinations are expanded.
+                let all_full =
+                    dst.starts_with("refs/") && parsed.iter().all(|p| p.dst.starts_with("refs/"));
+                if all_full && !parsed.iter().any(|p| p.dst == dst) {
                     return Err(UsageError::new(
                         "--lease",
                         format!("{l:?}: {dst} is not the destination of any push spec"),
@@ -814,6 +908,8 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
                 ("--proxy", g.proxy.is_some()),
                 ("--no-proxy", g.no_proxy),
                 ("--json", g.json),
+                ("--progress", g.progress),
+                ("--no-progress", g.no_progress),
             ];
             if let Some((flag, _)) = given.iter().find(|(_, on)| *on) {
                 return Err(UsageError::new(
@@ -851,16 +947,21 @@ pub fn open_repo(path: &Path) -> Result<gix::Repository, UsageError> {
     })
 }
 
-/// Resolve the push specs against `repo`, with their leases.
+/// Resolve the push specs against `repo` — sources, short destinations
+/// (by the kind of the source) — with their leases, each matched to the
+/// spec whose destination it names (short or full) and resolved for a push
+/// to `url` (an abbreviated id in `repo`; a lease without a value from the
+/// remote-tracking ref of the remote configured with `url`).
 pub fn resolve_updates(
     specs: &[PushSpec],
-    leases: &BTreeMap<String, Lease>,
+    leases: &BTreeMap<String, LeaseSpec>,
+    url: &str,
     repo: &gix::Repository,
 ) -> Result<Vec<RefUpdate>, UsageError> {
-    specs
+    let mut updates = specs
         .iter()
         .map(|s| {
-            RefUpdate::resolve(s, leases.get(&s.dst).copied(), repo).map_err(|e| {
+            RefUpdate::resolve(s, None, repo).map_err(|e| {
                 let shown = format!(
                     "{}{}:{}",
                     if s.force { "+" } else { "" },
@@ -870,7 +971,57 @@ pub fn resolve_updates(
                 UsageError::new("[+]SRC:DST", format!("{shown:?}: {e}"))
             })
         })
-        .collect()
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut seen = std::collections::BTreeSet::new();
+    for u in &updates {
+        if !seen.insert(u.dst.clone()) {
+            return Err(UsageError::new(
+                "[+]SRC:DST",
+                format!("{} is named twice", u.dst),
+            ));
+        }
+    }
+    for (dst, lease) in leases {
+        let shown = || match lease {
+            LeaseSpec::Tracking => dst.clone(),
+            _ => format!("{dst}=…"),
+        };
+        let candidates: Vec<usize> = (0..specs.len())
+            .filter(|&i| {
+                specs[i].dst == *dst
+                    || updates[i].dst == *dst
+                    || (!dst.starts_with("refs/")
+                        && (updates[i].dst == format!("refs/heads/{dst}")
+                            || updates[i].dst == format!("refs/tags/{dst}")))
+            })
+            .collect();
+        let i = match candidates.as_slice() {
+            [i] => *i,
+            [] => {
+                return Err(UsageError::new(
+                    "--lease",
+                    format!(
+                        "{:?}: {dst} is not the destination of any push spec",
+                        shown()
+                    ),
+                ))
+            }
+            _ => {
+                return Err(UsageError::new(
+                    "--lease",
+                    format!("{:?}: {dst} names more than one destination", shown()),
+                ))
+            }
+        };
+        let full = updates[i].dst.clone();
+        updates[i].expect = lease.resolve(&full, url, repo).map_err(|e| {
+            UsageError::new(
+                "--lease",
+                format!("{:?}: {}", shown(), strip_invalid_prefix(&e.to_string())),
+            )
+        })?;
+    }
+    Ok(updates)
 }
 
 /// A [`sluice_git::InputError`] returned by a client call, as a usage error.
@@ -1050,7 +1201,10 @@ mod tests {
         assert_eq!(specs.len(), 2);
         assert!(specs[0].force);
         assert_eq!(specs[1].src, None);
-        assert!(matches!(leases.get("refs/heads/main"), Some(Lease::Oid(_))));
+        assert!(matches!(
+            leases.get("refs/heads/main"),
+            Some(LeaseSpec::Oid(_))
+        ));
         assert!(options.atomic);
         assert_eq!(options.push_options, vec!["ci.skip".to_string()]);
     }

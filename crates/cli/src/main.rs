@@ -215,14 +215,15 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             url,
             refspecs,
             repo,
+            options,
         } => {
             let repo = sluice_cli::open_repo(repo)?;
             let client = GitClient::new(policy(common)).with_https(common.https.clone());
-            let bar = progress::Bar::new("fetch", common.verbose > 0);
+            let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
             let mut opts = git_options(common);
             opts.progress = bar.callback();
             let out = client
-                .fetch(url, refspecs, &repo, &opts)
+                .fetch_with(url, refspecs, &repo, options, &opts)
                 .map_err(|e| sluice_cli::input_error(&e));
             bar.finish();
             let out = out?;
@@ -248,9 +249,9 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             porcelain,
         } => {
             let repo = sluice_cli::open_repo(repo)?;
-            let updates = sluice_cli::resolve_updates(specs, leases, &repo)?;
+            let updates = sluice_cli::resolve_updates(specs, leases, url, &repo)?;
             let client = GitClient::new(policy(common)).with_https(common.https.clone());
-            let bar = progress::Bar::new("push", common.verbose > 0);
+            let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
             let mut opts = git_options(common);
             opts.progress = bar.callback();
             let out = client
@@ -446,4 +447,13 @@ fn emit<T: Serialize>(
     }
     let _ = stdout.flush();
     code
+}
+
+/// `--progress` / `--no-progress` as the progress module takes them.
+fn progress_mode(common: &Common) -> progress::Mode {
+    match common.progress {
+        Some(true) => progress::Mode::On,
+        Some(false) => progress::Mode::Off,
+        None => progress::Mode::Auto,
+    }
 }

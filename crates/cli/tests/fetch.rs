@@ -73,3 +73,150 @@ fn fetch_prints_like_git_and_a_refused_ref_is_exit_1() {
         "{forced:?}"
     );
 }
+
+/// The refs of `repo`, without HEAD.
+fn local_refs(repo: &std::path::Path) -> std::collections::BTreeMap<String, String> {
+    repo::refs(repo)
+        .into_iter()
+        .filter(|(k, _)| k != "HEAD")
+        .collect()
+}
+
+/// `git fetch <args>` in `repo`; its output lines (git prints them on stderr).
+fn git_fetch(repo: &std::path::Path, args: &[&str]) -> Vec<String> {
+    let out = repo::git_output(repo, &[&["fetch"], args].concat());
+    assert!(out.status.success(), "git fetch {args:?}: {out:?}");
+    String::from_utf8_lossy(&out.stderr)
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
+
+/// The flag, summary and ref names of a fetch line (` - [deleted] (none)
+/// -> origin/x` → `-`, `[deleted]`, `(none)`, `origin/x`), whitespace
+/// and git's trailing notes aside.
+fn shape(line: &str) -> Option<(String, String, String, String)> {
+    if !line.starts_with(' ') || line.len() < 4 {
+        return None;
+    }
+    let flag = line[1..2].to_string();
+    let rest = line[3..].trim();
+    let (summary, rest) = if let Some(r) = rest.strip_prefix('[') {
+        let end = r.find(']')?;
+        (format!("[{}]", &r[..end]), r[end + 1..].trim())
+    } else {
+        let (s, r) = rest.split_once(' ')?;
+        (s.to_string(), r.trim())
+    };
+    let (from, to) = rest.split_once("->")?;
+    let to = to.trim().split_whitespace().next()?.to_string();
+    Some((flag, summary, from.trim().to_string(), to))
+}
+
+fn shapes<'a>(lines: impl IntoIterator<Item = &'a str>) -> Vec<(String, String, String, String)> {
+    let mut v: Vec<_> = lines.into_iter().filter_map(shape).collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn prune_tags_and_no_tags_leave_the_refs_git_leaves_and_print_what_git_prints() {
+    let w = World::new();
+    let srv = w.server();
+    // A tag on history no refspec here fetches: only --tags brings it.
+    let lonely = repo::commit_on(&srv, "lonely", "not on any fetched branch");
+    repo::git(&srv, &["tag", "lonely-tag", &lonely]);
+    repo::git(&srv, &["update-ref", "-d", "refs/heads/lonely"]);
+    let spec = "+refs/heads/*:refs/remotes/origin/*";
+    let url = w.url();
+    for (flag, name) in [
+        (None, "follow"),
+        (Some("--tags"), "tags"),
+        (Some("--no-tags"), "no-tags"),
+    ] {
+        let by_git = w.empty(&format!("git-{name}.git"));
+        let by_us = w.empty(&format!("us-{name}.git"));
+        let mut args = vec![url.as_str(), spec];
+        args.extend(flag);
+        git_fetch(&by_git, &args);
+        let mut ours = vec!["fetch", url.as_str(), spec, "--repo"];
+        let dir = p(&by_us);
+        ours.push(&dir);
+        ours.extend(flag);
+        let run = sluice(&ours);
+        assert_eq!(run.code, 0, "{run:?}");
+        assert_eq!(local_refs(&by_us), local_refs(&by_git), "{name}: {run:?}");
+    }
+    assert!(local_refs(&w.path("us-tags.git")).contains_key("refs/tags/lonely-tag"));
+    assert!(!local_refs(&w.path("us-follow.git")).contains_key("refs/tags/lonely-tag"));
+    assert!(!local_refs(&w.path("us-no-tags.git"))
+        .keys()
+        .any(|k| k.starts_with("refs/tags/")));
+
+    // The server loses a branch and gains one: --prune deletes the stale
+    // remote-tracking ref, as git's does, and prints it as git does.
+    let by_git = w.path("git-follow.git");
+    let by_us = w.path("us-follow.git");
+    repo::git(&srv, &["branch", "-D", "feature"]);
+    let added = repo::commit_on(&srv, "added", "a new branch");
+    let git_lines = git_fetch(&by_git, &["--prune", &url, spec]);
+    let run = sluice(&["fetch", &url, spec, "--repo", &p(&by_us), "--prune"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(local_refs(&by_us), local_refs(&by_git), "{run:?}");
+    assert!(!local_refs(&by_us).contains_key("refs/remotes/origin/feature"));
+    assert_eq!(
+        repo::rev_parse(&by_us, "refs/remotes/origin/added").as_deref(),
+        Some(added.as_str())
+    );
+    let ours = shapes(run.stdout.lines());
+    assert_eq!(
+        ours,
+        shapes(git_lines.iter().map(String::as_str)),
+        "{run:?}\n{git_lines:?}"
+    );
+    assert!(
+        ours.iter()
+            .any(|s| s.0 == "-" && s.1 == "[deleted]" && s.3 == "origin/feature"),
+        "{ours:?}"
+    );
+    // Deleted lines come first, as git prints them.
+    let first = run.stdout.lines().nth(1).unwrap_or("");
+    assert!(first.starts_with(" - [deleted]"), "{run:?}");
+
+    // The JSON names the pruned ref with the value it had.
+    let by_us2 = w.path("us-tags.git");
+    let old = repo::rev_parse(&by_us2, "refs/remotes/origin/feature").expect("still there");
+    let doc = sluice(&[
+        "fetch",
+        &url,
+        spec,
+        "--repo",
+        &p(&by_us2),
+        "--prune",
+        "--json",
+    ])
+    .json();
+    check_document(&doc, "fetch", "read");
+    let pruned: Vec<_> = doc["value"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["status"] == "pruned")
+        .cloned()
+        .collect();
+    assert_eq!(pruned.len(), 1, "{doc}");
+    assert_eq!(pruned[0]["local_ref"], "refs/remotes/origin/feature");
+    assert_eq!(pruned[0]["remote_ref"], "refs/heads/feature");
+    assert_eq!(pruned[0]["old"], old.as_str());
+    // --tags and --no-tags together are a usage error.
+    let both = sluice(&[
+        "fetch",
+        &url,
+        spec,
+        "--repo",
+        &p(&by_us2),
+        "--tags",
+        "--no-tags",
+    ]);
+    assert_eq!(both.code, 2, "{both:?}");
+}

@@ -87,7 +87,7 @@ pub struct FetchedRef {
     pub remote_ref: String,
     /// The local ref the refspec mapped it to, if any.
     pub local_ref: Option<String>,
-    /// The object fetched.
+    /// The object fetched (for a pruned ref: the value the deleted ref had).
     pub oid: ObjectId,
     /// The local ref's value before the fetch (`None`: it did not exist, or
     /// there is no local ref).
@@ -348,6 +348,7 @@ impl GitClient {
             http_client: if write { &self.http_write } else { &self.http },
             git_program: &self.git_program,
             advert_cap: self.advert_cap,
+            ssh_config: None,
         }
     }
 
@@ -413,6 +414,7 @@ impl GitClient {
             http_client: &self.http,
             git_program: &self.git_program,
             advert_cap: self.advert_cap,
+            ssh_config: None,
         };
         let mut timeout = timeout;
         let http = remote.kind == TransportKind::Http;
@@ -489,6 +491,21 @@ impl GitClient {
         repo: &gix::Repository,
         opts: &CallOptions,
     ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
+        self.fetch_with(url, refspecs, repo, &crate::FetchOptions::default(), opts)
+    }
+
+    /// [`GitClient::fetch`] with `git fetch`'s `--prune`, `--tags` and
+    /// `--no-tags` ([`crate::FetchOptions`]). Pruned refs are reported
+    /// before the fetched ones, as git prints them, status [`crate::FetchStatus::Pruned`], with
+    /// `oid` and `old` the value the deleted ref had.
+    pub fn fetch_with(
+        &self,
+        url: &str,
+        refspecs: &[String],
+        repo: &gix::Repository,
+        fetch: &crate::FetchOptions,
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
         let remote = Remote::parse(url)?;
         if refspecs.is_empty() {
             return Err(InputError::Refspec {
@@ -521,7 +538,7 @@ impl GitClient {
             op,
             |ctx| {
                 crate::error::shielded(ctx, |ctx| {
-                    self.fetch_attempt(&remote, refspecs, prefix_filter, repo, opts, ctx)
+                    self.fetch_attempt(&remote, refspecs, prefix_filter, repo, fetch, opts, ctx)
                 })
                 .map_err(|e| e.to_attempt())
             },
@@ -549,6 +566,7 @@ impl GitClient {
         refspecs: &[String],
         prefix_filter: bool,
         repo: &gix::Repository,
+        fetch: &crate::FetchOptions,
         opts: &CallOptions,
         ctx: &mut AttemptCtx<'_>,
     ) -> Result<Vec<FetchedRef>, GitError> {
@@ -564,8 +582,9 @@ impl GitClient {
         // opened now, sized for the packs on disk.
         let fresh = fresh_view(repo).map_err(local)?;
         let repo = &fresh;
-        let mut s =
-            Session::open(self.dial(remote, Service::UploadPack, Protocol::V2, ctx, false))?;
+        let mut dial = self.dial(remote, Service::UploadPack, Protocol::V2, ctx, false);
+        dial.ssh_config = ssh_config(remote, repo);
+        let mut s = Session::open(dial)?;
         let gremote = repo
             .remote_at_without_url_rewrite(remote.url.to_bstring().as_bstr())
             .map_err(|e| local(error_text(&e)))?
@@ -582,7 +601,7 @@ impl GitClient {
             &mut gix::progress::Discard,
         )
         .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
-        let tags = gremote.fetch_tags();
+        let tags = fetch.tags.to_gix();
         let context = gix::protocol::fetch::refmap::init::Context {
             fetch_refspecs: gremote.refspecs(gix::remote::Direction::Fetch).to_vec(),
             extra_refspecs: tags
@@ -591,7 +610,7 @@ impl GitClient {
                 .into_iter()
                 .collect(),
         };
-        let ref_map = hs
+        let mut ref_map = hs
             .prepare_lsrefs_or_extract_refmap(
                 ("agent", Some(self.agent.clone())),
                 prefix_filter,
@@ -600,25 +619,6 @@ impl GitClient {
             .and_then(|m| m.fetch_blocking(gix::progress::Discard, &mut s.transport, false))
             .map_err(|e| read_fail(&s.meta, &error_text(&e)))?;
         ctx.reached(Phase::Advertised.as_str());
-        let mut mappings: Vec<_> = ref_map
-            .mappings
-            .iter()
-            .filter_map(|m| {
-                let oid = m.remote.as_id()?.to_owned();
-                let name = match &m.remote {
-                    gix::protocol::fetch::refmap::Source::Ref(r) => r.unpack().0.to_string(),
-                    gix::protocol::fetch::refmap::Source::ObjectId(id) => id.to_string(),
-                };
-                Some(FetchedRef {
-                    remote_ref: name,
-                    local_ref: m.local.as_ref().map(|l| l.to_string()),
-                    oid,
-                    old: None,
-                    status: crate::FetchStatus::UpToDate,
-                    reason: None,
-                })
-            })
-            .collect();
         // A refspec naming one ref (no glob, not an object id) whose ref the
         // remote did not advertise is the remote's answer, as git's
         // "couldn't find remote ref": asking again gets the same list.
@@ -688,10 +688,56 @@ impl GitClient {
             }
             read_fail(&s.meta, &error_text(&e))
         })?;
+        // Following tags (git's default): a tag comes along only when what
+        // it points to is here now — the history fetched reached it, or the
+        // server sent the tag object with `include-tag`. A tag on history
+        // nothing fetched is not written (its object is not here).
+        if fetch.tags == crate::TagMode::Follow {
+            ref_map.mappings.retain(|m| {
+                !matches!(
+                    m.spec_index,
+                    gix::protocol::fetch::refmap::SpecIndex::Implicit(_)
+                ) || m.remote.as_id().is_some_and(|id| repo.has_object(id))
+            });
+        }
+        let mut mappings: Vec<_> = ref_map
+            .mappings
+            .iter()
+            .filter_map(|m| {
+                let oid = m.remote.as_id()?.to_owned();
+                let name = match &m.remote {
+                    gix::protocol::fetch::refmap::Source::Ref(r) => r.unpack().0.to_string(),
+                    gix::protocol::fetch::refmap::Source::ObjectId(id) => id.to_string(),
+                };
+                Some(FetchedRef {
+                    remote_ref: name,
+                    local_ref: m.local.as_ref().map(|l| l.to_string()),
+                    oid,
+                    old: None,
+                    status: crate::FetchStatus::UpToDate,
+                    reason: None,
+                })
+            })
+            .collect();
         // The refs and the .keep, classed as before when gix did them inside
         // its receive: from the wire.
         // The pack is stored; what is left is this side's: a ref that
         // cannot be written is a local error, never the remote's.
+        // Pruning goes first, as git's does: a stale `origin/a` must not
+        // stand in the way of a new `origin/a/b`.
+        let pruned = if fetch.prune {
+            crate::fetch::prune_refs(
+                repo,
+                &ref_map,
+                gremote.refspecs(gix::remote::Direction::Fetch),
+            )
+            .map_err(|e| GitError::Local {
+                phase: Phase::PackReceived,
+                detail: format!("pruning the local refs: {}", error_text(&e)),
+            })?
+        } else {
+            Vec::new()
+        };
         let outcomes = crate::fetch::update_refs(repo, &ref_map).map_err(|e| GitError::Local {
             phase: Phase::PackReceived,
             detail: format!("updating the local refs: {}", error_text(&e)),
@@ -701,6 +747,19 @@ impl GitClient {
             m.status = o.status;
             m.reason = o.reason;
         }
+        // Pruned refs first, as git prints them.
+        let mappings: Vec<FetchedRef> = pruned
+            .into_iter()
+            .map(|p| FetchedRef {
+                remote_ref: p.remote,
+                local_ref: Some(p.local),
+                oid: p.old,
+                old: Some(p.old),
+                status: crate::FetchStatus::Pruned,
+                reason: None,
+            })
+            .chain(mappings)
+            .collect();
         if let Some(keep) = &received.keep {
             std::fs::remove_file(keep).map_err(|e| {
                 read_fail(&s.meta, &format!("cannot remove {}: {e}", keep.display()))
@@ -721,6 +780,16 @@ impl GitClient {
         ctx.reached(Phase::Done.as_str());
         Ok(mappings)
     }
+}
+
+/// `core.sshCommand` as `repo` reads it (its own, global and system
+/// configuration), for an ssh remote; for any other, nothing is read.
+pub(crate) fn ssh_config(remote: &Remote, repo: &gix::Repository) -> Option<Option<String>> {
+    (remote.kind == TransportKind::Ssh).then(|| {
+        repo.config_snapshot()
+            .string("core.sshCommand")
+            .map(|v| v.to_string())
+    })
 }
 
 /// A view of `repo` opened now, with the caller's options: it sees every

@@ -119,6 +119,41 @@ pub(crate) struct Dial<'a> {
     pub advert_cap: u64,
     /// The git program spawned for file:// remotes.
     pub git_program: &'a std::path::Path,
+    /// `core.sshCommand` from the repository's configuration (its global
+    /// and system files included), read only for ssh remotes; `None`: read
+    /// the global and system files.
+    pub ssh_config: Option<Option<String>>,
+}
+
+/// How the ssh transport starts, in git's order: `GIT_SSH_COMMAND`, then
+/// `core.sshCommand` (both run by the shell, with the arguments appended),
+/// then `GIT_SSH` (a program, run without a shell), then `ssh`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum SshProgram {
+    /// A shell command line.
+    Shell(String),
+    /// A program.
+    Program(String),
+}
+
+pub(crate) fn ssh_program(
+    env: impl Fn(&str) -> Option<String>,
+    core_ssh_command: Option<String>,
+) -> SshProgram {
+    let set = |v: Option<String>| v.filter(|v| !v.trim().is_empty());
+    if let Some(c) = set(env("GIT_SSH_COMMAND")) {
+        return SshProgram::Shell(c);
+    }
+    if let Some(c) = set(core_ssh_command) {
+        return SshProgram::Shell(c);
+    }
+    SshProgram::Program(set(env("GIT_SSH")).unwrap_or_else(|| "ssh".into()))
+}
+
+/// `core.sshCommand` of the global and system configuration files.
+fn global_ssh_command() -> Option<String> {
+    let file = gix::config::File::from_globals().ok()?;
+    file.string("core.sshCommand").map(|v| v.to_string())
 }
 
 impl Session {
@@ -310,8 +345,12 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         }
         args.push(target);
         args.push(format!("git-{program} {}", shell_quote(&d.remote.path())));
-        match std::env::var("GIT_SSH_COMMAND") {
-            Ok(custom) if !custom.trim().is_empty() => {
+        let config = match d.ssh_config {
+            Some(c) => c,
+            None => global_ssh_command(),
+        };
+        match ssh_program(|k| std::env::var(k).ok(), config) {
+            SshProgram::Shell(custom) => {
                 let mut c = Command::new("sh");
                 c.arg("-c")
                     .arg(format!("{custom} \"$@\""))
@@ -319,8 +358,8 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
                     .args(args);
                 c
             }
-            _ => {
-                let mut c = Command::new("ssh");
+            SshProgram::Program(p) => {
+                let mut c = Command::new(p);
                 c.args(args);
                 c
             }

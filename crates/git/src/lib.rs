@@ -43,10 +43,11 @@ pub use client::{
 };
 pub use error::{GitError, Phase};
 pub use fetch::indexer::remove_temporary_files;
-pub use fetch::FetchStatus;
+pub use fetch::{FetchOptions, FetchStatus, TagMode};
 pub use push::{
-    check_ref_name, parse_lease, parse_oid, Lease, PackStats, PushOptions, PushReport, PushSpec,
-    RefResult, RefStatus, RefUpdate, RejectReason,
+    check_ref_name, check_short_name, expand_destination, parse_lease, parse_lease_spec, parse_oid,
+    Lease, LeaseSpec, PackStats, PushOptions, PushReport, PushSpec, RefResult, RefStatus,
+    RefUpdate, RejectReason,
 };
 pub use remote::{redact, BadUrl, Remote, TransportKind};
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};

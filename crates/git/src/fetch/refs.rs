@@ -34,6 +34,9 @@ pub enum FetchStatus {
     UpToDate,
     /// Refused: see the result's reason. The local ref is unchanged.
     Rejected,
+    /// `--prune`: the local ref was in a refspec's destination space and
+    /// its remote ref is gone, so it was deleted.
+    Pruned,
 }
 
 impl FetchStatus {
@@ -45,6 +48,7 @@ impl FetchStatus {
             FetchStatus::Forced => "forced",
             FetchStatus::UpToDate => "up-to-date",
             FetchStatus::Rejected => "rejected",
+            FetchStatus::Pruned => "pruned",
         }
     }
 }
@@ -206,6 +210,103 @@ pub(crate) fn update(repo: &gix::Repository, map: &RefMap) -> gix::Result<Vec<Re
         repo.edit_references_as(edits, Some(committer))?;
     }
     Ok(results)
+}
+
+/// A local ref `--prune` deleted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct PrunedRef {
+    /// The remote ref it stood for, which the remote no longer has.
+    pub remote: String,
+    /// The local ref deleted.
+    pub local: String,
+    /// Its value before.
+    pub old: gix::ObjectId,
+}
+
+/// The local refs in the destination space of `specs`' glob refspecs (a
+/// `*` on both sides) whose remote ref, mapped back through the refspec,
+/// the remote did not advertise: `git fetch --prune`'s stale refs. A
+/// symbolic ref (`refs/remotes/origin/HEAD`) is never pruned. Deleted in one
+/// transaction, each edit expecting the value read; returns what went.
+pub(crate) fn prune(
+    repo: &gix::Repository,
+    map: &RefMap,
+    specs: &[gix::refspec::RefSpec],
+) -> gix::Result<Vec<PrunedRef>> {
+    let advertised: std::collections::HashSet<&[u8]> = map
+        .remote_refs
+        .iter()
+        .map(|r| r.unpack().0.as_bytes())
+        .collect();
+    let written: std::collections::HashSet<&[u8]> = map
+        .mappings
+        .iter()
+        .filter_map(|m| m.local.as_ref().map(|l| l.as_bytes()))
+        .collect();
+    let mut stale: Vec<PrunedRef> = Vec::new();
+    for spec in specs {
+        let gix::refspec::Instruction::Fetch(gix::refspec::instruction::Fetch::AndUpdate {
+            src,
+            dst,
+            ..
+        }) = spec.to_ref().instruction()
+        else {
+            continue;
+        };
+        let (Some((sp, ss)), Some((dp, ds))) = (src.split_once_str("*"), dst.split_once_str("*"))
+        else {
+            continue;
+        };
+        let prefix = dp.to_str().map_err(|e| gix_error::message!("{e}"))?;
+        let platform = repo.references()?;
+        for r in platform.prefixed(prefix)? {
+            let r = r?;
+            let name = r.name().as_bstr();
+            let Some(middle) = name
+                .strip_prefix(dp.as_bytes())
+                .and_then(|m| m.strip_suffix(ds.as_bytes()))
+            else {
+                continue;
+            };
+            let Some(old) = r.target().try_id().map(|id| id.to_owned()) else {
+                continue;
+            };
+            let mut remote = sp.to_vec();
+            remote.extend_from_slice(middle);
+            remote.extend_from_slice(ss);
+            if advertised.contains(remote.as_slice())
+                || written.contains(name.as_bytes())
+                || stale.iter().any(|p| p.local.as_bytes() == name.as_bytes())
+            {
+                continue;
+            }
+            stale.push(PrunedRef {
+                remote: remote.as_bstr().to_string(),
+                local: name.to_string(),
+                old,
+            });
+        }
+    }
+    if stale.is_empty() {
+        return Ok(stale);
+    }
+    let mut edits = Vec::with_capacity(stale.len());
+    for p in &stale {
+        edits.push(RefEdit {
+            change: Change::Delete {
+                expected: PreviousValue::MustExistAndMatch(Target::Object(p.old)),
+                log: RefLog::AndReference,
+            },
+            name: p
+                .local
+                .as_str()
+                .try_into()
+                .map_err(|e| gix_error::message!("invalid local ref {}: {e}", p.local))?,
+            deref: false,
+        });
+    }
+    repo.edit_references(edits)?;
+    Ok(stale)
 }
 
 /// `old` is an ancestor of (or equal to) `new`; anything that is not a

@@ -33,7 +33,10 @@ use crate::connect::Session;
 use crate::error::{GitError, Phase};
 use crate::remote::Remote;
 pub use pack::PackStats;
-pub use spec::{check_ref_name, parse_lease, parse_oid, Lease, PushSpec};
+pub use spec::{
+    check_ref_name, check_short_name, expand_destination, parse_lease, parse_lease_spec, parse_oid,
+    Lease, LeaseSpec, PushSpec,
+};
 
 /// One ref update.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -49,7 +52,8 @@ pub struct RefUpdate {
 }
 
 impl RefUpdate {
-    /// Resolve a parsed spec against `repo`, with an optional lease.
+    /// Resolve a parsed spec against `repo`, with an optional lease; a
+    /// short destination is expanded by [`expand_destination`].
     pub fn resolve(
         spec: &PushSpec,
         lease: Option<Lease>,
@@ -66,9 +70,10 @@ impl RefUpdate {
                     .detach(),
             ),
         };
+        let dst = expand_destination(&spec.dst, spec.src.as_deref(), repo)?;
         Ok(RefUpdate {
             src,
-            dst: spec.dst.clone(),
+            dst,
             expect: lease.unwrap_or(Lease::Any),
             force: spec.force,
         })
@@ -434,8 +439,9 @@ impl GitClient {
             detail,
         })?;
         let repo = &fresh;
-        let mut s =
-            Session::open(self.dial(remote, Service::ReceivePack, Protocol::V1, ctx, true))?;
+        let mut dial = self.dial(remote, Service::ReceivePack, Protocol::V1, ctx, true);
+        dial.ssh_config = crate::client::ssh_config(remote, repo);
+        let mut s = Session::open(dial)?;
         // receive-pack needs no symrefs: parse the refs without the
         // `symref` capabilities, which gix-protocol cannot resolve when they
         // name a ref the advertisement does not list (dulwich's empty
@@ -688,7 +694,16 @@ impl GitClient {
         let mut phase = Phase::CommandsSent;
         let mut stats = None;
         if let Some(counted) = counted {
-            let st = pack::write(counted, &mut w).map_err(|detail| {
+            if let Some(cb) = &opts.progress {
+                cb(&crate::Progress {
+                    stage: "counted".into(),
+                    objects: counted.objects(),
+                    bytes: 0,
+                });
+            }
+            let objects = counted.objects();
+            let mut sending = pack::ProgressWriter::new(&mut w, objects, opts.progress.clone());
+            let st = pack::write(counted, &mut sending).map_err(|detail| {
                 // An io error while writing is a cut before the request was
                 // complete; anything else is local.
                 meta.fail(

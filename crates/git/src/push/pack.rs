@@ -62,6 +62,78 @@ pub(crate) struct Counted {
     thin_entries: std::collections::HashMap<ObjectId, output::Entry>,
 }
 
+impl Counted {
+    /// How many objects the pack will hold.
+    pub(crate) fn objects(&self) -> u64 {
+        if let Some(reuse) = &self.reuse {
+            return reuse.len() as u64;
+        }
+        if let Some(whole) = &self.whole {
+            return u64::from(whole.objects);
+        }
+        (self.packed.len() + self.loose.len()) as u64
+    }
+}
+
+/// A writer that counts what goes through it and tells `callback` (at most
+/// every 100 ms, and once at the end): stage `sending`, the pack's object
+/// count, the bytes written so far.
+pub(crate) struct ProgressWriter<'a> {
+    inner: &'a mut dyn Write,
+    objects: u64,
+    bytes: u64,
+    callback: Option<crate::client::ProgressCallback>,
+    last: Option<std::time::Instant>,
+}
+
+impl<'a> ProgressWriter<'a> {
+    pub(crate) fn new(
+        inner: &'a mut dyn Write,
+        objects: u64,
+        callback: Option<crate::client::ProgressCallback>,
+    ) -> Self {
+        ProgressWriter {
+            inner,
+            objects,
+            bytes: 0,
+            callback,
+            last: None,
+        }
+    }
+
+    fn report(&mut self, force: bool) {
+        let Some(cb) = &self.callback else { return };
+        let now = std::time::Instant::now();
+        if !force
+            && self
+                .last
+                .is_some_and(|t| now.duration_since(t) < std::time::Duration::from_millis(100))
+        {
+            return;
+        }
+        self.last = Some(now);
+        cb(&crate::Progress {
+            stage: "sending".into(),
+            objects: self.objects,
+            bytes: self.bytes,
+        });
+    }
+}
+
+impl Write for ProgressWriter<'_> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.bytes += n as u64;
+        self.report(false);
+        Ok(n)
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        self.inner.flush()?;
+        self.report(true);
+        Ok(())
+    }
+}
+
 /// What a loose object is tried as a delta against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Base {

@@ -1,7 +1,10 @@
 //! The textual forms of push updates and leases, as the CLI takes them:
-//! `[+]<SRC>:<DST>` (`:<DST>` deletes) and `<DST>=<OID>` / `<DST>=absent`.
-//! Pure parsers (fuzzed); revisions are resolved later against a repository.
+//! `[+]<SRC>:<DST>` (`:<DST>` deletes; `<DST>` full or short) and
+//! `<DST>=<OID>` / `<DST>=absent` / `<DST>=<abbreviated OID>` / `<DST>`.
+//! Pure parsers (fuzzed); names and revisions are resolved later against a
+//! repository ([`expand_destination`], [`LeaseSpec::resolve`]).
 
+use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
 use crate::client::InputError;
@@ -13,8 +16,88 @@ pub struct PushSpec {
     pub force: bool,
     /// The source revision; `None` deletes.
     pub src: Option<String>,
-    /// The full destination ref name.
+    /// The destination ref: a full name (`refs/heads/main`), or a short one
+    /// (`main`) that [`expand_destination`] expands.
     pub dst: String,
+}
+
+/// Check a short ref name (`main`, `v1`, `team/topic`): valid as
+/// `refs/heads/<name>` and not itself starting with `refs/`.
+pub fn check_short_name(name: &str) -> Result<(), InputError> {
+    if name.starts_with("refs/") {
+        return check_ref_name(name);
+    }
+    let bad = |reason: String| InputError::RefName {
+        name: name.to_string(),
+        reason,
+    };
+    if name == "HEAD" || name.starts_with('-') {
+        return Err(bad("not a ref name to push to".into()));
+    }
+    let full = format!("refs/heads/{name}");
+    gix::validate::reference::name(full.as_bytes().into()).map_err(|e| bad(e.to_string()))?;
+    Ok(())
+}
+
+/// The full destination of a push: `dst` as it is when it starts with
+/// `refs/`; a short `dst` takes the kind of the source, as git guesses it —
+/// a source that is (or whose `HEAD` points to) a branch makes
+/// `refs/heads/<dst>`, a tag `refs/tags/<dst>`. A short destination with
+/// no source (a deletion) or with a source that is no branch or tag (an
+/// object id, `HEAD~1`) cannot be told apart here, and is refused: give
+/// the full name. (git would also look at the remote's refs for a ref of
+/// that name; this expansion is decided locally, before any call.)
+pub fn expand_destination(
+    dst: &str,
+    src: Option<&str>,
+    repo: &gix::Repository,
+) -> Result<String, InputError> {
+    if dst.starts_with("refs/") {
+        check_ref_name(dst)?;
+        return Ok(dst.to_string());
+    }
+    if dst != "HEAD" {
+        check_short_name(dst)?;
+    }
+    let refuse = |why: &str| InputError::RefName {
+        name: dst.to_string(),
+        reason: format!("{why}; give the full name (refs/heads/{dst} or refs/tags/{dst})"),
+    };
+    let Some(src) = src else {
+        return Err(refuse(
+            "a short name to delete cannot be told a branch or a tag",
+        ));
+    };
+    if dst == "HEAD" && src == "HEAD" {
+        // `git push <url> HEAD`: the branch HEAD points to, of that name.
+        return match repo.head_name() {
+            Ok(Some(name)) if name.as_bstr().starts_with(b"refs/heads/") => {
+                Ok(name.as_bstr().to_string())
+            }
+            _ => Err(InputError::RefName {
+                name: dst.to_string(),
+                reason: "HEAD is detached: give <SRC>:<DST>".into(),
+            }),
+        };
+    }
+    let found = repo.try_find_reference(src).ok().flatten().ok_or_else(|| {
+        refuse(&format!(
+            "the source {src:?} is not a branch or a tag, so the kind of {dst:?} is unknown"
+        ))
+    })?;
+    let full = match found.target() {
+        gix::refs::TargetRef::Symbolic(target) => target.as_bstr().to_string(),
+        gix::refs::TargetRef::Object(_) => found.name().as_bstr().to_string(),
+    };
+    if full.starts_with("refs/heads/") {
+        Ok(format!("refs/heads/{dst}"))
+    } else if full.starts_with("refs/tags/") {
+        Ok(format!("refs/tags/{dst}"))
+    } else {
+        Err(refuse(&format!(
+            "the source {src:?} ({full}) is not a branch or a tag, so the kind of {dst:?} is unknown"
+        )))
+    }
 }
 
 /// Check a full ref name (`refs/...`, valid per git's rules).
@@ -41,16 +124,23 @@ impl PushSpec {
             Some(r) => (true, r),
             None => (false, text),
         };
-        let (src, dst) = rest
-            .rsplit_once(':')
-            .ok_or_else(|| bad("expected <SRC>:<DST> or :<DST>"))?;
+        // `<SRC>` alone pushes to the ref of the same name (`main`,
+        // `HEAD`: the branch it points to), as git's `git push <url> main`.
+        let (src, dst) = rest.rsplit_once(':').unwrap_or((rest, rest));
+        if src == "HEAD" && dst == "HEAD" {
+            return Ok(PushSpec {
+                force,
+                src: Some(src.to_string()),
+                dst: dst.to_string(),
+            });
+        }
         if dst.is_empty() {
             return Err(bad("the destination is empty"));
         }
         if src.contains('*') || dst.contains('*') {
             return Err(bad("patterns are not supported in push specs"));
         }
-        check_ref_name(dst).map_err(|e| bad(&e.to_string()))?;
+        check_short_name(dst).map_err(|e| bad(&e.to_string()))?;
         if force && src.is_empty() {
             return Err(bad("'+' with a deletion makes no sense"));
         }
@@ -91,6 +181,156 @@ pub fn parse_lease(text: &str) -> Result<(String, Lease), InputError> {
     Ok((dst.to_string(), lease))
 }
 
+/// A lease as written, before it is resolved against the local repository.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum LeaseSpec {
+    /// `<DST>=<OID>`: 40 hex digits.
+    Oid(ObjectId),
+    /// `<DST>=<HEX>`: 4 to 39 hex digits, resolved locally.
+    Abbreviated(String),
+    /// `<DST>=absent`.
+    Absent,
+    /// `<DST>` alone: what the remote-tracking ref of `<DST>` holds, for
+    /// the configured remote whose URL is the push's (git's
+    /// `--force-with-lease=<ref>`).
+    Tracking,
+}
+
+/// Parse `<DST>`, `<DST>=<OID>`, `<DST>=<abbreviated OID>` or
+/// `<DST>=absent`; `<DST>` full or short.
+pub fn parse_lease_spec(text: &str) -> Result<(String, LeaseSpec), InputError> {
+    let bad = |reason: &str| InputError::Refspec {
+        spec: text.to_string(),
+        reason: reason.to_string(),
+    };
+    let (dst, value) = match text.split_once('=') {
+        Some((d, v)) => (d, Some(v)),
+        None => (text, None),
+    };
+    check_short_name(dst).map_err(|e| bad(&e.to_string()))?;
+    let spec = match value {
+        None => LeaseSpec::Tracking,
+        Some("absent") => LeaseSpec::Absent,
+        Some(v) if v.len() == 40 => LeaseSpec::Oid(parse_oid(v).map_err(|e| bad(&e.to_string()))?),
+        Some(v) if (4..40).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_hexdigit()) => {
+            LeaseSpec::Abbreviated(v.to_ascii_lowercase())
+        }
+        Some(_) => {
+            return Err(bad(
+                "expected <DST>, <DST>=<OID> (4 to 40 hex digits) or <DST>=absent",
+            ))
+        }
+    };
+    Ok((dst.to_string(), spec))
+}
+
+impl LeaseSpec {
+    /// The lease on the full destination `dst` of a push to `url`:
+    /// an abbreviated id is resolved in `repo` (ambiguous or unknown: an
+    /// error); `Tracking` reads the remote-tracking ref of `dst` of the
+    /// remote configured in `repo` with this URL (none: an error; no
+    /// tracking ref: the ref is expected absent, as git does).
+    pub fn resolve(
+        &self,
+        dst: &str,
+        url: &str,
+        repo: &gix::Repository,
+    ) -> Result<Lease, InputError> {
+        match self {
+            LeaseSpec::Oid(o) => Ok(Lease::Oid(*o)),
+            LeaseSpec::Absent => Ok(Lease::Absent),
+            LeaseSpec::Abbreviated(hex) => {
+                let prefix =
+                    gix::hash::Prefix::from_hex(hex).map_err(|e| InputError::Revision {
+                        rev: hex.clone(),
+                        reason: e.to_string(),
+                    })?;
+                match repo.objects.lookup_prefix(prefix, None) {
+                    Ok(Some(Ok(id))) => Ok(Lease::Oid(id)),
+                    Ok(Some(Err(()))) => Err(InputError::Revision {
+                        rev: hex.clone(),
+                        reason: "ambiguous: more than one object starts with it".into(),
+                    }),
+                    Ok(None) => Err(InputError::Revision {
+                        rev: hex.clone(),
+                        reason: "no object in the local repository starts with it".into(),
+                    }),
+                    Err(e) => Err(InputError::Revision {
+                        rev: hex.clone(),
+                        reason: e.to_string(),
+                    }),
+                }
+            }
+            LeaseSpec::Tracking => tracking_value(dst, url, repo),
+        }
+    }
+}
+
+/// What the remote-tracking ref of `dst` holds, for the remote of `repo`
+/// whose URL is `url`.
+fn tracking_value(dst: &str, url: &str, repo: &gix::Repository) -> Result<Lease, InputError> {
+    let refuse = |reason: String| InputError::RefName {
+        name: dst.to_string(),
+        reason,
+    };
+    let wanted = crate::remote::redact(url);
+    let remote = repo
+        .remote_names()
+        .into_iter()
+        .filter_map(|name| repo.find_remote(name.as_bstr()).ok())
+        .find(|r| {
+            [gix::remote::Direction::Fetch, gix::remote::Direction::Push]
+                .into_iter()
+                .filter_map(|d| r.url(d))
+                .any(|u| {
+                    let u = u.to_bstring().to_string();
+                    u == url || crate::remote::redact(&u) == wanted
+                })
+        })
+        .ok_or_else(|| {
+            refuse(format!(
+                "a lease without a value needs a remote configured with the URL {wanted} \
+                 (its remote-tracking ref is the expected value); give <DST>=<OID> instead"
+            ))
+        })?;
+    for spec in remote.refspecs(gix::remote::Direction::Fetch) {
+        let gix::refspec::Instruction::Fetch(gix::refspec::instruction::Fetch::AndUpdate {
+            src,
+            dst: local,
+            ..
+        }) = spec.to_ref().instruction()
+        else {
+            continue;
+        };
+        let tracking = match (
+            src.to_str().ok().and_then(|s| s.split_once('*')),
+            local.to_str().ok().and_then(|s| s.split_once('*')),
+        ) {
+            (Some((sp, ss)), Some((lp, ls))) => dst
+                .strip_prefix(sp)
+                .and_then(|m| m.strip_suffix(ss))
+                .map(|m| format!("{lp}{m}{ls}")),
+            (None, None) if src.to_str().ok() == Some(dst) => {
+                local.to_str().ok().map(str::to_string)
+            }
+            _ => None,
+        };
+        if let Some(tracking) = tracking {
+            return match repo.try_find_reference(tracking.as_str()) {
+                Ok(Some(mut r)) => r
+                    .peel_to_id()
+                    .map(|id| Lease::Oid(id.detach()))
+                    .map_err(|e| refuse(format!("cannot read {tracking}: {e}"))),
+                Ok(None) => Ok(Lease::Absent),
+                Err(e) => Err(refuse(format!("cannot read {tracking}: {e}"))),
+            };
+        }
+    }
+    Err(refuse(format!(
+        "no fetch refspec of the remote with the URL {wanted} maps {dst} to a remote-tracking ref"
+    )))
+}
+
 /// Parse a full 40-hex object id.
 pub fn parse_oid(text: &str) -> Result<ObjectId, InputError> {
     if text.len() != 40 || !text.bytes().all(|b| b.is_ascii_hexdigit()) {
@@ -116,8 +356,16 @@ mod tests {
         assert_eq!(s.src.as_deref(), Some("main"));
         let d = PushSpec::parse(":refs/heads/gone").expect("valid");
         assert_eq!(d.src, None);
-        assert!(PushSpec::parse("main").is_err());
-        assert!(PushSpec::parse("main:main").is_err());
+        let alone = PushSpec::parse("main").expect("src alone");
+        assert_eq!(
+            (alone.src.as_deref(), alone.dst.as_str()),
+            (Some("main"), "main")
+        );
+        assert_eq!(PushSpec::parse("HEAD").expect("HEAD alone").dst, "HEAD");
+        assert!(PushSpec::parse("+HEAD~1").is_err());
+        assert_eq!(PushSpec::parse("HEAD:main").expect("short").dst, "main");
+        assert!(PushSpec::parse("main:HEAD").is_err());
+        assert!(PushSpec::parse("main:-x").is_err());
         assert!(PushSpec::parse("main:").is_err());
         assert!(PushSpec::parse("a:refs/heads/*").is_err());
         assert!(PushSpec::parse("+:refs/heads/x").is_err());
@@ -140,5 +388,16 @@ mod tests {
         assert!(parse_lease("refs/heads/x=12").is_err());
         assert!(parse_lease("refs/heads/x").is_err());
         assert!(parse_lease("main=absent").is_err());
+        assert_eq!(
+            parse_lease_spec("main").expect("valid"),
+            ("main".into(), LeaseSpec::Tracking)
+        );
+        assert_eq!(
+            parse_lease_spec("refs/heads/x=ABCD12").expect("valid").1,
+            LeaseSpec::Abbreviated("abcd12".into())
+        );
+        assert!(parse_lease_spec("x=abc").is_err());
+        assert!(parse_lease_spec("x=zzzz").is_err());
+        assert!(parse_lease_spec("x=").is_err());
     }
 }
