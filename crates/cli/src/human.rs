@@ -135,8 +135,10 @@ pub fn push_lines(
         }
     });
     refs.into_iter()
-        .map(|(_, r)| {
-            let spec = specs.iter().find(|p| p.dst == r.name);
+        .map(|(i, r)| {
+            // The report keeps the specs' order (a short destination was
+            // expanded, so names may differ).
+            let spec = specs.get(i).or_else(|| specs.iter().find(|p| p.dst == r.name));
             let from = spec
                 .and_then(|p| p.src.as_deref())
                 .map(full_src)

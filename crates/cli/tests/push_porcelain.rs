@@ -179,3 +179,127 @@ fn porcelain_says_rejected_as_git_does_and_dry_run_sends_nothing() {
         "{refused:?}"
     );
 }
+
+#[test]
+fn short_names_and_a_source_alone_push_where_git_pushes() {
+    let t = twins();
+    same_commit(&t, "main", "refs/heads/main");
+    // HEAD (a bare clone's HEAD is main) to a short new branch; a tag to a
+    // short new name, which takes the tag's kind; a branch alone.
+    let specs = ["HEAD:topic", "v1.0:v9", "main"];
+    let (git, ours, code) = side_by_side(&t, &specs, &[]);
+    assert_eq!(ours, git, "porcelain lines differ from git's");
+    assert_eq!(code, 0);
+    assert_eq!(refs(&t.our_srv), refs(&t.git_srv), "server states differ");
+    assert!(refs(&t.our_srv).contains("refs/tags/v9 "));
+    assert!(refs(&t.our_srv).contains("refs/heads/topic "));
+
+    // A short destination for a source that is no branch or tag: git would
+    // look at the remote; here it is refused before any call, naming it.
+    let before = t.w.receive_packs();
+    let oid = repo::rev_parse(&t.our_local, "refs/heads/main~1").expect("oid");
+    let run = sluice(&[
+        "push",
+        &t.w.daemon.url("by-sluice.git"),
+        &format!("{oid}:elsewhere"),
+        "--repo",
+        &p(&t.our_local),
+    ]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.first_err_line().contains("SRC:DST"), "{run:?}");
+    assert!(run.first_err_line().contains("elsewhere"), "{run:?}");
+    assert_eq!(t.w.receive_packs(), before);
+}
+
+/// `git push --porcelain --force-with-lease=<lease> origin <spec>` in
+/// git's clone, `sluice-remote push <URL> <spec> --lease <lease>` in ours;
+/// both clones have `origin` configured with their server's URL.
+fn leased_side_by_side(t: &Twins, spec: &str, git_lease: &str, our_lease: &str) -> (String, String, i32) {
+    let git_url = t.w.daemon.url("by-git.git");
+    let our_url = t.w.daemon.url("by-sluice.git");
+    let git = std::process::Command::new("git")
+        .args([
+            "push",
+            "--porcelain",
+            &format!("--force-with-lease={git_lease}"),
+            "origin",
+            spec,
+        ])
+        .current_dir(&t.git_local)
+        .output()
+        .expect("git push");
+    let run = sluice(&[
+        "push",
+        &our_url,
+        spec,
+        "--repo",
+        &p(&t.our_local),
+        "--porcelain",
+        "--lease",
+        our_lease,
+    ]);
+    assert!(matches!(run.code, 0 | 1), "{run:?}");
+    (
+        String::from_utf8_lossy(&git.stdout).replace(&git_url, "<URL>"),
+        run.stdout.replace(&our_url, "<URL>"),
+        run.code,
+    )
+}
+
+#[test]
+fn leases_without_a_value_or_abbreviated_decide_as_gits() {
+    let t = twins();
+    for (local, url) in [
+        (&t.git_local, t.w.daemon.url("by-git.git")),
+        (&t.our_local, t.w.daemon.url("by-sluice.git")),
+    ] {
+        repo::git(local, &["remote", "set-url", "origin", &url]);
+        repo::git(
+            local,
+            &["config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"],
+        );
+        repo::git(local, &["fetch", "-q", "origin"]);
+    }
+    same_commit(&t, "main", "refs/heads/main~1");
+    // origin/main is the server's main: the lease holds, the rewrite lands.
+    let (git, ours, code) = leased_side_by_side(&t, "main:main", "main", "main");
+    assert_eq!(ours, git);
+    assert_eq!(code, 0);
+    assert_eq!(refs(&t.our_srv), refs(&t.git_srv));
+
+    // Somebody else moves the servers' feature; origin/feature is stale now:
+    // the lease without a value is refused as stale, by both.
+    for srv in [&t.git_srv, &t.our_srv] {
+        repo::git(srv, &["update-ref", "refs/heads/feature", "refs/heads/release"]);
+    }
+    same_commit(&t, "feature2", "refs/heads/main");
+    let (git, ours, code) =
+        leased_side_by_side(&t, "refs/heads/feature2:feature", "feature", "feature");
+    assert_eq!(ours, git);
+    assert_eq!(code, 1);
+    assert!(ours.contains("stale info"), "{ours}");
+
+    // An abbreviated id of the value the server holds now: it holds.
+    let release = repo::rev_parse(&t.our_srv, "refs/heads/release").expect("release");
+    let short = &release[..9];
+    let (git, ours, code) = leased_side_by_side(
+        &t,
+        "refs/heads/feature2:feature",
+        &format!("feature:{release}"),
+        &format!("feature={short}"),
+    );
+    assert_eq!(ours, git);
+    assert_eq!(code, 0);
+    assert_eq!(refs(&t.our_srv), refs(&t.git_srv));
+
+    // No remote configured with the URL: a lease without a value is exit 2.
+    let url = t.w.daemon.url("by-sluice.git");
+    repo::git(&t.our_local, &["remote", "set-url", "origin", "git://127.0.0.1:1/other.git"]);
+    let run = sluice(&["push", &url, "main:main", "--repo", &p(&t.our_local), "--lease", "main"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.first_err_line().contains("--lease"), "{run:?}");
+    // An id no object starts with: exit 2.
+    let run = sluice(&["push", &url, "main:main", "--repo", &p(&t.our_local), "--lease", "main=0000000"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.first_err_line().contains("--lease"), "{run:?}");
+}
