@@ -138,7 +138,9 @@ pub fn push_lines(
         .map(|(i, r)| {
             // The report keeps the specs' order (a short destination was
             // expanded, so names may differ).
-            let spec = specs.get(i).or_else(|| specs.iter().find(|p| p.dst == r.name));
+            let spec = specs
+                .get(i)
+                .or_else(|| specs.iter().find(|p| p.dst == r.name));
             let from = spec
                 .and_then(|p| p.src.as_deref())
                 .map(full_src)

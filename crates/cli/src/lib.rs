@@ -1115,10 +1115,25 @@ mod tests {
                 &["fetch", "git://h/r", "refs/heads/a:refs/b:c", "--repo", "."],
                 "<REFSPEC>",
             ),
-            (&["push", "git://h/r", "main", "--repo", "."], "[+]SRC:DST"),
             (
-                &["push", "git://h/r", "main:main", "--repo", "."],
+                &["push", "git://h/r", "main:HEAD", "--repo", "."],
                 "[+]SRC:DST",
+            ),
+            (
+                &["push", "git://h/r", "main:a..b", "--repo", "."],
+                "[+]SRC:DST",
+            ),
+            (
+                &[
+                    "push",
+                    "git://h/r",
+                    "main",
+                    "--repo",
+                    ".",
+                    "--lease",
+                    "main=xyz",
+                ],
+                "--lease",
             ),
             (
                 &[

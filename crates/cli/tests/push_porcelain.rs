@@ -214,7 +214,12 @@ fn short_names_and_a_source_alone_push_where_git_pushes() {
 /// `git push --porcelain --force-with-lease=<lease> origin <spec>` in
 /// git's clone, `sluice-remote push <URL> <spec> --lease <lease>` in ours;
 /// both clones have `origin` configured with their server's URL.
-fn leased_side_by_side(t: &Twins, spec: &str, git_lease: &str, our_lease: &str) -> (String, String, i32) {
+fn leased_side_by_side(
+    t: &Twins,
+    spec: &str,
+    git_lease: &str,
+    our_lease: &str,
+) -> (String, String, i32) {
     let git_url = t.w.daemon.url("by-git.git");
     let our_url = t.w.daemon.url("by-sluice.git");
     let git = std::process::Command::new("git")
@@ -256,7 +261,11 @@ fn leases_without_a_value_or_abbreviated_decide_as_gits() {
         repo::git(local, &["remote", "set-url", "origin", &url]);
         repo::git(
             local,
-            &["config", "remote.origin.fetch", "+refs/heads/*:refs/remotes/origin/*"],
+            &[
+                "config",
+                "remote.origin.fetch",
+                "+refs/heads/*:refs/remotes/origin/*",
+            ],
         );
         repo::git(local, &["fetch", "-q", "origin"]);
     }
@@ -270,7 +279,10 @@ fn leases_without_a_value_or_abbreviated_decide_as_gits() {
     // Somebody else moves the servers' feature; origin/feature is stale now:
     // the lease without a value is refused as stale, by both.
     for srv in [&t.git_srv, &t.our_srv] {
-        repo::git(srv, &["update-ref", "refs/heads/feature", "refs/heads/release"]);
+        repo::git(
+            srv,
+            &["update-ref", "refs/heads/feature", "refs/heads/release"],
+        );
     }
     same_commit(&t, "feature2", "refs/heads/main");
     let (git, ours, code) =
@@ -294,12 +306,31 @@ fn leases_without_a_value_or_abbreviated_decide_as_gits() {
 
     // No remote configured with the URL: a lease without a value is exit 2.
     let url = t.w.daemon.url("by-sluice.git");
-    repo::git(&t.our_local, &["remote", "set-url", "origin", "git://127.0.0.1:1/other.git"]);
-    let run = sluice(&["push", &url, "main:main", "--repo", &p(&t.our_local), "--lease", "main"]);
+    repo::git(
+        &t.our_local,
+        &["remote", "set-url", "origin", "git://127.0.0.1:1/other.git"],
+    );
+    let run = sluice(&[
+        "push",
+        &url,
+        "main:main",
+        "--repo",
+        &p(&t.our_local),
+        "--lease",
+        "main",
+    ]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.first_err_line().contains("--lease"), "{run:?}");
     // An id no object starts with: exit 2.
-    let run = sluice(&["push", &url, "main:main", "--repo", &p(&t.our_local), "--lease", "main=0000000"]);
+    let run = sluice(&[
+        "push",
+        &url,
+        "main:main",
+        "--repo",
+        &p(&t.our_local),
+        "--lease",
+        "main=0000000",
+    ]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.first_err_line().contains("--lease"), "{run:?}");
 }
