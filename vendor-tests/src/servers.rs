@@ -18,7 +18,7 @@ use std::time::Duration;
 use sluice_git::GitClient;
 use sluice_policy::secrecy::SecretString;
 use sluice_policy::{CredentialSource, Policy, StaticSource};
-use sluice_testkit::{GitDaemon, HttpBackend, Sshd, SshdOptions};
+use sluice_testkit::{FaultProxy, GitDaemon, HttpBackend, ServerCert, Sshd, SshdOptions, TestPki};
 
 use crate::gate::Gate;
 use crate::process::{first_file, on_path, output_of, Spawned};
@@ -37,6 +37,8 @@ pub enum Transport {
     Git,
     /// Smart HTTP.
     Http,
+    /// Smart HTTP over TLS.
+    Https,
     /// `ssh://`.
     Ssh,
     /// `file://` (upload-pack / receive-pack spawned by the client).
@@ -49,6 +51,7 @@ impl Transport {
         match self {
             Transport::Git => "git://",
             Transport::Http => "http:// (basic auth for push)",
+            Transport::Https => "https:// (rustls; basic auth for push)",
             Transport::Ssh => "ssh://",
             Transport::File => "file://",
         }
@@ -262,6 +265,72 @@ pub fn http_backend() -> Result<Row, String> {
         }),
         log: Box::new(move || log_backend.error_log()),
         _keep: vec![Box::new(gate), Box::new(backend)],
+        _dir: dir,
+    })
+}
+
+/// The https row: git's http-backend behind lighttpd with `mod_openssl`
+/// (a certificate of `pki`, the run's throwaway CA, which the row's clients
+/// and — through `GIT_SSL_CAINFO`, set by the caller — the git CLI trust),
+/// basic auth required for receive-pack. The v0 route is the fault proxy
+/// ending TLS in front of a gate that drops `Git-Protocol`, in front of a
+/// plain lighttpd serving the same directory.
+pub fn https_backend(pki: Arc<TestPki>) -> Result<Row, String> {
+    let version = git_version(Path::new("git"))?;
+    let lighttpd = sluice_testkit::http_backend::find_lighttpd()
+        .ok_or("lighttpd is not installed (apt-get install -y lighttpd; scripts/test.sh does)")?;
+    let lighttpd_version = output_of(&lighttpd, &["-v"])?
+        .split_whitespace()
+        .next()
+        .unwrap_or("lighttpd")
+        .replace('/', " ");
+    let (dir, base) = served_dir()?;
+    let cert = pki.server(ServerCert::Good);
+    let backend = HttpBackend::start_https_with_auth(&base, &cert, HTTP_USER, HTTP_TOKEN)
+        .map_err(|e| format!("lighttpd with mod_openssl did not start (scripts/test.sh installs lighttpd-mod-openssl): {e}"))?;
+    let plain = HttpBackend::start_with_auth(&base, HTTP_USER, HTTP_TOKEN)
+        .map_err(|e| format!("lighttpd + http-backend did not start: {e}"))?;
+    let gate = Gate::http(plain.addr()).map_err(|e| format!("gate: {e}"))?;
+    let tls_gate = FaultProxy::https(gate.addr(), &cert).map_err(|e| format!("tls gate: {e}"))?;
+    let (addr, gate_addr) = (backend.addr(), tls_gate.addr());
+    let backend = Arc::new(backend);
+    let log_backend = Arc::clone(&backend);
+    let urls_base = base.clone();
+    let credentials: Arc<dyn CredentialSource> =
+        Arc::new(StaticSource::new(SecretString::from(HTTP_TOKEN)));
+    let trusting = || -> Result<GitClient, String> {
+        Ok(client().with_https(
+            sluice_git::HttpsConfig::new()
+                .with_ca_file(pki.ca_file())
+                .map_err(|e| format!("the test CA: {e}"))?,
+        ))
+    };
+    Ok(Row {
+        server: format!("git {version} `http-backend` behind {lighttpd_version} with mod_openssl"),
+        transport: Transport::Https,
+        implementation: Implementation::Git,
+        agent: Some(format!("git/{version}")),
+        base: base.clone(),
+        client: trusting()?,
+        v0_client: trusting()?,
+        credentials: Some(credentials),
+        daemon: None,
+        v0_probe: true,
+        v0_route: "TLS ended by the fault proxy, then a gate that drops the `Git-Protocol` \
+                   header, then a plain lighttpd on the same directory"
+            .into(),
+        urls: Box::new(move |repo, v0| {
+            let at = if v0 { gate_addr } else { addr };
+            format!("https://{at}/git/{}", rel_of(&urls_base, repo))
+        }),
+        log: Box::new(move || log_backend.error_log()),
+        _keep: vec![
+            Box::new(tls_gate),
+            Box::new(gate),
+            Box::new(plain),
+            Box::new(backend),
+            Box::new(pki),
+        ],
         _dir: dir,
     })
 }

@@ -41,6 +41,12 @@ fn start_rows() -> Vec<Result<Row, Dead>> {
         }
         Err(e) => Err(dead("git over OpenSSH `sshd`", Transport::Ssh, e)),
     };
+    // The https row's CA, which the git CLI's probes trust through the
+    // environment (set here, with GIT_SSH_COMMAND, before other threads).
+    let pki = sluice_testkit::TestPki::new().map(std::sync::Arc::new);
+    if let Ok(pki) = &pki {
+        std::env::set_var("GIT_SSL_CAINFO", pki.ca_file());
+    }
     rows.push(
         servers::git_daemon("", Path::new("git"), Path::new("git"))
             .map_err(|e| dead("git 2.47 `git daemon`", Transport::Git, e)),
@@ -55,6 +61,11 @@ fn start_rows() -> Vec<Result<Row, Dead>> {
     rows.push(
         servers::http_backend()
             .map_err(|e| dead("git `http-backend` behind lighttpd", Transport::Http, e)),
+    );
+    rows.push(
+        pki.map_err(|e| format!("the test CA: {e}"))
+            .and_then(servers::https_backend)
+            .map_err(|e| dead("git `http-backend` behind lighttpd with TLS", Transport::Https, e)),
     );
     rows.push(ssh);
     rows.push(servers::file().map_err(|e| dead("git spawned", Transport::File, e)));

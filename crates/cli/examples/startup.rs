@@ -7,8 +7,10 @@
 //! start matters). For https the fault proxy ends TLS with a certificate of
 //! a CA made for the run (`--ca-file`, so the platform's roots are loaded
 //! too, as in a real run), and the listener behind it sees the first byte
-//! of the HTTP request after the handshake. The schemes alternate in a
-//! rotating order; medians and ranges are printed.
+//! of the HTTP request after the handshake; a last row takes the first byte
+//! of the TLS ClientHello itself (start-up without the handshake's round
+//! trip). The schemes alternate in a rotating order; medians and ranges are
+//! printed.
 //!
 //! ```sh
 //! cargo build --release -p sluice-remote --bin sluice-remote --example startup
@@ -75,12 +77,14 @@ fn main() {
     let (git_addr, git_rx) = first_byte_listener();
     let (http_addr, http_rx) = first_byte_listener();
     let (tls_addr, tls_rx) = first_byte_listener();
+    let (hello_addr, hello_rx) = first_byte_listener();
     let proxy = FaultProxy::https(tls_addr, &pki.server(ServerCert::Good)).expect("proxy");
 
     let cases: Vec<(&str, String, &mpsc::Receiver<Instant>)> = vec![
         ("git://", format!("git://{git_addr}/r.git"), &git_rx),
         ("http://", format!("http://{http_addr}/r.git"), &http_rx),
         ("https://", proxy.http_url("/r.git"), &tls_rx),
+        ("https:// (ClientHello)", format!("https://{hello_addr}/r.git"), &hello_rx),
     ];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     for round in 0..=runs {
@@ -123,7 +127,7 @@ fn main() {
             git_median = m;
         }
         println!(
-            "  {name:9} median {m:6.2}  ({lo:.2}–{hi:.2})  {:.2}× git://",
+            "  {name:23} median {m:6.2}  ({lo:.2}–{hi:.2})  {:.2}× git://",
             m / git_median
         );
     }
