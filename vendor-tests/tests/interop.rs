@@ -65,7 +65,13 @@ fn start_rows() -> Vec<Result<Row, Dead>> {
     rows.push(
         pki.map_err(|e| format!("the test CA: {e}"))
             .and_then(servers::https_backend)
-            .map_err(|e| dead("git `http-backend` behind lighttpd with TLS", Transport::Https, e)),
+            .map_err(|e| {
+                dead(
+                    "git `http-backend` behind lighttpd with TLS",
+                    Transport::Https,
+                    e,
+                )
+            }),
     );
     rows.push(ssh);
     rows.push(servers::file().map_err(|e| dead("git spawned", Transport::File, e)));

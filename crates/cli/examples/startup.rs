@@ -84,7 +84,11 @@ fn main() {
         ("git://", format!("git://{git_addr}/r.git"), &git_rx),
         ("http://", format!("http://{http_addr}/r.git"), &http_rx),
         ("https://", proxy.http_url("/r.git"), &tls_rx),
-        ("https:// (ClientHello)", format!("https://{hello_addr}/r.git"), &hello_rx),
+        (
+            "https:// (ClientHello)",
+            format!("https://{hello_addr}/r.git"),
+            &hello_rx,
+        ),
     ];
     let mut times: Vec<Vec<f64>> = vec![Vec::new(); cases.len()];
     for round in 0..=runs {

@@ -947,6 +947,46 @@ pub fn open_repo(path: &Path) -> Result<gix::Repository, UsageError> {
     })
 }
 
+/// The https settings for a call working in `repo`: `common`'s, with git's
+/// configuration of the repository (its global and system files included)
+/// where no flag decided — `http.proxy` when neither `--proxy` nor
+/// `--no-proxy` was given (it wins over the environment, as in git), and
+/// `http.sslCAInfo` or `GIT_SSL_CAINFO`, which wins over it as in git (it
+/// replaces the platform's roots and `SSL_CERT_FILE`; `--ca-file` still
+/// adds to it). A value that cannot be used is bad input naming the key.
+pub fn https_for_repo(
+    common: &Common,
+    repo: &gix::Repository,
+) -> Result<sluice_git::HttpsConfig, UsageError> {
+    let mut https = common.https.clone();
+    let config = repo.config_snapshot();
+    if *https.proxy() == sluice_git::ProxyChoice::Environment {
+        if let Some(proxy) = config.string("http.proxy") {
+            let proxy = proxy.to_string();
+            if !proxy.trim().is_empty() {
+                let url = if proxy.contains("://") {
+                    proxy
+                } else {
+                    format!("http://{proxy}")
+                };
+                https = https
+                    .with_proxy(sluice_git::ProxyChoice::Url(url))
+                    .map_err(|e| UsageError::new("http.proxy", e.to_string()))?;
+            }
+        }
+    }
+    let ca_info = config
+        .string("http.sslCAInfo")
+        .map(|v| PathBuf::from(v.to_string()))
+        .filter(|p| !p.as_os_str().is_empty());
+    if let Some(path) = ca_info {
+        https = https
+            .with_ca_info(&path)
+            .map_err(|e| UsageError::new("http.sslCAInfo", e.to_string()))?;
+    }
+    Ok(https)
+}
+
 /// Resolve the push specs against `repo` — sources, short destinations
 /// (by the kind of the source) — with their leases, each matched to the
 /// spec whose destination it names (short or full) and resolved for a push

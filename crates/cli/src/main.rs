@@ -218,7 +218,8 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             options,
         } => {
             let repo = sluice_cli::open_repo(repo)?;
-            let client = GitClient::new(policy(common)).with_https(common.https.clone());
+            let https = sluice_cli::https_for_repo(common, &repo)?;
+            let client = GitClient::new(policy(common)).with_https(https);
             let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
             let mut opts = git_options(common);
             opts.progress = bar.callback();
@@ -250,7 +251,8 @@ fn run(config: &Config) -> anyhow::Result<u8> {
         } => {
             let repo = sluice_cli::open_repo(repo)?;
             let updates = sluice_cli::resolve_updates(specs, leases, url, &repo)?;
-            let client = GitClient::new(policy(common)).with_https(common.https.clone());
+            let https = sluice_cli::https_for_repo(common, &repo)?;
+            let client = GitClient::new(policy(common)).with_https(https);
             let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
             let mut opts = git_options(common);
             opts.progress = bar.callback();

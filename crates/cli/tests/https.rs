@@ -35,6 +35,7 @@ fn sluice_env(args: &[&str], cert_file: Option<&std::path::Path>, vars: &[(&str,
     cmd.args(args)
         .env_remove("RUST_LOG")
         .env_remove("SSL_CERT_FILE")
+        .env_remove("GIT_SSL_CAINFO")
         .stdin(Stdio::null());
     for v in PROXY_VARS {
         cmd.env_remove(v);
@@ -234,4 +235,94 @@ fn https_proxy_from_the_environment_is_used_named_and_bypassed_as_curl_does() {
         "{:?}",
         proxy.requests()
     );
+}
+
+#[test]
+fn the_repository_config_gives_http_ssl_ca_info_and_http_proxy_as_git_reads_them() {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let pki = TestPki::new().expect("pki");
+    let server = serve(dir.path(), &pki, ServerCert::Good);
+    let url = server.url("r.git");
+    let local = dir.path().join("local.git");
+    sluice_testkit::repo::init_bare(&local).expect("init");
+    let set = |k: &str, v: &str| sluice_testkit::repo::set_config(&local, k, v);
+    let unset = |k: &str| {
+        let _ = Command::new("git")
+            .arg("-C")
+            .arg(&local)
+            .args(["config", "--unset", k])
+            .status();
+    };
+    let spec = "+refs/heads/*:refs/remotes/origin/*";
+    let fetch = |extra: &[&str], vars: &[(&str, &str)]| {
+        let mut args = vec!["fetch", url.as_str(), spec, "--repo"];
+        let repo = local.to_str().expect("utf-8 path").to_string();
+        let mut owned = args.drain(..).map(str::to_string).collect::<Vec<_>>();
+        owned.push(repo);
+        owned.extend(QUICK.iter().map(|s| s.to_string()));
+        owned.extend(extra.iter().map(|s| s.to_string()));
+        let refs: Vec<&str> = owned.iter().map(String::as_str).collect();
+        sluice_env(&refs, None, vars)
+    };
+
+    // Untrusted without configuration; http.sslCAInfo naming the test CA
+    // replaces the platform's roots, and it is trusted.
+    let r = fetch(&[], &[]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    set("http.sslCAInfo", pki.ca_file().to_str().expect("utf-8"));
+    let r = fetch(&[], &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    // ... and it replaces SSL_CERT_FILE too, as in git; GIT_SSL_CAINFO
+    // wins over it.
+    let other = pki.other_ca_file();
+    let other = other.to_str().expect("utf-8");
+    let r = fetch(&[], &[("SSL_CERT_FILE", other)]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let r = fetch(&[], &[("GIT_SSL_CAINFO", other)]);
+    assert_eq!(r.code, 1, "{}", r.stderr);
+    // A roots file that cannot be read is bad input naming the key.
+    set(
+        "http.sslCAInfo",
+        dir.path().join("absent.pem").to_str().expect("utf-8"),
+    );
+    let r = fetch(&[], &[]);
+    assert_eq!(r.code, 2, "{}", r.stderr);
+    assert!(
+        r.stderr
+            .lines()
+            .next()
+            .unwrap_or("")
+            .contains("http.sslCAInfo"),
+        "{}",
+        r.stderr
+    );
+    set("http.sslCAInfo", pki.ca_file().to_str().expect("utf-8"));
+
+    // http.proxy: used, even over a working HTTPS_PROXY (it wins over the
+    // environment, as in git); a dead one is named; --no-proxy skips it.
+    let dead = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        l.local_addr().expect("addr")
+    };
+    let proxy = Tinyproxy::start().expect("tinyproxy starts");
+    set("http.proxy", &format!("http://{dead}"));
+    let r = fetch(&["--max-attempts", "1"], &[("HTTPS_PROXY", &proxy.url())]);
+    assert_eq!(r.code, 3, "{} {}", r.stdout, r.stderr);
+    assert!(
+        r.stderr.contains(&format!("through proxy http://{dead}")),
+        "{}",
+        r.stderr
+    );
+    let r = fetch(&["--no-proxy"], &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    set("http.proxy", &proxy.url());
+    let r = fetch(&[], &[]);
+    assert_eq!(r.code, 0, "{}", r.stderr);
+    let connect = format!("CONNECT {} ", server.addr());
+    assert!(
+        proxy.requests().iter().any(|r| r.starts_with(&connect)),
+        "{:?}",
+        proxy.requests()
+    );
+    unset("http.proxy");
 }

@@ -101,6 +101,8 @@ impl std::fmt::Debug for ProxyChoice {
 pub struct HttpsConfig {
     extra: Arc<Vec<CertificateDer<'static>>>,
     ca_files: Vec<PathBuf>,
+    /// `http.sslCAInfo`: roots that replace the platform's.
+    ca_info: Option<(PathBuf, Arc<Vec<CertificateDer<'static>>>)>,
     proxy: ProxyChoice,
 }
 
@@ -109,6 +111,7 @@ impl std::fmt::Debug for HttpsConfig {
         f.debug_struct("HttpsConfig")
             .field("ca_files", &self.ca_files)
             .field("extra_roots", &self.extra.len())
+            .field("ca_info", &self.ca_info.as_ref().map(|(p, _)| p))
             .field("proxy", &self.proxy)
             .finish()
     }
@@ -132,6 +135,22 @@ impl HttpsConfig {
         self.extra = Arc::new(extra);
         self.ca_files.push(path.to_owned());
         Ok(self)
+    }
+
+    /// Trust only the certificates in the PEM file at `path` instead of the
+    /// platform's roots (git's `http.sslCAInfo`; it wins over
+    /// `SSL_CERT_FILE`); [`HttpsConfig::with_ca_file`]'s are still added.
+    /// The file is read now.
+    pub fn with_ca_info(mut self, path: impl AsRef<Path>) -> Result<Self, HttpsError> {
+        let path = path.as_ref();
+        let certs = read_pem_certs(path)?;
+        self.ca_info = Some((path.to_owned(), Arc::new(certs)));
+        Ok(self)
+    }
+
+    /// The file given to [`HttpsConfig::with_ca_info`], if any.
+    pub fn ca_info(&self) -> Option<&Path> {
+        self.ca_info.as_ref().map(|(p, _)| p.as_path())
     }
 
     /// Use this proxy choice. A [`ProxyChoice::Url`] is checked now.
@@ -161,7 +180,18 @@ impl HttpsConfig {
     /// Fails only when the platform's roots cannot be read (an unreadable
     /// `SSL_CERT_FILE`).
     pub fn rustls_config(&self) -> Result<rustls::ClientConfig, HttpsError> {
-        let mut roots = (*platform_roots().clone()?).clone();
+        let mut roots = match &self.ca_info {
+            Some((_, certs)) => {
+                let mut store = RootCertStore::empty();
+                for c in certs.iter() {
+                    store
+                        .add(c.clone())
+                        .map_err(|e| HttpsError::Tls(e.to_string()))?;
+                }
+                store
+            }
+            None => (*platform_roots().clone()?).clone(),
+        };
         for c in self.extra.iter() {
             roots
                 .add(c.clone())
