@@ -18,11 +18,16 @@ struct Twins {
 }
 
 fn twins() -> Twins {
+    twins_of("small")
+}
+
+/// [`twins`] of another fixture.
+fn twins_of(fixture: &str) -> Twins {
     let w = World::new();
     let git_srv = w.path("srv/by-git.git");
     let our_srv = w.path("srv/by-sluice.git");
-    fixtures::copy_of("small", &git_srv).expect("fixture");
-    fixtures::copy_of("small", &our_srv).expect("fixture");
+    fixtures::copy_of(fixture, &git_srv).expect("fixture");
+    fixtures::copy_of(fixture, &our_srv).expect("fixture");
     let clone = |from: &Path, name: &str| {
         let to = w.path(name);
         repo::git(w.dir.path(), &["clone", "-q", "--bare", &p(from), &p(&to)]);
@@ -333,4 +338,34 @@ fn leases_without_a_value_or_abbreviated_decide_as_gits() {
     ]);
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.first_err_line().contains("--lease"), "{run:?}");
+}
+
+#[test]
+fn porcelain_abbreviates_as_git_does_past_seven_digits() {
+    // The medium fixture holds about 41,000 objects: git abbreviates to 8.
+    let t = twins_of("medium");
+    same_commit(&t, "main", "refs/heads/main");
+    same_commit(&t, "rework", "refs/heads/main~3");
+    let specs = [
+        "refs/heads/main:refs/heads/main",
+        "+refs/heads/rework:refs/heads/main-old",
+        "refs/heads/main~1:refs/heads/fresh",
+    ];
+    for (local, url) in [
+        (&t.git_local, t.w.daemon.url("by-git.git")),
+        (&t.our_local, t.w.daemon.url("by-sluice.git")),
+    ] {
+        repo::git(local, &["push", "-q", &url, "refs/heads/main~1:refs/heads/main-old"]);
+    }
+    let (git, ours, code) = side_by_side(&t, &specs, &[]);
+    assert_eq!(ours, git, "porcelain lines differ from git's");
+    assert_eq!(code, 0);
+    let range = ours
+        .lines()
+        .find(|l| l.contains(".."))
+        .unwrap_or_else(|| panic!("a range: {ours}"));
+    let summary = range.rsplit('\t').next().unwrap_or("");
+    let first = summary.split("..").next().unwrap_or("");
+    assert!(first.len() > 7, "abbreviated past 7 digits: {ours}");
+    assert_eq!(refs(&t.our_srv), refs(&t.git_srv), "server states differ");
 }
