@@ -355,7 +355,10 @@ fn porcelain_abbreviates_as_git_does_past_seven_digits() {
         (&t.git_local, t.w.daemon.url("by-git.git")),
         (&t.our_local, t.w.daemon.url("by-sluice.git")),
     ] {
-        repo::git(local, &["push", "-q", &url, "refs/heads/main~1:refs/heads/main-old"]);
+        repo::git(
+            local,
+            &["push", "-q", &url, "refs/heads/main~1:refs/heads/main-old"],
+        );
     }
     let (git, ours, code) = side_by_side(&t, &specs, &[]);
     assert_eq!(ours, git, "porcelain lines differ from git's");
@@ -367,5 +370,85 @@ fn porcelain_abbreviates_as_git_does_past_seven_digits() {
     let summary = range.rsplit('\t').next().unwrap_or("");
     let first = summary.split("..").next().unwrap_or("");
     assert!(first.len() > 7, "abbreviated past 7 digits: {ours}");
+    assert_eq!(refs(&t.our_srv), refs(&t.git_srv), "server states differ");
+}
+
+/// A human push line's flag, summary, source and destination (` * [new
+/// branch]      main -> fresh` → `*`, `[new branch]`, `main`, `fresh`) and
+/// its parenthesised reason, if any.
+fn human_shape(line: &str) -> Option<(char, String, String, String, String)> {
+    let mut chars = line.chars();
+    if chars.next()? != ' ' {
+        return None;
+    }
+    let flag = chars.next()?;
+    let rest = line.get(3..)?.trim_start();
+    let (summary, rest) = if rest.starts_with('[') {
+        let end = rest.find(']')?;
+        (rest[..=end].to_string(), rest[end + 1..].trim_start())
+    } else {
+        let (s, r) = rest.split_once(' ')?;
+        (s.to_string(), r.trim_start())
+    };
+    // A deletion names only the destination (` - [deleted]   release`).
+    let (from, rest) = rest.split_once(" -> ").unwrap_or(("", rest));
+    let (to, reason) = match rest.split_once(" (") {
+        Some((to, r)) => (to, r.trim_end_matches(')')),
+        None => (rest, ""),
+    };
+    Some((
+        flag,
+        summary,
+        from.to_string(),
+        to.trim().to_string(),
+        reason.to_string(),
+    ))
+}
+
+#[test]
+fn human_lines_have_gits_flags_summaries_and_names() {
+    let t = twins();
+    same_commit(&t, "main", "refs/heads/main");
+    same_commit(&t, "rework", "refs/heads/main~1");
+    same_commit(&t, "behind", "refs/heads/main~2");
+    let specs = [
+        "main:main",
+        "main:refs/heads/fresh",
+        "+rework:feature",
+        ":refs/heads/release",
+        "behind:refs/heads/main-copy",
+    ];
+    // main-copy exists on both servers at main: `behind` is not a
+    // fast-forward of it and is rejected by the client.
+    for (local, url) in [
+        (&t.git_local, t.w.daemon.url("by-git.git")),
+        (&t.our_local, t.w.daemon.url("by-sluice.git")),
+    ] {
+        repo::git(
+            local,
+            &["push", "-q", &url, "refs/heads/main:refs/heads/main-copy"],
+        );
+    }
+    let git = std::process::Command::new("git")
+        .args(["push", &t.w.daemon.url("by-git.git")])
+        .args(specs)
+        .current_dir(&t.git_local)
+        .output()
+        .expect("git push");
+    let mut args = vec!["push".to_string(), t.w.daemon.url("by-sluice.git")];
+    args.extend(specs.iter().map(|s| s.to_string()));
+    args.extend(["--repo".to_string(), p(&t.our_local)]);
+    let refs_args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let run = sluice(&refs_args);
+    assert_eq!(run.code, 1, "{run:?}");
+    let mut theirs: Vec<_> = String::from_utf8_lossy(&git.stderr)
+        .lines()
+        .filter_map(human_shape)
+        .collect();
+    let mut ours: Vec<_> = run.stdout.lines().filter_map(human_shape).collect();
+    theirs.sort();
+    ours.sort();
+    assert_eq!(theirs.len(), specs.len(), "{git:?}");
+    assert_eq!(ours, theirs, "{run:?}\n{git:?}");
     assert_eq!(refs(&t.our_srv), refs(&t.git_srv), "server states differ");
 }
