@@ -109,7 +109,7 @@ fn shape(line: &str) -> Option<(String, String, String, String)> {
         (s.to_string(), r.trim())
     };
     let (from, to) = rest.split_once("->")?;
-    let to = to.trim().split_whitespace().next()?.to_string();
+    let to = to.split_whitespace().next()?.to_string();
     Some((flag, summary, from.trim().to_string(), to))
 }
 

@@ -78,7 +78,8 @@ fn the_ssh_command_is_chosen_as_git_chooses_it() {
     let good_program = script(&bin.join("good-ssh"), &format!("exec {good} \"$@\""));
     let bad_program = script(&bin.join("bad-ssh"), "exit 255");
 
-    let cases: [(&str, Vec<(&str, &str)>, Option<&str>, bool); 6] = [
+    type Case<'a> = (&'a str, Vec<(&'a str, &'a str)>, Option<&'a str>, bool);
+    let cases: [Case; 6] = [
         (
             "command",
             vec![("GIT_SSH_COMMAND", good.as_str())],

@@ -560,6 +560,7 @@ impl GitClient {
         ))
     }
 
+    #[allow(clippy::too_many_arguments)]
     fn fetch_attempt(
         &self,
         remote: &Remote,
