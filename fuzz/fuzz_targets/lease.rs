@@ -4,7 +4,7 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_git::{parse_lease, parse_oid, Lease};
+use sluice_git::{parse_lease, parse_lease_spec, parse_oid, Lease, LeaseSpec};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {
@@ -21,5 +21,14 @@ fuzz_target!(|data: &[u8]| {
             Lease::Any => panic!("a parsed lease is never Any"),
         };
         assert_eq!(parse_lease(&back).ok(), Some((dst, lease)));
+    }
+    if let Ok((dst, spec)) = parse_lease_spec(text) {
+        let back = match &spec {
+            LeaseSpec::Absent => format!("{dst}=absent"),
+            LeaseSpec::Oid(o) => format!("{dst}={o}"),
+            LeaseSpec::Abbreviated(h) => format!("{dst}={h}"),
+            LeaseSpec::Tracking => dst.clone(),
+        };
+        assert_eq!(parse_lease_spec(&back).ok(), Some((dst, spec)));
     }
 });
