@@ -470,3 +470,38 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
 pub(crate) fn drain(r: &mut dyn Read) {
     let _ = std::io::copy(&mut r.take(1 << 20), &mut std::io::sink());
 }
+
+#[cfg(test)]
+mod ssh_tests {
+    use super::{ssh_program, SshProgram};
+
+    #[test]
+    fn the_ssh_command_is_chosen_in_gits_order() {
+        let env = |vars: &'static [(&'static str, &'static str)]| {
+            move |k: &str| {
+                vars.iter()
+                    .find(|(name, _)| *name == k)
+                    .map(|(_, v)| v.to_string())
+            }
+        };
+        let both = &[("GIT_SSH_COMMAND", "ssh -v"), ("GIT_SSH", "plink")];
+        assert_eq!(
+            ssh_program(env(both), Some("ssh -q".into())),
+            SshProgram::Shell("ssh -v".into())
+        );
+        let program = &[("GIT_SSH", "plink")];
+        assert_eq!(
+            ssh_program(env(program), Some("ssh -q".into())),
+            SshProgram::Shell("ssh -q".into())
+        );
+        assert_eq!(
+            ssh_program(env(program), None),
+            SshProgram::Program("plink".into())
+        );
+        let blank = &[("GIT_SSH_COMMAND", "  ")];
+        assert_eq!(
+            ssh_program(env(blank), Some(String::new())),
+            SshProgram::Program("ssh".into())
+        );
+    }
+}
