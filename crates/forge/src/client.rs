@@ -827,9 +827,18 @@ impl ForgeClient {
                 } else {
                     None
                 };
+                let refused_by_proxy = sluice_https::proxy_auth_required(&e);
                 let mut text = error_chain(&e.without_url());
-                if let Some(proxy) = self.inner.proxies.named_for(p.url) {
+                let proxy = self.inner.proxies.named_for(p.url);
+                if let Some(proxy) = &proxy {
                     text.push_str(&format!(" (through proxy {proxy})"));
+                }
+                // The proxy refused CONNECT with 407: its answer.
+                if phase == Phase::Connect && proxy.is_some() && refused_by_proxy {
+                    return Err(AttemptError::answered(
+                        Phase::Connect.as_str(),
+                        format!("407 Proxy Authentication Required: {text}"),
+                    ));
                 }
                 tracing::debug!(
                     method = %p.method, url = %p.url, credential = ?fingerprint, phase = phase.as_str(),

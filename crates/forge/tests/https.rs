@@ -113,3 +113,44 @@ fn the_test_ca_is_untrusted_unless_added() {
     let cause = out.attempts[0].cause.clone().unwrap_or_default();
     assert!(cause.contains("not trusted"), "{cause}");
 }
+
+#[test]
+fn through_a_proxy_by_connect_and_a_407_is_answered_in_one_attempt() {
+    let forge = FakeForge::start().expect("fake forge");
+    let pki = TestPki::new().expect("pki");
+    let proxy_tls = over_https(&forge, &pki, ServerCert::Good);
+    let base = proxy_tls.http_url("");
+    let via = |proxy_url: String| {
+        trusting(&pki)
+            .with_proxy(sluice_forge::ProxyChoice::Url(proxy_url))
+            .expect("a valid proxy URL")
+    };
+    let open = sluice_testkit::Tinyproxy::start().expect("tinyproxy starts");
+    let client = client_of(&base, via(open.url()));
+    let out = client
+        .get_url(&proxy_tls.http_url("/zen"), CallOptions::new())
+        .expect("valid url");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert!(
+        open.requests().iter().any(|r| r.starts_with("CONNECT ")),
+        "{:?}",
+        open.requests()
+    );
+
+    let guarded =
+        sluice_testkit::Tinyproxy::start_with_auth("proxyuser", "proxy-secret").expect("tinyproxy");
+    let client = client_of(&base, via(guarded.url()));
+    let before = forge.all_arrivals().len();
+    let out = client.create_issue_comment(&repo(), 1, "never sent", CallOptions::new());
+    assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
+    assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
+    assert_eq!(out.may_have_applied, Some(false));
+    let cause = out.attempts[0].cause.clone().unwrap_or_default();
+    assert!(cause.contains("407"), "{cause}");
+    assert!(cause.contains(&guarded.url()), "{cause}");
+    assert_eq!(
+        forge.all_arrivals().len(),
+        before,
+        "nothing reached the forge"
+    );
+}

@@ -98,6 +98,21 @@ impl Exchange {
                             .unwrap_or_default();
                         (r, host)
                     });
+                    // A proxy answering CONNECT with 407: its answer, the
+                    // same each time. hyper-util reports it only as an error
+                    // whose type is private (`TunnelError::ProxyAuthRequired`),
+                    // so its words are the one signal; a test against a real
+                    // proxy pins them (tests/proxy.rs).
+                    if let Some(p) = proxy
+                        .as_deref()
+                        .filter(|_| sluice_https::proxy_auth_required(&e))
+                    {
+                        st.http_status = Some((
+                            407,
+                            None,
+                            format!("407 Proxy Authentication Required (through proxy {p})"),
+                        ));
+                    }
                 } else if is_post {
                     drop(st);
                     self.wire.flushed(&body);

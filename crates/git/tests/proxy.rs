@@ -157,3 +157,36 @@ fn a_refused_proxy_is_unjudged_and_named_without_its_user_info() {
         }
     }
 }
+
+#[test]
+fn a_407_answering_connect_is_answered_once_naming_the_proxy() {
+    let w = World::new();
+    let pki = TestPki::new().expect("pki");
+    w.small("s.git");
+    let server = HttpBackend::start_https(&w.dir.path().join("srv"), &pki.server(ServerCert::Good))
+        .expect("lighttpd with mod_openssl starts");
+    let url = server.url("s.git");
+    let guarded = Tinyproxy::start_with_auth("proxyuser", "proxy-secret").expect("tinyproxy");
+    let out = through(&guarded.url(), Some(&pki))
+        .ls_refs(&url, &[], &quick(10_000, 5_000, 3))
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
+    assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
+    assert_eq!(out.attempts[0].class, Some(Class::Answered));
+    let cause = out.attempts[0].cause.clone().unwrap_or_default();
+    assert!(cause.contains("407"), "{cause}");
+    assert!(cause.contains(&guarded.url()), "{cause}");
+    assert!(!cause.contains("proxy-secret"), "{cause}");
+    // The proxy saw one CONNECT, refused.
+    let connects = guarded
+        .requests()
+        .iter()
+        .filter(|r| r.starts_with("CONNECT "))
+        .count();
+    assert_eq!(connects, 1, "{:?}", guarded.requests());
+    // With its credentials, the tunnel opens.
+    let out = through(&guarded.url_with_credentials(), Some(&pki))
+        .ls_refs(&url, &[], &quick(10_000, 5_000, 3))
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+}

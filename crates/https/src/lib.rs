@@ -398,6 +398,21 @@ pub fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, Https
     Ok(certs)
 }
 
+/// Whether `e`'s source chain holds a proxy's 407 answer to CONNECT, as
+/// hyper-util reports it: an error whose type is private
+/// (`TunnelError::ProxyAuthRequired`), so its words are the one signal.
+/// Tests against a real proxy (tinyproxy with basic auth) pin them.
+pub fn proxy_auth_required(e: &(dyn std::error::Error + 'static)) -> bool {
+    let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(inner) = src {
+        if inner.to_string() == "tunnel error: proxy authorization required" {
+            return true;
+        }
+        src = inner.source();
+    }
+    false
+}
+
 /// The platform's roots, loaded on first use and kept for the process:
 /// `SSL_CERT_FILE` alone when it is set (an unreadable one is an error, as
 /// in curl), else the system store. A system store that cannot be read
