@@ -241,8 +241,17 @@ fn each_kind_of_bad_input_exits_2_with_empty_stdout_and_names_the_argument() {
             &["fetch", u, "refs/heads/main:refs/x:y", "--repo", r],
             "<REFSPEC>",
         ),
-        (&["push", u, "main", "--repo", r], "SRC:DST"),
-        (&["push", u, "main:main", "--repo", r], "SRC:DST"),
+        (&["push", u, "main:HEAD", "--repo", r], "SRC:DST"),
+        (&["push", u, "HEAD~1:elsewhere", "--repo", r], "SRC:DST"),
+        (&["push", u, ":short", "--repo", r], "SRC:DST"),
+        (
+            &["push", u, "main", "--repo", r, "--lease", "main=0000000"],
+            "--lease",
+        ),
+        (
+            &["push", u, "main", "--repo", r, "--lease", "main"],
+            "--lease",
+        ),
         (
             &["push", u, "nosuchrev:refs/heads/x", "--repo", r],
             "SRC:DST",
