@@ -69,9 +69,79 @@
 #![forbid(unsafe_code)]
 
 mod import;
+mod postgres;
 mod sqlite;
 
+pub use postgres::{
+    is_postgres_url, PostgresBudgets, PostgresLedger, DEFAULT_CONNECT_TIMEOUT, PG_SCHEMA_VERSION,
+};
 pub use sqlite::{
     LedgerEntry, SqliteLedger, SqliteOptions, SyncMode, DEFAULT_BUSY_TIMEOUT, DEFAULT_RETENTION,
     PRUNE_BATCH, PRUNE_INTERVAL,
 };
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sluice_policy::{BudgetStore, Claim, Ledger, LedgerError, PreviousRun};
+
+/// A ledger named by what the CLI's `--ledger` takes: a PostgreSQL URL
+/// (`postgres://…`, see [`is_postgres_url`]) or a file (SQLite).
+#[derive(Debug)]
+pub enum Store {
+    /// `--ledger FILE`.
+    Sqlite(SqliteLedger),
+    /// `--ledger postgres://…`.
+    Postgres(PostgresLedger),
+}
+
+impl Store {
+    /// Open the store `spec` names, with the default options.
+    pub fn open(spec: &std::path::Path) -> Result<Store, LedgerError> {
+        match spec.to_str().filter(|s| is_postgres_url(s)) {
+            Some(url) => PostgresLedger::open(url).map(Store::Postgres),
+            None => SqliteLedger::open(spec).map(Store::Sqlite),
+        }
+    }
+
+    /// The retry budget to share with the other users of this store: the
+    /// database's for PostgreSQL, none (the policy's own) for SQLite.
+    pub fn budget_store(&self) -> Option<Arc<dyn BudgetStore>> {
+        match self {
+            Store::Sqlite(_) => None,
+            Store::Postgres(p) => Some(p.budget_store()),
+        }
+    }
+
+    /// The row of `id`, if it is kept.
+    pub fn show(&self, id: &str) -> Result<Option<LedgerEntry>, LedgerError> {
+        match self {
+            Store::Sqlite(s) => s.show(id),
+            Store::Postgres(p) => p.show(id),
+        }
+    }
+
+    /// The rows claimed at or after `since`, oldest first (ties by id).
+    pub fn list(&self, since: SystemTime) -> Result<Vec<LedgerEntry>, LedgerError> {
+        match self {
+            Store::Sqlite(s) => s.list(since),
+            Store::Postgres(p) => p.list(since),
+        }
+    }
+}
+
+impl Ledger for Store {
+    fn claim(&self, id: &str) -> Result<Claim, LedgerError> {
+        match self {
+            Store::Sqlite(s) => s.claim(id),
+            Store::Postgres(p) => p.claim(id),
+        }
+    }
+
+    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
+        match self {
+            Store::Sqlite(s) => s.finish(id, run),
+            Store::Postgres(p) => p.finish(id, run),
+        }
+    }
+}
