@@ -16,7 +16,9 @@ use std::time::{Duration, Instant, SystemTime};
 
 use postgres::config::{Host, SslMode};
 use postgres::{Client, NoTls, Statement};
-use sluice_policy::{BudgetStore, Claim, Ledger, LedgerError, LocalBudgets, PreviousRun, RetryBudget};
+use sluice_policy::{
+    BudgetStore, Claim, Ledger, LedgerError, LocalBudgets, PreviousRun, RetryBudget,
+};
 
 use crate::sqlite::{from_ms, to_ms, LedgerEntry, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL};
 
@@ -71,6 +73,20 @@ struct Pool {
 impl Pool {
     fn err(&self, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> LedgerError {
         let e = e.into();
+        // postgres's errors say "db error" or "invalid configuration" and
+        // keep the reason in their sources: say it all in one line.
+        let e: Box<dyn std::error::Error + Send + Sync> = if e.is::<postgres::Error>() {
+            let mut text = e.to_string();
+            let mut next = e.source();
+            while let Some(s) = next {
+                text.push_str(": ");
+                text.push_str(&s.to_string());
+                next = s.source();
+            }
+            text.into()
+        } else {
+            e
+        };
         let source = match e.downcast::<io::Error>() {
             Ok(io) => *io,
             Err(other) => io::Error::other(other),
@@ -156,24 +172,24 @@ fn prepare(c: &mut Client) -> Result<Prepared, postgres::Error> {
         // refilled to the server's now; a token is spent when it holds one.
         spend: c.prepare(
             "INSERT INTO sluice_retry_budget AS b (host, tokens, at, spent)
-             VALUES ($1, CASE WHEN $2 >= 1 THEN $2 - 1 ELSE $2 END, clock_timestamp(), $2 >= 1)
+             VALUES ($1, CASE WHEN $2::float8 >= 1 THEN $2::float8 - 1 ELSE $2::float8 END, clock_timestamp(), $2::float8 >= 1)
              ON CONFLICT (host) DO UPDATE SET
                tokens = CASE
-                 WHEN least($2, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3) >= 1
-                 THEN least($2, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3) - 1
-                 ELSE least($2, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3)
+                 WHEN least($2::float8, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3::float8) >= 1
+                 THEN least($2::float8, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3::float8) - 1
+                 ELSE least($2::float8, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3::float8)
                END,
-               spent = least($2, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3) >= 1,
+               spent = least($2::float8, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3::float8) >= 1,
                at = greatest(b.at, clock_timestamp())
              RETURNING spent, tokens",
         )?,
-        // $4 the success credit.
+        // $4::float8 the success credit.
         credit: c.prepare(
             "INSERT INTO sluice_retry_budget AS b (host, tokens, at, spent)
-             VALUES ($1, $2, clock_timestamp(), false)
+             VALUES ($1, $2::float8, clock_timestamp(), false)
              ON CONFLICT (host) DO UPDATE SET
-               tokens = least($2, b.tokens
-                 + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3 + $4),
+               tokens = least($2::float8, b.tokens
+                 + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3::float8 + $4::float8),
                spent = false,
                at = greatest(b.at, clock_timestamp())
              RETURNING tokens",
@@ -359,9 +375,7 @@ impl PostgresLedger {
 
     /// The row of `id`, if it is kept.
     pub fn show(&self, id: &str) -> Result<Option<LedgerEntry>, LedgerError> {
-        let row = self
-            .pool
-            .with(|c| c.client.query_opt(&c.st.show, &[&id]))?;
+        let row = self.pool.with(|c| c.client.query_opt(&c.st.show, &[&id]))?;
         row.map(|r| self.entry(&r)).transpose()
     }
 
@@ -671,9 +685,16 @@ fn pgpass_password(config: &postgres::Config) -> Option<String> {
         Some(Host::Tcp(h)) => h.clone(),
         Some(Host::Unix(_)) | None => "localhost".into(),
     };
-    let port = config.get_ports().first().copied().unwrap_or(5432).to_string();
+    let port = config
+        .get_ports()
+        .first()
+        .copied()
+        .unwrap_or(5432)
+        .to_string();
     let user = config.get_user().unwrap_or("").to_string();
-    let db = config.get_dbname().map_or_else(|| user.clone(), str::to_string);
+    let db = config
+        .get_dbname()
+        .map_or_else(|| user.clone(), str::to_string);
     let wanted = [host, port, db, user];
     text.lines()
         .filter(|l| !l.trim_start().starts_with('#') && !l.trim().is_empty())
@@ -714,7 +735,8 @@ mod tests {
     #[test]
     fn a_url_is_shown_without_its_password() {
         let (config, shown) =
-            parse_url("postgres://ops:s3cret@db.example:6543/ledger?connect_timeout=3").expect("parsed");
+            parse_url("postgres://ops:s3cret@db.example:6543/ledger?connect_timeout=3")
+                .expect("parsed");
         assert_eq!(shown, "postgres://ops@db.example:6543/ledger");
         assert_eq!(config.get_password(), Some(&b"s3cret"[..]));
         assert_eq!(config.get_connect_timeout(), Some(&Duration::from_secs(3)));

@@ -98,7 +98,9 @@ impl LocalBudgets {
 
 impl BudgetStore for LocalBudgets {
     fn try_spend(&self, host: &str, budget: &RetryBudget, now: Duration) -> (bool, f64) {
-        self.with(host, budget, now, |b| (b.try_spend(budget, now), b.tokens()))
+        self.with(host, budget, now, |b| {
+            (b.try_spend(budget, now), b.tokens())
+        })
     }
 
     fn credit(&self, host: &str, budget: &RetryBudget, now: Duration) -> f64 {

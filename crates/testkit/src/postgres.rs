@@ -29,8 +29,11 @@ use crate::net::free_port;
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// The superuser and database the server is made with.
+/// The superuser the server is made with.
 pub const PG_USER: &str = "sluice";
+
+/// The database the URLs name (the one `initdb` makes).
+pub const PG_DATABASE: &str = "postgres";
 
 /// How the server is started.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -147,7 +150,12 @@ impl Postgres {
         let out = as_server_user(&bin.join("initdb"))?
             .arg("-D")
             .arg(&data)
-            .args(["-U", PG_USER, "--auth-local=trust", "--auth-host=scram-sha-256"])
+            .args([
+                "-U",
+                PG_USER,
+                "--auth-local=trust",
+                "--auth-host=scram-sha-256",
+            ])
             .arg(format!("--pwfile={}", pwfile.display()))
             .args(["--no-sync", "-E", "UTF8", "--locale=C"])
             .stdin(Stdio::null())
@@ -194,7 +202,10 @@ impl Postgres {
             .arg(self.run_dir.path())
             .args(["-c", "listen_addresses=127.0.0.1", "-p"])
             .arg(self.addr.port().to_string())
-            .args(["-c", &format!("fsync={}", if self.options.fsync { "on" } else { "off" })])
+            .args([
+                "-c",
+                &format!("fsync={}", if self.options.fsync { "on" } else { "off" }),
+            ])
             .args(["-c", "max_connections=100"])
             .stdin(Stdio::null())
             .stdout(Stdio::null())
@@ -209,12 +220,7 @@ impl Postgres {
         let deadline = Instant::now() + START_TIMEOUT;
         let mut pause = Duration::from_millis(5);
         loop {
-            if let Some(status) = self
-                .child
-                .as_mut()
-                .expect("launched")
-                .try_wait()?
-            {
+            if let Some(status) = self.child.as_mut().expect("launched").try_wait()? {
                 self.child = None;
                 return Err(io::Error::other(format!(
                     "postgres exited with {status} before accepting: {}",
@@ -224,7 +230,7 @@ impl Postgres {
             let ready = Command::new(self.bin.join("pg_isready"))
                 .args(["-q", "-h", "127.0.0.1", "-p"])
                 .arg(self.addr.port().to_string())
-                .args(["-U", PG_USER, "-d", PG_USER])
+                .args(["-U", PG_USER, "-d", PG_DATABASE])
                 .status()?;
             if ready.success() {
                 return Ok(());
@@ -232,7 +238,10 @@ impl Postgres {
             if Instant::now() >= deadline {
                 return Err(io::Error::new(
                     io::ErrorKind::TimedOut,
-                    format!("postgres not ready within {START_TIMEOUT:?}: {}", self.log()),
+                    format!(
+                        "postgres not ready within {START_TIMEOUT:?}: {}",
+                        self.log()
+                    ),
                 ));
             }
             std::thread::sleep(pause);
@@ -289,16 +298,16 @@ impl Postgres {
         &self.password
     }
 
-    /// `postgres://sluice@127.0.0.1:PORT/sluice`: no password in it (give it
+    /// `postgres://sluice@127.0.0.1:PORT/postgres`: no password in it (give it
     /// by `PGPASSWORD`, a `.pgpass` file or [`Postgres::url_with_password`]).
     pub fn url(&self) -> String {
-        format!("postgres://{PG_USER}@{}/{PG_USER}", self.addr)
+        format!("postgres://{PG_USER}@{}/{PG_DATABASE}", self.addr)
     }
 
     /// The URL with the password in it.
     pub fn url_with_password(&self) -> String {
         format!(
-            "postgres://{PG_USER}:{}@{}/{PG_USER}",
+            "postgres://{PG_USER}:{}@{}/{PG_DATABASE}",
             self.password, self.addr
         )
     }
@@ -309,7 +318,16 @@ impl Postgres {
         let out = as_server_user(&self.bin.join("psql"))?
             .args(["-X", "-q", "-A", "-t", "-v", "ON_ERROR_STOP=1", "-h"])
             .arg(self.run_dir.path())
-            .args(["-p", &self.addr.port().to_string(), "-U", PG_USER, "-d", PG_USER, "-c", sql])
+            .args([
+                "-p",
+                &self.addr.port().to_string(),
+                "-U",
+                PG_USER,
+                "-d",
+                PG_DATABASE,
+                "-c",
+                sql,
+            ])
             .stdin(Stdio::null())
             .output()?;
         if !out.status.success() {
