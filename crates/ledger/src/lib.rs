@@ -1,5 +1,7 @@
 //! The ledger's stores that do I/O: [`SqliteLedger`], the embedded default
-//! behind `--ledger FILE`.
+//! behind `--ledger FILE`, and [`PostgresLedger`], shared by several
+//! replicas behind `--ledger postgres://…` together with their retry budget
+//! ([`PostgresBudgets`]). [`Store`] opens either from what `--ledger` names.
 //!
 //! The policy crate keeps the [`Ledger`](sluice_policy::Ledger) trait and the
 //! in-memory store; this crate keeps the stores that outlive a process. A
@@ -43,6 +45,18 @@
 //! - **Import of a JSON ledger**: opening a file that holds the JSON ledger
 //!   of [`FileLedger`](sluice_policy::FileLedger) imports it once; the JSON
 //!   is kept beside it as `<file>.json-imported` (see [`SqliteLedger`]).
+//!
+//! # The PostgreSQL store
+//!
+//! The same trait on a database several replicas share: one row per id
+//! (`sluice_ledger`), one row per host for the retry budget
+//! (`sluice_retry_budget`), the schema created on first use and versioned.
+//! A claim is one insert-if-absent carrying a per-claim token (so a claim
+//! whose answer was lost can be tried again and know itself), plus a read
+//! when the id was taken; a budget take is one upsert. Credentials come
+//! from the URL, `PGPASSWORD` or `.pgpass` and are never printed; there is
+//! no TLS to the database (`sslmode=require` is refused saying so). See
+//! [`PostgresLedger`] and [`PostgresBudgets`].
 //!
 //! # Example
 //!
