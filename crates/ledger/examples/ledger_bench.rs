@@ -303,7 +303,7 @@ fn postgres_rows(sizes: &[u64], run: &PreviousRun) {
         .expect("prepare");
     let text = serde_json::to_string(run).expect("run as JSON");
     let mut filled = 0u64;
-    let ops = 1_000;
+    let ops = 200;
     for &n in sizes {
         // Fill up to n (sizes ascend), then let autovacuum's analyze not
         // land inside a round: analyze now.
@@ -316,8 +316,9 @@ fn postgres_rows(sizes: &[u64], run: &PreviousRun) {
         )
         .expect("prefill");
         filled = n;
-        raw.batch_execute("VACUUM ANALYZE sluice_ledger; CHECKPOINT")
+        raw.batch_execute("VACUUM ANALYZE sluice_ledger")
             .expect("vacuum");
+        raw.batch_execute("CHECKPOINT").expect("checkpoint");
         let offset = n << 20;
         let mut t = rounds(
             ops,

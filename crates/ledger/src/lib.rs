@@ -90,8 +90,8 @@ pub use postgres::{
     is_postgres_url, PostgresBudgets, PostgresLedger, DEFAULT_CONNECT_TIMEOUT, PG_SCHEMA_VERSION,
 };
 pub use sqlite::{
-    LedgerEntry, SqliteLedger, SqliteOptions, SyncMode, DEFAULT_BUSY_TIMEOUT, DEFAULT_RETENTION,
-    PRUNE_BATCH, PRUNE_INTERVAL,
+    LedgerEntry, SqliteLedger, SqliteOptions, SyncMode, CHECKPOINT_EVERY, DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL,
 };
 
 use std::sync::Arc;
