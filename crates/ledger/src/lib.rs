@@ -19,11 +19,12 @@
 //!
 //! - **A claim is one statement**: `INSERT … ON CONFLICT DO NOTHING`; only
 //!   when nothing was inserted is the earlier row read; a finish is one
-//!   upsert. Both are B-tree lookups. With every commit synced (the
-//!   default) a claim and a finish cost 0.9–1.6× two plain one-row commits,
-//!   the sync dominating; without, about 3× (each writes a random leaf and
-//!   an index page where the plain commits append to one page). Figures at
-//!   1,000 to 1,000,000 ids: BENCHMARKS.md, "Ledger".
+//!   upsert. Both are B-tree lookups. WAL checkpoints run on a thread of
+//!   the ledger value ([`CHECKPOINT_EVERY`]), not inside a claim. With
+//!   every commit synced (the default) a claim and a finish cost about two
+//!   plain one-row commits, the sync dominating; without, 1.6–2.3× (each
+//!   writes a random leaf and an index page where plain commits append to
+//!   one page). Figures at 1,000 to 1,000,000 ids: BENCHMARKS.md, "Ledger".
 //! - **Many processes, one file**: the database runs in WAL mode, every
 //!   connection waits up to a busy timeout (default 5 s) for another
 //!   process's write to end, and SQLite's locks make a claim atomic across
