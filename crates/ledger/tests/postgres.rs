@@ -668,3 +668,63 @@ fn the_shared_budget_refills_by_the_servers_clock() {
     assert!(refilled, "the bucket refilled");
     assert!(!a.is_degraded());
 }
+
+#[test]
+fn a_finish_the_database_cannot_take_is_tried_within_the_budget_then_recorded_false() {
+    let mut pg = Postgres::start().expect("PostgreSQL starts");
+    let ledger = Arc::new(PostgresLedger::open(&pg.url_with_password()).expect("opens"));
+    let policy = Policy::builder().ledger(ledger.clone()).build();
+    let outcome = policy.run(
+        Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r")
+            .id("land-1")
+            .bounds(Bounds::new(
+                Duration::from_secs(2),
+                Duration::from_secs(1),
+                3,
+            )),
+        |ctx| {
+            // The claim was made; the database goes away before the finish.
+            pg.stop().expect("PostgreSQL stops");
+            ctx.reached("done");
+            Ok::<_, AttemptError>(())
+        },
+    );
+    assert_eq!(outcome.kind, OutcomeKind::Succeeded);
+    assert_eq!(outcome.recorded, Some(false));
+    pg.start_again().expect("PostgreSQL starts again");
+    let row = ledger
+        .show("land-1")
+        .expect("show")
+        .expect("the claim is kept");
+    assert!(
+        row.run.is_none(),
+        "the run was never recorded: it reads as running"
+    );
+}
+
+#[test]
+fn prune_deletes_the_rows_past_the_window_in_batches_and_frees_their_ids() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    let ledger =
+        PostgresLedger::open_with_retention(&url, Duration::from_secs(3600)).expect("opens");
+    for i in 0..1200 {
+        assert_eq!(
+            ledger.claim(&format!("old-{i}")).expect("claim"),
+            Claim::Claimed
+        );
+    }
+    assert_eq!(ledger.claim("new").expect("claim"), Claim::Claimed);
+    // Two hours ago by the server's clock.
+    pg.psql("UPDATE sluice_ledger SET claimed_at = claimed_at - 7200000 WHERE id LIKE 'old-%'")
+        .expect("psql");
+    assert_eq!(
+        ledger.prune().expect("prune"),
+        1200,
+        "three batches of at most 500"
+    );
+    assert!(ledger.show("old-7").expect("show").is_none());
+    assert!(ledger.show("new").expect("show").is_some());
+    assert_eq!(ledger.claim("old-7").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim("new").expect("claim"), Claim::Taken(None));
+}
