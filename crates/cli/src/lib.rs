@@ -134,8 +134,10 @@ pub struct GlobalArgs {
     /// The operation id (generated when not given); asking twice is rejected.
     #[arg(long, global = true, value_name = "ID")]
     pub operation_id: Option<String>,
-    /// A ledger file shared by processes, where operation ids are claimed.
-    #[arg(long, global = true, value_name = "FILE")]
+    /// Where operation ids are claimed: a file (SQLite, shared by the
+    /// processes of one machine) or a `postgres://` URL (shared by replicas;
+    /// also their retry budget).
+    #[arg(long, global = true, value_name = "FILE|URL")]
     pub ledger: Option<PathBuf>,
     /// http(s) only: a command run with `sh -c` whose trimmed stdout is the token.
     #[arg(long, global = true, value_name = "CMD")]
@@ -177,7 +179,7 @@ impl std::fmt::Debug for GlobalArgs {
             .field("max_attempts", &self.max_attempts)
             .field("profile", &self.profile)
             .field("operation_id", &self.operation_id)
-            .field("ledger", &self.ledger)
+            .field("ledger", &self.ledger.as_deref().map(ledger_shown))
             .field(
                 "token_command",
                 &self.token_command.as_ref().map(|_| "<hidden>"),
@@ -445,7 +447,7 @@ impl std::fmt::Debug for Common {
             .field("bounds", &self.bounds)
             .field("profile", &self.profile)
             .field("operation_id", &self.operation_id)
-            .field("ledger", &self.ledger)
+            .field("ledger", &self.ledger.as_deref().map(ledger_shown))
             .field(
                 "token_command",
                 &self.token_command.as_ref().map(|_| "<hidden>"),
@@ -598,7 +600,26 @@ fn check_operation_id(id: &str) -> Result<(), UsageError> {
     Ok(())
 }
 
+/// `--ledger` as it may be printed: a PostgreSQL URL without its user info
+/// and query (a password may be in either).
+fn ledger_shown(path: &Path) -> String {
+    match path.to_str().filter(|s| sluice_ledger::is_postgres_url(s)) {
+        Some(url) => {
+            let url = url.split('?').next().unwrap_or(url);
+            match (url.find("://"), url.rfind('@')) {
+                (Some(s), Some(at)) if at > s => format!("{}://{}", &url[..s], &url[at + 1..]),
+                _ => url.to_string(),
+            }
+        }
+        None => path.display().to_string(),
+    }
+}
+
 fn check_ledger(path: &Path) -> Result<(), UsageError> {
+    // A database: checked when it is connected to.
+    if path.to_str().is_some_and(sluice_ledger::is_postgres_url) {
+        return Ok(());
+    }
     let shown = path.display();
     if path.as_os_str().is_empty() {
         return Err(UsageError::new("--ledger", "empty path"));

@@ -18,9 +18,10 @@ use anyhow::Context as _;
 use serde::Serialize;
 use sluice_cli::{contract, human, Action, Common, Config, ParseError, UsageError};
 use sluice_git::{CallOptions, GitClient};
-use sluice_ledger::SqliteLedger;
+use sluice_ledger::Store;
 use sluice_policy::{
-    Claim, CommandSource, CredentialSource, Ledger, LedgerError, Outcome, OutcomeKind, Policy,
+    BudgetStore, Claim, CommandSource, CredentialSource, Ledger, LedgerError, Outcome, OutcomeKind,
+    Policy,
 };
 
 fn main() -> ExitCode {
@@ -134,14 +135,21 @@ impl Ledger for Unopened {
 }
 
 /// `--ledger FILE`: the SQLite ledger (a JSON ledger of earlier versions is
-/// imported once).
-fn open_ledger(path: &std::path::Path) -> Arc<dyn Ledger> {
-    match SqliteLedger::open(path) {
-        Ok(l) => Arc::new(l),
-        Err(e) => Arc::new(Unopened {
-            path: e.path,
-            why: e.source.to_string(),
-        }),
+/// imported once); `--ledger postgres://…`: the PostgreSQL ledger and its
+/// shared retry budget.
+fn open_ledger(path: &std::path::Path) -> (Arc<dyn Ledger>, Option<Arc<dyn BudgetStore>>) {
+    match Store::open(path) {
+        Ok(l) => {
+            let budgets = l.budget_store();
+            (Arc::new(l), budgets)
+        }
+        Err(e) => (
+            Arc::new(Unopened {
+                path: e.path,
+                why: e.source.to_string(),
+            }),
+            None,
+        ),
     }
 }
 
@@ -149,7 +157,11 @@ fn open_ledger(path: &std::path::Path) -> Arc<dyn Ledger> {
 fn policy(common: &Common) -> Arc<Policy> {
     let mut b = Policy::builder();
     if let Some(path) = &common.ledger {
-        b = b.ledger(open_ledger(path));
+        let (ledger, budgets) = open_ledger(path);
+        b = b.ledger(ledger);
+        if let Some(budgets) = budgets {
+            b = b.budget_store(budgets);
+        }
     }
     if let Some(settle) = common.settle {
         b = b.settle(settle);
@@ -356,12 +368,12 @@ fn ledger_failed(e: impl std::fmt::Display) -> u8 {
     sluice_cli::EXIT_LOCAL_ERROR
 }
 
-fn read_ledger(common: &Common) -> Result<SqliteLedger, u8> {
+fn read_ledger(common: &Common) -> Result<Store, u8> {
     let path = common
         .ledger
         .as_ref()
         .expect("validated: --ledger is given");
-    SqliteLedger::open(path).map_err(ledger_failed)
+    Store::open(path).map_err(ledger_failed)
 }
 
 /// `ledger show <ID>`: exit 0 with the entry, 1 when the id is not in the

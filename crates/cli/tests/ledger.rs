@@ -1,6 +1,7 @@
-//! `--ledger FILE` is the SQLite ledger: `ledger show` and `ledger list`
-//! say what ran under an id, a JSON ledger of earlier versions is imported
-//! once, and a ledger that cannot be read is exit 5 naming its path.
+//! `--ledger FILE` is the SQLite ledger and `--ledger postgres://…` the
+//! PostgreSQL one: `ledger show` and `ledger list` say what ran under an id,
+//! a JSON ledger of earlier versions is imported once, and a ledger that
+//! cannot be read is exit 5 naming it.
 
 mod common;
 
@@ -135,4 +136,58 @@ fn a_json_ledger_of_an_earlier_version_is_imported_and_its_ids_stay_taken() {
     let mut kept = ledger.as_os_str().to_owned();
     kept.push(".json-imported");
     assert!(std::path::Path::new(&kept).exists());
+}
+
+#[test]
+fn a_postgres_ledger_rejects_an_id_asked_twice_and_a_database_that_cannot_answer_is_exit_5() {
+    let w = World::new();
+    let mut pg = sluice_testkit::Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    let first = sluice(&[
+        "ls-refs",
+        &w.proxied(),
+        "--operation-id",
+        "land-pg",
+        "--ledger",
+        &url,
+        "--json",
+    ]);
+    assert_eq!(first.code, 0, "{first:?}");
+    assert_eq!(first.json()["recorded"], true);
+    let calls = w.proxy.connections().len();
+    let again = sluice(&[
+        "ls-refs",
+        &w.proxied(),
+        "--operation-id",
+        "land-pg",
+        "--ledger",
+        &url,
+        "--json",
+    ]);
+    assert_eq!(again.code, 4, "{again:?}");
+    assert_eq!(again.json()["previous"]["result"], "succeeded");
+    assert_eq!(w.proxy.connections().len(), calls, "nothing ran");
+    let show = sluice(&["ledger", "show", "land-pg", "--ledger", &url, "--json"]);
+    assert_eq!(show.code, 0, "{show:?}");
+    assert_eq!(show.json()["run"]["result"], "succeeded");
+    pg.stop().expect("PostgreSQL stops");
+    let down = sluice(&[
+        "ls-refs",
+        &w.proxied(),
+        "--operation-id",
+        "land-pg-2",
+        "--ledger",
+        &url,
+    ]);
+    assert_eq!(down.code, 5, "{down:?}");
+    assert_eq!(w.proxy.connections().len(), calls, "nothing ran");
+    let named = format!("postgres://sluice@{}/postgres", pg.addr());
+    assert!(
+        down.stderr.contains(&named),
+        "the database is named: {down:?}"
+    );
+    for out in [&first, &again, &show, &down] {
+        assert!(!out.stdout.contains(pg.password()), "{out:?}");
+        assert!(!out.stderr.contains(pg.password()), "{out:?}");
+    }
 }

@@ -10,8 +10,13 @@
 //! ```
 //!
 //! `--quick` leaves out the 1,000,000-id rows; `--only TEXT` runs the rows
-//! whose store name contains TEXT; `--ids N` runs the SQLite and memory rows
-//! at N ids only.
+//! whose store name contains TEXT; `--ids N` runs the SQLite, PostgreSQL
+//! and memory rows at N ids only.
+//!
+//! The PostgreSQL rows run against a server the example starts itself (the
+//! testkit's: Debian's `postgresql`, a throwaway data directory, `fsync`
+//! on, loopback TCP), beside a floor of two one-row commits on the same
+//! server; they are left out when PostgreSQL is not installed.
 //!
 //! Each figure is the median of 7 rounds of a batch of operations on fresh
 //! ids (ids look like UUIDs: random, so a claim lands anywhere in the
@@ -22,7 +27,7 @@
 use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use sluice_ledger::{SqliteLedger, SyncMode};
+use sluice_ledger::{PostgresLedger, SqliteLedger, SyncMode};
 use sluice_policy::{
     AttemptError, Claim, Effect, FileLedger, Ledger, MemoryLedger, Operation, Policy, PreviousRun,
 };
@@ -240,6 +245,10 @@ fn main() {
         }
     }
 
+    if wanted("PostgresLedger") {
+        postgres_rows(&sizes, &run);
+    }
+
     for &n in sizes.iter().filter(|_| wanted("MemoryLedger")) {
         let ledger = MemoryLedger::new();
         for i in 0..n {
@@ -268,5 +277,74 @@ fn main() {
         let ops = if n > 1_000 { 20 } else { 100 };
         let m = measure(ops, |i| claim_finish(&ledger, &id(i), &run));
         row("FileLedger (JSON)", n, ops, m, None);
+    }
+}
+
+/// The PostgreSQL rows: one server (fsync on), the ledger's tables filled
+/// to each size in turn with finished rows (ids: md5 of a number, random
+/// hex like the others), timed beside a floor of two one-row commits.
+fn postgres_rows(sizes: &[u64], run: &PreviousRun) {
+    let pg =
+        match sluice_testkit::Postgres::start_with(sluice_testkit::PostgresOptions { fsync: true })
+        {
+            Ok(pg) => pg,
+            Err(e) => {
+                eprintln!("PostgreSQL rows left out: {e}");
+                return;
+            }
+        };
+    let url = pg.url_with_password();
+    let ledger = PostgresLedger::open(&url).expect("the PostgreSQL ledger opens");
+    let mut raw = postgres::Client::connect(&url, postgres::NoTls).expect("a raw connection");
+    raw.batch_execute("CREATE TABLE floor (id bigserial PRIMARY KEY, v text)")
+        .expect("floor table");
+    let floor = raw
+        .prepare("INSERT INTO floor (v) VALUES ($1)")
+        .expect("prepare");
+    let text = serde_json::to_string(run).expect("run as JSON");
+    let mut filled = 0u64;
+    let ops = 200;
+    for &n in sizes {
+        // Fill up to n (sizes ascend), then let autovacuum's analyze not
+        // land inside a round: analyze now.
+        raw.execute(
+            "INSERT INTO sluice_ledger (id, claimed_at, finished_at, run)
+             SELECT md5(i::text), (extract(epoch from now()) * 1000)::bigint,
+                    (extract(epoch from now()) * 1000)::bigint, $3
+             FROM generate_series($1::bigint, $2::bigint) AS i",
+            &[&(filled as i64), &(n as i64 - 1), &text],
+        )
+        .expect("prefill");
+        filled = n;
+        raw.batch_execute("VACUUM ANALYZE sluice_ledger")
+            .expect("vacuum");
+        raw.batch_execute("CHECKPOINT").expect("checkpoint");
+        let offset = n << 20;
+        let mut t = rounds(
+            ops,
+            &mut [
+                &mut |_| {
+                    raw.execute(&floor, &[&"claim"]).expect("commit 1");
+                    raw.execute(&floor, &[&"finish"]).expect("commit 2");
+                },
+                &mut |i| claim_finish(&ledger, &id(offset + i), run),
+            ],
+        );
+        let ours = t.pop().expect("the ledger's times");
+        let floor_t = t.pop().expect("the floor's times");
+        let mut ratios: Vec<f64> = ours
+            .iter()
+            .zip(&floor_t)
+            .map(|(o, f)| o.as_secs_f64() / f.as_secs_f64())
+            .collect();
+        ratios.sort_by(f64::total_cmp);
+        row("floor, 2 commits, PG", 0, ops, stats(floor_t), None);
+        row(
+            "PostgresLedger",
+            n,
+            ops,
+            stats(ours),
+            Some(ratios[ratios.len() / 2]),
+        );
     }
 }

@@ -1,5 +1,7 @@
 //! The ledger's stores that do I/O: [`SqliteLedger`], the embedded default
-//! behind `--ledger FILE`.
+//! behind `--ledger FILE`, and [`PostgresLedger`], shared by several
+//! replicas behind `--ledger postgres://…` together with their retry budget
+//! ([`PostgresBudgets`]). [`Store`] opens either from what `--ledger` names.
 //!
 //! The policy crate keeps the [`Ledger`](sluice_policy::Ledger) trait and the
 //! in-memory store; this crate keeps the stores that outlive a process. A
@@ -17,11 +19,12 @@
 //!
 //! - **A claim is one statement**: `INSERT … ON CONFLICT DO NOTHING`; only
 //!   when nothing was inserted is the earlier row read; a finish is one
-//!   upsert. Both are B-tree lookups. With every commit synced (the
-//!   default) a claim and a finish cost 0.9–1.6× two plain one-row commits,
-//!   the sync dominating; without, about 3× (each writes a random leaf and
-//!   an index page where the plain commits append to one page). Figures at
-//!   1,000 to 1,000,000 ids: BENCHMARKS.md, "Ledger".
+//!   upsert. Both are B-tree lookups. WAL checkpoints run on a thread of
+//!   the ledger value ([`CHECKPOINT_EVERY`]), not inside a claim. With
+//!   every commit synced (the default) a claim and a finish cost about two
+//!   plain one-row commits, the sync dominating; without, 1.6–2.3× (each
+//!   writes a random leaf and an index page where plain commits append to
+//!   one page). Figures at 1,000 to 1,000,000 ids: BENCHMARKS.md, "Ledger".
 //! - **Many processes, one file**: the database runs in WAL mode, every
 //!   connection waits up to a busy timeout (default 5 s) for another
 //!   process's write to end, and SQLite's locks make a claim atomic across
@@ -43,6 +46,18 @@
 //! - **Import of a JSON ledger**: opening a file that holds the JSON ledger
 //!   of [`FileLedger`](sluice_policy::FileLedger) imports it once; the JSON
 //!   is kept beside it as `<file>.json-imported` (see [`SqliteLedger`]).
+//!
+//! # The PostgreSQL store
+//!
+//! The same trait on a database several replicas share: one row per id
+//! (`sluice_ledger`), one row per host for the retry budget
+//! (`sluice_retry_budget`), the schema created on first use and versioned.
+//! A claim is one insert-if-absent carrying a per-claim token (so a claim
+//! whose answer was lost can be tried again and know itself), plus a read
+//! when the id was taken; a budget take is one upsert. Credentials come
+//! from the URL, `PGPASSWORD` or `.pgpass` and are never printed; there is
+//! no TLS to the database (`sslmode=require` is refused saying so). See
+//! [`PostgresLedger`] and [`PostgresBudgets`].
 //!
 //! # Example
 //!
@@ -69,9 +84,79 @@
 #![forbid(unsafe_code)]
 
 mod import;
+mod postgres;
 mod sqlite;
 
-pub use sqlite::{
-    LedgerEntry, SqliteLedger, SqliteOptions, SyncMode, DEFAULT_BUSY_TIMEOUT, DEFAULT_RETENTION,
-    PRUNE_BATCH, PRUNE_INTERVAL,
+pub use postgres::{
+    is_postgres_url, PostgresBudgets, PostgresLedger, DEFAULT_CONNECT_TIMEOUT, PG_SCHEMA_VERSION,
 };
+pub use sqlite::{
+    LedgerEntry, SqliteLedger, SqliteOptions, SyncMode, CHECKPOINT_EVERY, DEFAULT_BUSY_TIMEOUT,
+    DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL,
+};
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use sluice_policy::{BudgetStore, Claim, Ledger, LedgerError, PreviousRun};
+
+/// A ledger named by what the CLI's `--ledger` takes: a PostgreSQL URL
+/// (`postgres://…`, see [`is_postgres_url`]) or a file (SQLite).
+#[derive(Debug)]
+pub enum Store {
+    /// `--ledger FILE`.
+    Sqlite(SqliteLedger),
+    /// `--ledger postgres://…`.
+    Postgres(PostgresLedger),
+}
+
+impl Store {
+    /// Open the store `spec` names, with the default options.
+    pub fn open(spec: &std::path::Path) -> Result<Store, LedgerError> {
+        match spec.to_str().filter(|s| is_postgres_url(s)) {
+            Some(url) => PostgresLedger::open(url).map(Store::Postgres),
+            None => SqliteLedger::open(spec).map(Store::Sqlite),
+        }
+    }
+
+    /// The retry budget to share with the other users of this store: the
+    /// database's for PostgreSQL, none (the policy's own) for SQLite.
+    pub fn budget_store(&self) -> Option<Arc<dyn BudgetStore>> {
+        match self {
+            Store::Sqlite(_) => None,
+            Store::Postgres(p) => Some(p.budget_store()),
+        }
+    }
+
+    /// The row of `id`, if it is kept.
+    pub fn show(&self, id: &str) -> Result<Option<LedgerEntry>, LedgerError> {
+        match self {
+            Store::Sqlite(s) => s.show(id),
+            Store::Postgres(p) => p.show(id),
+        }
+    }
+
+    /// The rows claimed at or after `since`, oldest first (ties by id).
+    pub fn list(&self, since: SystemTime) -> Result<Vec<LedgerEntry>, LedgerError> {
+        match self {
+            Store::Sqlite(s) => s.list(since),
+            Store::Postgres(p) => p.list(since),
+        }
+    }
+}
+
+impl Ledger for Store {
+    fn claim(&self, id: &str) -> Result<Claim, LedgerError> {
+        match self {
+            Store::Sqlite(s) => s.claim(id),
+            Store::Postgres(p) => p.claim(id),
+        }
+    }
+
+    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
+        match self {
+            Store::Sqlite(s) => s.finish(id, run),
+            Store::Postgres(p) => p.finish(id, run),
+        }
+    }
+}

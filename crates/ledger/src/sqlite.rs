@@ -25,6 +25,16 @@ pub const PRUNE_BATCH: u32 = 500;
 /// How often a ledger value prunes one batch by itself from `claim`, at most.
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
+/// After how many commits of a ledger value its checkpointer thread is
+/// woken: about SQLite's default checkpoint of 1,000 WAL pages at the ~2
+/// pages a claim or a finish writes.
+pub const CHECKPOINT_EVERY: u32 = 500;
+
+/// The WAL size (pages) past which a commit checkpoints by itself, as
+/// SQLite does by default at 1,000: the backstop should the checkpointer
+/// thread fall behind.
+const AUTOCHECKPOINT_BACKSTOP: u32 = 10_000;
+
 /// `PRAGMA application_id` of a ledger database ("sllg").
 const APPLICATION_ID: i32 = 0x736c_6c67;
 
@@ -228,6 +238,9 @@ pub struct SqliteLedger {
 #[derive(Debug)]
 struct State {
     conn: Connection,
+    /// Commits since the checkpointer was last woken.
+    commits: u32,
+    checkpointer: Option<Checkpointer>,
     /// When this value last pruned from `claim`.
     last_prune: Option<Instant>,
 }
@@ -255,6 +268,8 @@ impl SqliteLedger {
             options,
             state: Mutex::new(State {
                 conn,
+                commits: 0,
+                checkpointer: Checkpointer::start(path, &options),
                 last_prune: None,
             }),
         })
@@ -389,6 +404,7 @@ impl Ledger for SqliteLedger {
                 .and_then(|mut s| s.execute(params![id, now]))
                 .map_err(|e| self.err(e))?;
             if inserted == 1 {
+                committed(&mut st);
                 break Claim::Claimed;
             }
             let run = st
@@ -415,11 +431,12 @@ impl Ledger for SqliteLedger {
     fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
         let text = serde_json::to_string(&run).map_err(|e| self.err(e))?;
         let now = to_ms(SystemTime::now());
-        let st = self.lock();
+        let mut st = self.lock();
         st.conn
             .prepare_cached(FINISH)
             .and_then(|mut s| s.execute(params![id, now, text]))
             .map_err(|e| self.err(e))?;
+        committed(&mut st);
         Ok(())
     }
 }
@@ -456,9 +473,72 @@ fn connect(
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(format!("cannot use WAL mode (journal mode is {mode})").into());
     }
-    conn.execute_batch(&format!("PRAGMA synchronous = {}", options.sync.pragma()))?;
+    conn.execute_batch(&format!(
+        "PRAGMA synchronous = {}; PRAGMA wal_autocheckpoint = {AUTOCHECKPOINT_BACKSTOP}",
+        options.sync.pragma()
+    ))?;
     ensure_schema(&conn)?;
     Ok(conn)
+}
+
+/// A thread with its own connection that checkpoints the WAL when a ledger
+/// value has committed [`CHECKPOINT_EVERY`] times, so that a claim does not
+/// pay for writing the pages back into the database file (SQLite runs a
+/// checkpoint in the commit that crosses its threshold). A `PASSIVE`
+/// checkpoint waits for no reader or writer; a failed one is logged at
+/// debug and left to the next. It ends when its ledger value is dropped.
+#[derive(Debug)]
+struct Checkpointer {
+    wake: Option<std::sync::mpsc::SyncSender<()>>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Checkpointer {
+    /// `None` when its connection cannot be opened: commits then
+    /// checkpoint by themselves past the backstop.
+    fn start(path: &Path, options: &SqliteOptions) -> Option<Checkpointer> {
+        let conn = Connection::open(path).ok()?;
+        conn.busy_timeout(options.busy_timeout).ok()?;
+        let (wake, woken) = std::sync::mpsc::sync_channel::<()>(1);
+        let shown = path.display().to_string();
+        let thread = std::thread::Builder::new()
+            .name("sluice-ledger-checkpoint".into())
+            .spawn(move || {
+                while woken.recv().is_ok() {
+                    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(()))
+                    {
+                        tracing::debug!(ledger = %shown, error = %e, "a WAL checkpoint failed");
+                    }
+                }
+            })
+            .ok()?;
+        Some(Checkpointer {
+            wake: Some(wake),
+            thread: Some(thread),
+        })
+    }
+}
+
+impl Drop for Checkpointer {
+    fn drop(&mut self) {
+        // Closing the channel ends the thread's loop.
+        self.wake.take();
+        if let Some(t) = self.thread.take() {
+            let _ = t.join();
+        }
+    }
+}
+
+/// Count a commit; wake the checkpointer every [`CHECKPOINT_EVERY`].
+fn committed(st: &mut State) {
+    st.commits += 1;
+    if st.commits >= CHECKPOINT_EVERY {
+        st.commits = 0;
+        if let Some(wake) = st.checkpointer.as_ref().and_then(|c| c.wake.as_ref()) {
+            // Full: a checkpoint is already due; one is enough.
+            let _ = wake.try_send(());
+        }
+    }
 }
 
 /// Check that the database is a ledger of a version this crate reads, and
@@ -533,6 +613,6 @@ pub(crate) fn to_ms(t: SystemTime) -> i64 {
         .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
 }
 
-fn from_ms(ms: i64) -> SystemTime {
+pub(crate) fn from_ms(ms: i64) -> SystemTime {
     UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
 }

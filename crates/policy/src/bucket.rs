@@ -1,6 +1,14 @@
 //! The per-host retry budget: a token bucket shared by every operation of one
 //! policy value, so retries add bounded load when a remote is down for all.
+//!
+//! Where the buckets live is a [`BudgetStore`]: [`LocalBudgets`] (the
+//! default) keeps them in the process; a store in a database shared by
+//! several replicas (sluice-ledger's PostgreSQL store) makes one budget of
+//! them all.
 
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::Mutex;
 use std::time::Duration;
 
 /// The figures of the retry budget.
@@ -42,6 +50,74 @@ impl Default for RetryBudget {
     }
 }
 
+/// Where the per-host token buckets of a [`Policy`](crate::Policy) live.
+///
+/// Each call acts on one host's bucket atomically (with respect to every
+/// other user of the same store) and returns the tokens it holds afterwards,
+/// for the `sluice_remote_retry_budget_tokens` gauge. A bucket not seen
+/// before starts full. `now` is the policy's monotonic clock; a store shared
+/// by processes may keep its own time instead (the policy's clock means
+/// nothing to another process).
+pub trait BudgetStore: Send + Sync + Debug {
+    /// Spend one token of `host`'s bucket for a retry: `(true, tokens left)`,
+    /// or `(false, tokens)` when it holds less than one.
+    fn try_spend(&self, host: &str, budget: &RetryBudget, now: Duration) -> (bool, f64);
+    /// Earn back `budget.success_credit` after a success; the tokens after.
+    fn credit(&self, host: &str, budget: &RetryBudget, now: Duration) -> f64;
+    /// Empty `host`'s bucket (it refills from now on).
+    fn drain(&self, host: &str, budget: &RetryBudget, now: Duration);
+}
+
+/// The buckets of one process: a map behind a mutex (the default
+/// [`BudgetStore`]).
+#[derive(Debug, Default)]
+pub struct LocalBudgets {
+    buckets: Mutex<HashMap<String, Bucket>>,
+}
+
+impl LocalBudgets {
+    /// No buckets yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn with<R>(
+        &self,
+        host: &str,
+        budget: &RetryBudget,
+        now: Duration,
+        f: impl FnOnce(&mut Bucket) -> R,
+    ) -> R {
+        let mut buckets = self.buckets.lock().unwrap_or_else(|p| p.into_inner());
+        let b = buckets
+            .entry(host.to_string())
+            .or_insert_with(|| Bucket::new(budget, now));
+        f(b)
+    }
+}
+
+impl BudgetStore for LocalBudgets {
+    fn try_spend(&self, host: &str, budget: &RetryBudget, now: Duration) -> (bool, f64) {
+        self.with(host, budget, now, |b| {
+            (b.try_spend(budget, now), b.tokens())
+        })
+    }
+
+    fn credit(&self, host: &str, budget: &RetryBudget, now: Duration) -> f64 {
+        self.with(host, budget, now, |b| {
+            b.credit(budget, now);
+            b.tokens()
+        })
+    }
+
+    fn drain(&self, host: &str, budget: &RetryBudget, now: Duration) {
+        self.with(host, budget, now, |b| {
+            b.refill(budget, now);
+            b.drain()
+        })
+    }
+}
+
 /// One host's bucket.
 #[derive(Clone, Debug)]
 pub(crate) struct Bucket {
@@ -57,7 +133,7 @@ impl Bucket {
         }
     }
 
-    fn refill(&mut self, budget: &RetryBudget, now: Duration) {
+    pub(crate) fn refill(&mut self, budget: &RetryBudget, now: Duration) {
         if now > self.at {
             let secs = (now - self.at).as_secs_f64();
             self.tokens = (self.tokens + secs * budget.refill_per_sec).min(budget.capacity);

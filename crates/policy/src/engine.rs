@@ -8,7 +8,7 @@
 //! table), and the injected sleeper.
 
 use std::borrow::Cow;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,7 +17,7 @@ use backon::{BackoffBuilder, BlockingRetryable, ExponentialBuilder};
 use tracing::field::Empty;
 
 use crate::bounds::Bounds;
-use crate::bucket::{Bucket, RetryBudget};
+use crate::bucket::{BudgetStore, LocalBudgets, RetryBudget};
 use crate::class::{AttemptError, AuthSignal, Class, Effect};
 use crate::clock::{CancelFlag, Clock, Sleeper, SystemClock, ThreadSleeper};
 use crate::credential::{Credential, CredentialSource};
@@ -303,7 +303,7 @@ pub struct Policy {
     sleeper: Arc<dyn Sleeper>,
     ledger: Arc<dyn Ledger>,
     retry_budget: RetryBudget,
-    buckets: Mutex<HashMap<String, Bucket>>,
+    budgets: Arc<dyn BudgetStore>,
     settle: Duration,
     fresh_window: Duration,
     jitter_seed: Option<u64>,
@@ -329,13 +329,14 @@ impl std::fmt::Debug for Policy {
 /// Builds a [`Policy`].
 ///
 /// # Default
-/// real clock and sleeper, in-memory ledger, [`RetryBudget::DEFAULT`],
-/// settle 5 s, fresh window 10 s, random jitter.
+/// real clock and sleeper, in-memory ledger, [`RetryBudget::DEFAULT`] in
+/// [`LocalBudgets`] (this policy value's own), settle 5 s, fresh window 10 s, random jitter.
 pub struct PolicyBuilder {
     clock: Arc<dyn Clock>,
     sleeper: Arc<dyn Sleeper>,
     ledger: Arc<dyn Ledger>,
     retry_budget: RetryBudget,
+    budgets: Option<Arc<dyn BudgetStore>>,
     settle: Duration,
     fresh_window: Duration,
     jitter_seed: Option<u64>,
@@ -348,6 +349,7 @@ impl Default for PolicyBuilder {
             sleeper: Arc::new(ThreadSleeper),
             ledger: Arc::new(MemoryLedger::new()),
             retry_budget: RetryBudget::DEFAULT,
+            budgets: None,
             settle: Duration::from_secs(5),
             fresh_window: Duration::from_secs(10),
             jitter_seed: None,
@@ -380,6 +382,14 @@ impl PolicyBuilder {
         self
     }
 
+    /// Keep the per-host buckets in `store` (e.g. one shared by several
+    /// replicas through a database) instead of this policy value's own
+    /// [`LocalBudgets`].
+    pub fn budget_store(mut self, store: Arc<dyn BudgetStore>) -> Self {
+        self.budgets = Some(store);
+        self
+    }
+
     /// The least pause before a credential bought after a refusal.
     pub fn settle(mut self, settle: Duration) -> Self {
         self.settle = settle;
@@ -405,7 +415,9 @@ impl PolicyBuilder {
             sleeper: self.sleeper,
             ledger: self.ledger,
             retry_budget: self.retry_budget,
-            buckets: Mutex::new(HashMap::new()),
+            budgets: self
+                .budgets
+                .unwrap_or_else(|| Arc::new(LocalBudgets::new())),
             settle: self.settle,
             fresh_window: self.fresh_window,
             jitter_seed: self.jitter_seed,
@@ -504,7 +516,7 @@ impl Iterator for PolicyBackoff<'_> {
         }
         let spent = self
             .policy
-            .with_bucket(self.host, |b, budget| b.try_spend(budget, now));
+            .with_bucket(self.host, |s, host, budget| s.try_spend(host, budget, now));
         if !spent {
             st.stopped = Some(Stopped::RetryBudgetEmpty);
             return None;
@@ -582,22 +594,24 @@ impl Policy {
 
     /// Act on `host`'s retry budget, then set its gauge
     /// ([`metric::RETRY_BUDGET_TOKENS`]) to what it holds.
-    fn with_bucket<R>(&self, host: &str, f: impl FnOnce(&mut Bucket, &RetryBudget) -> R) -> R {
-        let mut buckets = self.buckets.lock().expect("bucket lock");
-        if !buckets.contains_key(host) {
-            let now = self.clock.now();
-            buckets.insert(host.to_string(), Bucket::new(&self.retry_budget, now));
-        }
-        let b = buckets.get_mut(host).expect("inserted above");
-        let r = f(b, &self.retry_budget);
-        metrics::gauge!(metric::RETRY_BUDGET_TOKENS, "host" => host.to_string()).set(b.tokens());
+    fn with_bucket<R>(
+        &self,
+        host: &str,
+        f: impl FnOnce(&dyn BudgetStore, &str, &RetryBudget) -> (R, f64),
+    ) -> R {
+        let (r, tokens) = f(self.budgets.as_ref(), host, &self.retry_budget);
+        metrics::gauge!(metric::RETRY_BUDGET_TOKENS, "host" => host.to_string()).set(tokens);
         r
     }
 
     /// Empty `host`'s retry budget: failures against it are not retried
     /// until it refills.
     pub fn drain_retry_budget(&self, host: &str) {
-        self.with_bucket(host, |b, _| b.drain());
+        let now = self.clock.now();
+        self.with_bucket(host, |s, host, budget| {
+            s.drain(host, budget, now);
+            ((), 0.0)
+        });
     }
 
     fn new_id(&self) -> String {
@@ -1105,7 +1119,9 @@ impl Policy {
                     if write {
                         out.may_have_applied = Some(true);
                     }
-                    self.with_bucket(&op.host, |b, budget| b.credit(budget, ended));
+                    self.with_bucket(&op.host, |s, host, budget| {
+                        ((), s.credit(host, budget, ended))
+                    });
                 }
                 Some(r) => {
                     // The remote's answer, with the value kept: the attempt

@@ -64,7 +64,7 @@ mod outcome;
 mod refusal_log;
 
 pub use bounds::{BackoffShape, Bounds, Profile, UnknownProfile};
-pub use bucket::RetryBudget;
+pub use bucket::{BudgetStore, LocalBudgets, RetryBudget};
 pub use class::{AttemptError, AuthSignal, Class, Effect};
 pub use clock::{CancelFlag, Clock, ManualClock, Sleeper, SystemClock, ThreadSleeper};
 pub use credential::{

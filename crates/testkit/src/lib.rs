@@ -17,6 +17,8 @@
 //! * [`capture::Capture`] — a `tracing` subscriber that keeps every event
 //!   with the spans it was in, for tests of what an operator reads.
 //! * [`tinyproxy::Tinyproxy`] — a real forward proxy (CONNECT for https).
+//! * [`postgres::Postgres`] — a real PostgreSQL server with a throwaway data
+//!   directory (started as the `postgres` user when the tests run as root).
 //! * [`tls::TestPki`] — a throwaway CA and server certificates per run
 //!   (good, another CA's, expired, another name's) for https servers.
 
@@ -29,6 +31,7 @@ pub mod fake_forge;
 pub mod fixtures;
 pub mod http_backend;
 pub mod pktline;
+pub mod postgres;
 pub mod proxy;
 pub mod repo;
 pub mod scripted;
@@ -41,6 +44,7 @@ mod net;
 pub use capture::{Capture, EventSeen, SpanSeen};
 pub use daemon::GitDaemon;
 pub use http_backend::HttpBackend;
+pub use postgres::{Postgres, PostgresOptions};
 pub use proxy::{ConnectionRecord, Fault, FaultProxy, HttpExchange, Point, Protocol, Service};
 pub use repo::{BareRepo, RepoBuilder};
 pub use sshd::{Sshd, SshdOptions};

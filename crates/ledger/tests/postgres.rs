@@ -1,0 +1,730 @@
+//! The PostgreSQL ledger and shared retry budget against a real PostgreSQL
+//! (the testkit's, a throwaway data directory), real processes and real
+//! kills.
+//!
+//! Replicas are this test binary run again: [`replica_process`] does nothing
+//! unless `SLUICE_PG_TEST_CHILD` names a role, and parents talk to their
+//! children through pipes (a line on stdin to start, lines on stdout), so no
+//! test sleeps on a guessed delay.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::fs::{self, OpenOptions};
+use std::io::{BufRead, BufReader, Write};
+use std::net::{SocketAddr, TcpListener, TcpStream};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::{mpsc, Arc, Condvar, Mutex};
+use std::time::{Duration, UNIX_EPOCH};
+
+use sluice_ledger::{PostgresLedger, Store};
+use sluice_policy::{
+    AttemptError, BackoffShape, Bounds, BudgetStore, Claim, Effect, Ledger, Operation, OutcomeKind,
+    Policy, RetryBudget, Stopped,
+};
+use sluice_testkit::{Capture, Postgres};
+
+const ROLE: &str = "SLUICE_PG_TEST_CHILD";
+const URL: &str = "SLUICE_PG_TEST_URL";
+const SEED: &str = "SLUICE_PG_TEST_SEED";
+const LOG: &str = "SLUICE_PG_TEST_LOG";
+const REMOTE: &str = "SLUICE_PG_TEST_REMOTE";
+
+/// The shared budget of the storm test: 6 tokens, no refill, no credit, so
+/// the bound on connections is exact.
+const STORM_BUDGET: RetryBudget = RetryBudget {
+    capacity: 6.0,
+    refill_per_sec: 0.0,
+    success_credit: 0.0,
+};
+/// Operations each replica of the storm test runs.
+const STORM_OPS: u32 = 3;
+
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn shuffled(n: u64, seed: u64) -> Vec<u64> {
+    let mut v: Vec<u64> = (0..n).collect();
+    for i in (1..v.len()).rev() {
+        let j =
+            (mix(seed.wrapping_mul(1_000_003).wrapping_add(i as u64)) % (i as u64 + 1)) as usize;
+        v.swap(i, j);
+    }
+    v
+}
+
+/// Start this test binary again as a replica in `role`.
+fn spawn(role: &str, url: &str, seed: u64, extra: &[(&str, &str)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().expect("the test binary's path"));
+    cmd.args([
+        "--exact",
+        "replica_process",
+        "--nocapture",
+        "--test-threads=1",
+        "-q",
+    ])
+    .env(ROLE, role)
+    .env(URL, url)
+    .env(SEED, seed.to_string())
+    .env_remove("PGPASSWORD")
+    .env_remove("PGPASSFILE")
+    .stdin(Stdio::piped())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::inherit());
+    for (k, v) in extra {
+        cmd.env(k, v);
+    }
+    cmd.spawn()
+        .expect("the test binary starts again as a child")
+}
+
+/// The replicas' side: does nothing when run as an ordinary test.
+#[test]
+fn replica_process() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let url = std::env::var(URL).expect("the database's URL");
+    let seed: u64 = std::env::var(SEED)
+        .expect("a seed")
+        .parse()
+        .expect("a number");
+    match role.as_str() {
+        "run-all" => run_all(&url, seed),
+        "run-and-log" => run_and_log(&url, seed),
+        "storm" => storm(&url),
+        "open" => match PostgresLedger::open(&url) {
+            Ok(_) => println!("OPENED"),
+            Err(e) => println!("ERROR {e}"),
+        },
+        other => panic!("unknown child role {other}"),
+    }
+}
+
+/// A replica's policy: the PostgreSQL ledger and its shared budget.
+fn replica_policy(url: &str, budget: RetryBudget) -> Policy {
+    let ledger = Arc::new(PostgresLedger::open(url).expect("the ledger opens"));
+    Policy::builder()
+        .budget_store(ledger.budget_store())
+        .retry_budget(budget)
+        .ledger(ledger)
+        .build()
+}
+
+fn wait_for_go() {
+    let mut go = String::new();
+    std::io::stdin()
+        .read_line(&mut go)
+        .expect("the parent's go");
+}
+
+/// Run operations `id-0` to `id-999` (ascending for an even seed, descending
+/// for an odd one) under the policy; print `RAN <id>` from inside each run.
+fn run_all(url: &str, seed: u64) {
+    let policy = replica_policy(url, RetryBudget::DEFAULT);
+    wait_for_go();
+    let mut out = std::io::stdout().lock();
+    let ids: Vec<u64> = if seed.is_multiple_of(2) {
+        (0..1000).collect()
+    } else {
+        (0..1000).rev().collect()
+    };
+    for i in ids {
+        let id = format!("id-{i}");
+        let outcome = policy.run(
+            Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r").id(&id),
+            |ctx| {
+                writeln!(out, "RAN {id}").expect("stdout");
+                ctx.reached("done");
+                Ok::<_, AttemptError>(())
+            },
+        );
+        assert!(
+            matches!(outcome.kind, OutcomeKind::Succeeded | OutcomeKind::Rejected),
+            "{id}: {:?}",
+            outcome.kind
+        );
+    }
+    writeln!(out, "DONE").expect("stdout");
+}
+
+/// Run operations `id-0` to `id-1999` in an order given by the seed; each
+/// run appends its id to the log (synced) before it returns. Prints `TICK`
+/// after each operation, so the parent can choose when to kill.
+fn run_and_log(url: &str, seed: u64) {
+    let policy = replica_policy(url, RetryBudget::DEFAULT);
+    let mut log = OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(std::env::var_os(LOG).expect("a log path"))
+        .expect("the log opens");
+    let mut out = std::io::stdout().lock();
+    for i in shuffled(2000, seed) {
+        let id = format!("id-{i}");
+        policy.run(
+            Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r").id(&id),
+            |ctx| {
+                writeln!(log, "{id}").expect("log");
+                log.sync_data().expect("log synced");
+                ctx.reached("done");
+                Ok::<_, AttemptError>(())
+            },
+        );
+        writeln!(out, "TICK").expect("stdout");
+        out.flush().expect("stdout");
+    }
+}
+
+/// Run `STORM_OPS` operations against a remote that refuses every
+/// connection, under the shared budget; print each operation's attempts
+/// (`ATTEMPTS <n> <stopped>`).
+fn storm(url: &str) {
+    let remote: SocketAddr = std::env::var(REMOTE)
+        .expect("the refusing remote")
+        .parse()
+        .expect("an address");
+    let policy = replica_policy(url, STORM_BUDGET);
+    wait_for_go();
+    let mut out = std::io::stdout().lock();
+    for n in 0..STORM_OPS {
+        let outcome = policy.run(
+            Operation::new("ls-refs", Effect::Read, format!("git://{remote}/r"))
+                .id(format!("storm-{}-{n}", std::process::id()))
+                .bounds(
+                    Bounds::new(Duration::from_secs(10), Duration::from_secs(2), 1000)
+                        .with_backoff(BackoffShape::constant(Duration::from_millis(5))),
+                ),
+            |_| match TcpStream::connect(remote) {
+                Ok(_) => Ok(()),
+                Err(e) => Err(AttemptError::unjudged("connect", e.to_string())),
+            },
+        );
+        writeln!(
+            out,
+            "ATTEMPTS {} {:?}",
+            outcome.attempts.len(),
+            outcome.stopped
+        )
+        .expect("stdout");
+    }
+    writeln!(out, "DONE").expect("stdout");
+}
+
+/// An address nothing listens on: connections to it are refused.
+fn refusing_remote() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = l.local_addr().expect("address");
+    drop(l);
+    addr
+}
+
+#[test]
+fn two_replicas_claiming_the_same_thousand_ids_run_each_exactly_once() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    // A fresh database: the replicas also race to create the schema.
+    let mut replicas: Vec<Child> = (0..2).map(|i| spawn("run-all", &url, i, &[])).collect();
+    for r in &mut replicas {
+        let mut stdin = r.stdin.take().expect("piped stdin");
+        writeln!(stdin, "go").expect("a replica takes its go");
+    }
+    let mut ran: BTreeMap<String, usize> = BTreeMap::new();
+    let mut per_replica = Vec::new();
+    for (n, r) in replicas.into_iter().enumerate() {
+        let out = r.wait_with_output().expect("the replica ends");
+        assert!(out.status.success(), "replica {n} failed: {:?}", out.status);
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        assert!(
+            text.lines().any(|l| l == "DONE"),
+            "replica {n} did not finish"
+        );
+        let mine: Vec<_> = text
+            .lines()
+            .filter_map(|l| l.strip_prefix("RAN "))
+            .collect();
+        per_replica.push(mine.len());
+        for id in mine {
+            *ran.entry(id.to_owned()).or_default() += 1;
+        }
+    }
+    let twice: Vec<_> = ran.iter().filter(|(_, n)| **n != 1).collect();
+    assert!(twice.is_empty(), "ids run more than once: {twice:?}");
+    assert_eq!(
+        ran.len(),
+        1000,
+        "every id ran once ({per_replica:?} per replica)"
+    );
+    let ledger = PostgresLedger::open(&url).expect("opens");
+    let rows = ledger.list(UNIX_EPOCH).expect("list");
+    assert_eq!(rows.len(), 1000);
+    assert!(rows.iter().all(|r| r.run.is_some()), "every run recorded");
+}
+
+#[test]
+fn a_replica_killed_25_times_mid_claim_runs_no_id_twice() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    let dir = tempfile::tempdir().expect("temp dir");
+    let mut logs = Vec::new();
+    for round in 0..25u64 {
+        let log = dir.path().join(format!("runs-{round}.log"));
+        let log_text = log.to_str().expect("a UTF-8 temp path").to_owned();
+        let mut child = spawn("run-and-log", &url, round, &[(LOG, &log_text)]);
+        drop(child.stdin.take());
+        // Kill after a number of operations chosen by the round: at
+        // whatever the replica is doing by then (claiming, running,
+        // recording).
+        let ticks = 1 + mix(round) % 120;
+        let stdout = child.stdout.take().expect("piped stdout");
+        let mut lines = BufReader::new(stdout).lines();
+        let mut seen = 0;
+        while seen < ticks {
+            match lines.next() {
+                Some(Ok(l)) if l == "TICK" => seen += 1,
+                Some(Ok(_)) => {}
+                Some(Err(e)) => panic!("reading the replica: {e}"),
+                None => break,
+            }
+        }
+        child.kill().expect("SIGKILL");
+        child.wait().expect("the killed replica is reaped");
+        logs.push(log);
+    }
+    let ledger = PostgresLedger::open(&url).expect("the ledger opens");
+    let mut ran = BTreeSet::new();
+    for log in &logs {
+        for id in fs::read_to_string(log).unwrap_or_default().lines() {
+            assert!(ran.insert(id.to_owned()), "{id} ran twice");
+        }
+    }
+    assert!(ran.len() >= 25, "the replicas ran something: {}", ran.len());
+    for id in &ran {
+        assert!(ledger.show(id).expect("show").is_some(), "{id} was lost");
+    }
+}
+
+#[test]
+fn postgres_restarted_with_claims_in_flight_runs_each_claim_once_or_fails_local_error() {
+    let mut pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    let ledger = Arc::new(PostgresLedger::open(&url).expect("the ledger opens"));
+    let ran: Arc<Vec<AtomicU32>> = Arc::new((0..4 * 5000).map(|_| AtomicU32::new(0)).collect());
+    let done = Arc::new(AtomicUsize::new(0));
+    let stop = Arc::new(AtomicU32::new(0));
+    // Set once the server is back: a worker whose claim failed waits for
+    // it, so the ids are not all spent on the refusals while it is down.
+    let restarted = Arc::new((Mutex::new(false), Condvar::new()));
+    let (tick_tx, tick_rx) = mpsc::channel::<()>();
+    let workers: Vec<_> = (0..4usize)
+        .map(|w| {
+            let (ledger, ran, done, stop, tick, restarted) = (
+                ledger.clone(),
+                ran.clone(),
+                done.clone(),
+                stop.clone(),
+                tick_tx.clone(),
+                restarted.clone(),
+            );
+            std::thread::spawn(move || {
+                let policy = Policy::builder()
+                    .budget_store(ledger.budget_store())
+                    .ledger(ledger)
+                    .build();
+                let mut outcomes = Vec::new();
+                for i in w * 5000..(w + 1) * 5000 {
+                    if stop.load(Ordering::SeqCst) == 1 {
+                        break;
+                    }
+                    let out = policy.run(
+                        Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r")
+                            .id(format!("op-{i}"))
+                            .bounds(Bounds::new(
+                                Duration::from_secs(5),
+                                Duration::from_secs(1),
+                                5,
+                            )),
+                        |ctx| {
+                            ran[i].fetch_add(1, Ordering::SeqCst);
+                            ctx.reached("done");
+                            Ok::<_, AttemptError>(())
+                        },
+                    );
+                    let failed = out.kind == OutcomeKind::LocalError;
+                    outcomes.push((i, out.kind, out.recorded));
+                    done.fetch_add(1, Ordering::SeqCst);
+                    let _ = tick.send(());
+                    if failed {
+                        let (lock, cv) = &*restarted;
+                        let mut back = lock.lock().expect("lock");
+                        while !*back {
+                            back = cv.wait(back).expect("lock");
+                        }
+                    }
+                }
+                outcomes
+            })
+        })
+        .collect();
+    drop(tick_tx);
+    let wait_for = |n: usize| {
+        while done.load(Ordering::SeqCst) < n {
+            tick_rx
+                .recv_timeout(Duration::from_secs(120))
+                .expect("the workers go on");
+        }
+    };
+    wait_for(200);
+    pg.restart().expect("PostgreSQL restarts");
+    {
+        let (lock, cv) = &*restarted;
+        *lock.lock().expect("lock") = true;
+        cv.notify_all();
+    }
+    let after_restart = done.load(Ordering::SeqCst);
+    // Operations go on against the restarted server.
+    wait_for(after_restart + 400);
+    stop.store(1, Ordering::SeqCst);
+    let mut kinds: BTreeMap<String, usize> = BTreeMap::new();
+    let mut unrecorded = 0;
+    for w in workers {
+        for (i, kind, recorded) in w.join().expect("a worker ends") {
+            let runs = ran[i].load(Ordering::SeqCst);
+            match kind {
+                OutcomeKind::Succeeded => {
+                    assert_eq!(runs, 1, "op-{i} succeeded and ran {runs} times");
+                    let row = ledger.show(&format!("op-{i}")).expect("show");
+                    let row = row.unwrap_or_else(|| panic!("op-{i} ran and is not kept"));
+                    if recorded == Some(true) {
+                        assert!(row.run.is_some(), "op-{i} recorded but reads as running");
+                    } else {
+                        unrecorded += 1;
+                    }
+                }
+                OutcomeKind::LocalError => {
+                    assert_eq!(runs, 0, "op-{i} failed local-error after it ran")
+                }
+                other => panic!("op-{i} ended {other:?}"),
+            }
+            *kinds.entry(format!("{kind:?}")).or_default() += 1;
+        }
+    }
+    assert!(
+        kinds.get("Succeeded").copied().unwrap_or(0) >= 600,
+        "operations went on around the restart: {kinds:?} ({unrecorded} unrecorded)"
+    );
+    let twice = ran.iter().filter(|n| n.load(Ordering::SeqCst) > 1).count();
+    assert_eq!(twice, 0);
+}
+
+#[test]
+fn two_replicas_against_a_refusing_remote_share_one_retry_budget() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    let remote = refusing_remote().to_string();
+    let mut replicas: Vec<Child> = (0..2)
+        .map(|i| spawn("storm", &url, i, &[(REMOTE, &remote)]))
+        .collect();
+    for r in &mut replicas {
+        let mut stdin = r.stdin.take().expect("piped stdin");
+        writeln!(stdin, "go").expect("a replica takes its go");
+    }
+    let mut connections = 0u64;
+    let mut stopped = BTreeSet::new();
+    for (n, r) in replicas.into_iter().enumerate() {
+        let out = r.wait_with_output().expect("the replica ends");
+        assert!(out.status.success(), "replica {n} failed: {:?}", out.status);
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        assert!(
+            text.lines().any(|l| l == "DONE"),
+            "replica {n} did not finish"
+        );
+        for l in text.lines().filter_map(|l| l.strip_prefix("ATTEMPTS ")) {
+            let (n, why) = l.split_once(' ').expect("two fields");
+            connections += n.parse::<u64>().expect("a count");
+            stopped.insert(why.to_owned());
+        }
+    }
+    let ops = 2 * u64::from(STORM_OPS);
+    let one_budget = ops + STORM_BUDGET.capacity as u64;
+    // Each operation's first attempt is free; every retry spends a token of
+    // the one bucket both replicas share. Two buckets would allow 2 × 6.
+    assert_eq!(
+        stopped,
+        BTreeSet::from([format!("{:?}", Some(Stopped::RetryBudgetEmpty))]),
+        "every operation stopped on the empty budget"
+    );
+    assert_eq!(
+        connections,
+        one_budget,
+        "connections: {connections}, one budget allows {one_budget}, two would allow {}",
+        ops + 2 * STORM_BUDGET.capacity as u64
+    );
+}
+
+#[test]
+fn a_budget_the_database_cannot_answer_falls_back_to_the_process_bucket_and_warns() {
+    let mut pg = Postgres::start().expect("PostgreSQL starts");
+    let ledger = PostgresLedger::open(&pg.url_with_password()).expect("opens");
+    let budgets = ledger.budget_store();
+    let capture = Capture::new();
+    let policy = Policy::builder()
+        .budget_store(budgets.clone())
+        .retry_budget(RetryBudget {
+            capacity: 2.0,
+            refill_per_sec: 0.0,
+            success_credit: 0.0,
+        })
+        .build();
+    pg.stop().expect("PostgreSQL stops");
+    let remote = refusing_remote();
+    let outcome = tracing::subscriber::with_default(capture.subscriber(), || {
+        policy.run(
+            Operation::new("ls-refs", Effect::Read, format!("git://{remote}/r")).bounds(
+                Bounds::new(Duration::from_secs(10), Duration::from_secs(2), 100)
+                    .with_backoff(BackoffShape::constant(Duration::from_millis(1))),
+            ),
+            |_| match TcpStream::connect(remote) {
+                Ok(_) => Ok(()),
+                Err(e) => Err(AttemptError::unjudged("connect", e.to_string())),
+            },
+        )
+    });
+    assert_eq!(outcome.stopped, Some(Stopped::RetryBudgetEmpty));
+    assert_eq!(
+        outcome.attempts.len(),
+        3,
+        "1 + the process bucket's 2 tokens"
+    );
+    assert!(budgets.is_degraded());
+    let warns: Vec<_> = capture
+        .events()
+        .into_iter()
+        .filter(|e| e.level == tracing::Level::WARN && e.message.contains("shared retry budget"))
+        .collect();
+    assert_eq!(warns.len(), 1, "one warn for the outage, not one per take");
+    assert!(!warns[0].fields.values().any(|v| v.contains(pg.password())));
+}
+
+#[test]
+fn a_claim_the_database_cannot_answer_is_local_error_and_nothing_runs() {
+    let mut pg = Postgres::start().expect("PostgreSQL starts");
+    let ledger = Arc::new(PostgresLedger::open(&pg.url_with_password()).expect("opens"));
+    let policy = Policy::builder().ledger(ledger).build();
+    pg.stop().expect("PostgreSQL stops");
+    let mut calls = 0;
+    let outcome = policy.run(
+        Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r").id("deploy-1"),
+        |_| {
+            calls += 1;
+            Ok::<_, AttemptError>(())
+        },
+    );
+    assert_eq!(outcome.kind, OutcomeKind::LocalError);
+    assert_eq!(calls, 0);
+}
+
+#[test]
+fn the_password_comes_from_the_url_pgpassword_or_pgpass_and_is_never_printed() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let open = |url: &str, env: &[(&str, &str)]| -> String {
+        let out = spawn("open", url, 0, env)
+            .wait_with_output()
+            .expect("the child ends");
+        assert!(out.status.success());
+        let text = String::from_utf8(out.stdout).expect("utf-8");
+        text.lines()
+            .find(|l| l.starts_with("OPENED") || l.starts_with("ERROR "))
+            .unwrap_or_else(|| panic!("the child said neither: {text}"))
+            .to_owned()
+    };
+    // No password anywhere: refused by the server.
+    let text = open(&pg.url(), &[]);
+    assert!(text.starts_with("ERROR "), "{text}");
+    assert!(text.contains(&pg.url()), "the database is named: {text}");
+    // PGPASSWORD.
+    assert_eq!(
+        open(&pg.url(), &[("PGPASSWORD", pg.password())]).trim(),
+        "OPENED"
+    );
+    // A .pgpass file (owner-only), with a line for another port first.
+    let pgpass = dir.path().join("pgpass");
+    fs::write(
+        &pgpass,
+        format!(
+            "# comment\n127.0.0.1:1:*:sluice:wrong\n127.0.0.1:{}:postgres:sluice:{}\n",
+            pg.addr().port(),
+            pg.password()
+        ),
+    )
+    .expect("write pgpass");
+    let pgpass_text = pgpass.to_str().expect("a UTF-8 temp path").to_owned();
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&pgpass, fs::Permissions::from_mode(0o600)).expect("chmod");
+    }
+    assert_eq!(
+        open(&pg.url(), &[("PGPASSFILE", &pgpass_text)]).trim(),
+        "OPENED"
+    );
+    // The same file readable by others is ignored, as libpq does.
+    {
+        use std::os::unix::fs::PermissionsExt;
+        fs::set_permissions(&pgpass, fs::Permissions::from_mode(0o644)).expect("chmod");
+    }
+    assert!(open(&pg.url(), &[("PGPASSFILE", &pgpass_text)]).starts_with("ERROR "));
+    // A wrong password in the URL is refused and never printed.
+    let wrong = format!("postgres://sluice:hunter2-wrong@{}/postgres", pg.addr());
+    let text = open(&wrong, &[]);
+    assert!(text.starts_with("ERROR "), "{text}");
+    assert!(!text.contains("hunter2"), "{text}");
+    assert!(!text.contains(pg.password()), "{text}");
+}
+
+#[test]
+fn the_schema_is_created_once_and_a_newer_one_is_refused() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    let a = PostgresLedger::open(&url).expect("creates the schema");
+    assert_eq!(a.claim("x").expect("claim"), Claim::Claimed);
+    drop(a);
+    let b = PostgresLedger::open(&url).expect("opens the existing schema");
+    assert_eq!(b.claim("x").expect("claim"), Claim::Taken(None));
+    assert_eq!(
+        pg.psql("SELECT version FROM sluice_schema WHERE component = 'ledger'")
+            .expect("psql")
+            .trim(),
+        "1"
+    );
+    pg.psql("UPDATE sluice_schema SET version = 99 WHERE component = 'ledger'")
+        .expect("psql");
+    let e = PostgresLedger::open(&url).expect_err("a newer schema is refused");
+    assert!(format!("{e}").contains("newer"), "{e}");
+}
+
+#[test]
+fn the_cli_store_opens_a_postgres_url_and_reads_rows_back() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let store = Store::open(Path::new(&pg.url_with_password())).expect("opens");
+    assert!(matches!(store, Store::Postgres(_)));
+    assert!(store.budget_store().is_some());
+    assert_eq!(store.claim("a").expect("claim"), Claim::Claimed);
+    let entry = store.show("a").expect("show").expect("kept");
+    assert!(entry.run.is_none());
+    assert_eq!(store.list(UNIX_EPOCH).expect("list").len(), 1);
+}
+
+#[test]
+fn the_shared_budget_is_one_bucket_for_every_store_on_the_database() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    let a = PostgresLedger::open(&url).expect("opens").budget_store();
+    let b = PostgresLedger::open(&url).expect("opens").budget_store();
+    let budget = RetryBudget {
+        capacity: 3.0,
+        refill_per_sec: 0.0,
+        success_credit: 0.5,
+    };
+    let t = Duration::ZERO;
+    assert_eq!(a.try_spend("h:1", &budget, t), (true, 2.0));
+    assert_eq!(b.try_spend("h:1", &budget, t), (true, 1.0));
+    assert_eq!(a.try_spend("h:1", &budget, t), (true, 0.0));
+    assert_eq!(b.try_spend("h:1", &budget, t), (false, 0.0));
+    // Another host has its own bucket.
+    assert_eq!(b.try_spend("h:2", &budget, t), (true, 2.0));
+    assert_eq!(a.credit("h:1", &budget, t), 0.5);
+    assert_eq!(b.credit("h:1", &budget, t), 1.0);
+    assert_eq!(a.try_spend("h:1", &budget, t), (true, 0.0));
+    b.drain("h:2", &budget, t);
+    assert_eq!(a.try_spend("h:2", &budget, t), (false, 0.0));
+    assert!(!a.is_degraded() && !b.is_degraded());
+}
+
+#[test]
+fn the_shared_budget_refills_by_the_servers_clock() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let a = PostgresLedger::open(&pg.url_with_password())
+        .expect("opens")
+        .budget_store();
+    let budget = RetryBudget {
+        capacity: 1.0,
+        refill_per_sec: 1000.0,
+        success_credit: 0.0,
+    };
+    assert_eq!(a.try_spend("h", &budget, Duration::ZERO), (true, 0.0));
+    // The policy's clock says no time passed; the server's clock decides.
+    // Taken until one refills (a millisecond of the server's time).
+    let mut refilled = false;
+    for _ in 0..100_000 {
+        if a.try_spend("h", &budget, Duration::ZERO).0 {
+            refilled = true;
+            break;
+        }
+    }
+    assert!(refilled, "the bucket refilled");
+    assert!(!a.is_degraded());
+}
+
+#[test]
+fn a_finish_the_database_cannot_take_is_tried_within_the_budget_then_recorded_false() {
+    let mut pg = Postgres::start().expect("PostgreSQL starts");
+    let ledger = Arc::new(PostgresLedger::open(&pg.url_with_password()).expect("opens"));
+    let policy = Policy::builder().ledger(ledger.clone()).build();
+    let outcome = policy.run(
+        Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r")
+            .id("land-1")
+            .bounds(Bounds::new(
+                Duration::from_secs(2),
+                Duration::from_secs(1),
+                3,
+            )),
+        |ctx| {
+            // The claim was made; the database goes away before the finish.
+            pg.stop().expect("PostgreSQL stops");
+            ctx.reached("done");
+            Ok::<_, AttemptError>(())
+        },
+    );
+    assert_eq!(outcome.kind, OutcomeKind::Succeeded);
+    assert_eq!(outcome.recorded, Some(false));
+    pg.start_again().expect("PostgreSQL starts again");
+    let row = ledger
+        .show("land-1")
+        .expect("show")
+        .expect("the claim is kept");
+    assert!(
+        row.run.is_none(),
+        "the run was never recorded: it reads as running"
+    );
+}
+
+#[test]
+fn prune_deletes_the_rows_past_the_window_in_batches_and_frees_their_ids() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    let ledger =
+        PostgresLedger::open_with_retention(&url, Duration::from_secs(3600)).expect("opens");
+    for i in 0..1200 {
+        assert_eq!(
+            ledger.claim(&format!("old-{i}")).expect("claim"),
+            Claim::Claimed
+        );
+    }
+    assert_eq!(ledger.claim("new").expect("claim"), Claim::Claimed);
+    // Two hours ago by the server's clock.
+    pg.psql("UPDATE sluice_ledger SET claimed_at = claimed_at - 7200000 WHERE id LIKE 'old-%'")
+        .expect("psql");
+    assert_eq!(
+        ledger.prune().expect("prune"),
+        1200,
+        "three batches of at most 500"
+    );
+    assert!(ledger.show("old-7").expect("show").is_none());
+    assert!(ledger.show("new").expect("show").is_some());
+    assert_eq!(ledger.claim("old-7").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim("new").expect("claim"), Claim::Taken(None));
+}
