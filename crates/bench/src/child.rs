@@ -264,7 +264,13 @@ pub fn child_main(args: &[String]) -> Result<()> {
                         &opts,
                     )?;
                 }
-                _ => ops::libgit2_push_leased(url, &local, branch, dst, git2::Oid::from_str(expect)?)?,
+                _ => ops::libgit2_push_leased(
+                    url,
+                    &local,
+                    branch,
+                    dst,
+                    git2::Oid::from_str(expect)?,
+                )?,
             }
             t.elapsed()
         }

@@ -202,7 +202,10 @@ pub fn print_markdown(levels: &[Level]) {
             l.n,
             l.git.cell(),
             l.sluice.cell(),
-            l.floor.as_ref().map(Side::cell).unwrap_or_else(|| "—".into()),
+            l.floor
+                .as_ref()
+                .map(Side::cell)
+                .unwrap_or_else(|| "—".into()),
             l.ratios()
         );
     }
@@ -345,7 +348,10 @@ pub fn child_main(args: &[String]) -> Result<()> {
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))
+            })
             .collect()
     });
     let wall = start.elapsed();
@@ -445,7 +451,10 @@ pub fn measure_git(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))
+            })
             .collect()
     });
     let wall = start.elapsed().as_secs_f64();
@@ -506,7 +515,10 @@ pub fn measure_floor(
             .collect();
         handles
             .into_iter()
-            .map(|h| h.join().unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked"))))
+            .map(|h| {
+                h.join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("a worker panicked")))
+            })
             .collect()
     });
     let wall = start.elapsed().as_secs_f64();
@@ -583,7 +595,10 @@ impl crate::rows::Env {
                 .iter()
                 .flat_map(|side| (0..max).map(move |i| format!("{side}-{i}")))
                 .collect();
-            eprintln!("  making {} chains of {max_per} loose commits ...", names.len());
+            eprintln!(
+                "  making {} chains of {max_per} loose commits ...",
+                names.len()
+            );
             chains = crate::history::add_branches(&push_local, "main", &names, max_per, 7)?;
         }
         let (ls_name, fetch_name, topic) = match kind {
@@ -615,11 +630,14 @@ impl crate::rows::Env {
                         _ => daemon.url(repo),
                     }
                 };
-                let title = format!("{}, {tname}", match kind {
-                    Kind::LsRefs => "ls-refs with a prefix (forge-20k)",
-                    Kind::Push => "push 1 commit, a branch per worker (medium)",
-                    Kind::Fetch => "fetch a 10-commit branch into a copy of medium",
-                });
+                let title = format!(
+                    "{}, {tname}",
+                    match kind {
+                        Kind::LsRefs => "ls-refs with a prefix (forge-20k)",
+                        Kind::Push => "push 1 commit, a branch per worker (medium)",
+                        Kind::Fetch => "fetch a 10-commit branch into a copy of medium",
+                    }
+                );
                 eprintln!("running concurrent {} over {tname} at {n} ...", kind.name());
                 let dir = self.work().to_owned();
                 let level = match kind {
@@ -641,11 +659,24 @@ impl crate::rows::Env {
                                 daemon.addr(),
                                 n,
                                 per,
-                                &|_, _| Ok(crate::floor::ls_refs_request(&ls_name, crate::forge::LS_PREFIX)),
-                                &|_, _, a: &[u8]| a.windows(want.len()).any(|w| w == want.as_bytes()),
+                                &|_, _| {
+                                    Ok(crate::floor::ls_refs_request(
+                                        &ls_name,
+                                        crate::forge::LS_PREFIX,
+                                    ))
+                                },
+                                &|_, _, a: &[u8]| {
+                                    a.windows(want.len()).any(|w| w == want.as_bytes())
+                                },
                             )?)
                         };
-                        Level { title, n, sluice, git: git_side, floor }
+                        Level {
+                            title,
+                            n,
+                            sluice,
+                            git: git_side,
+                            floor,
+                        }
                     }
                     Kind::Push => {
                         let (name, remote) = self.new_remote(Some(&medium))?;
@@ -654,14 +685,23 @@ impl crate::rows::Env {
                         let chain = |side: usize, i: usize| &chains[side * max + i];
                         let git_side = measure_git(n, per, &|i, k| {
                             let mut c = ops::git_cmd(&push_local);
-                            c.args(["push", "-q", &url, &format!("{}:refs/heads/g-{i}", chain(1, i)[k])]);
+                            c.args([
+                                "push",
+                                "-q",
+                                &url,
+                                &format!("{}:refs/heads/g-{i}", chain(1, i)[k]),
+                            ]);
                             c
                         })?;
                         // The child pushes each worker's chain from its start.
                         for i in 0..n {
                             sluice_testkit::repo::git(
                                 &push_local,
-                                &["update-ref", &format!("refs/heads/s-{i}"), &chain(0, i)[per - 1]],
+                                &[
+                                    "update-ref",
+                                    &format!("refs/heads/s-{i}"),
+                                    &chain(0, i)[per - 1],
+                                ],
                             );
                         }
                         let op = Op::Push {
@@ -673,7 +713,11 @@ impl crate::rows::Env {
                         for i in 0..n {
                             sluice_testkit::repo::git(
                                 &push_local,
-                                &["update-ref", &format!("refs/heads/s-{i}"), &chain(0, i)[max_per - 1]],
+                                &[
+                                    "update-ref",
+                                    &format!("refs/heads/s-{i}"),
+                                    &chain(0, i)[max_per - 1],
+                                ],
                             );
                         }
                         let floor = if http {
@@ -690,9 +734,17 @@ impl crate::rows::Env {
                                     let base = if k == 0 { &main } else { &c[k - 1] };
                                     let old = if k == 0 { &zeros } else { &c[k - 1] };
                                     let pack = ops::git_thin_pack(&push_local, base, &c[k])?;
-                                    Ok(crate::floor::push_request(&name, old, &c[k], &format!("refs/heads/f-{i}"), &pack))
+                                    Ok(crate::floor::push_request(
+                                        &name,
+                                        old,
+                                        &c[k],
+                                        &format!("refs/heads/f-{i}"),
+                                        &pack,
+                                    ))
                                 },
-                                &|i, _, a: &[u8]| crate::floor::push_accepted(a, &format!("refs/heads/f-{i}")),
+                                &|i, _, a: &[u8]| {
+                                    crate::floor::push_accepted(a, &format!("refs/heads/f-{i}"))
+                                },
                             )?)
                         };
                         for (side, prefix) in [(0, "s"), (1, "g"), (2, "f")] {
@@ -700,18 +752,30 @@ impl crate::rows::Env {
                                 continue;
                             }
                             for i in 0..n {
-                                let got = sluice_testkit::repo::rev_parse(&remote, &format!("refs/heads/{prefix}-{i}"));
+                                let got = sluice_testkit::repo::rev_parse(
+                                    &remote,
+                                    &format!("refs/heads/{prefix}-{i}"),
+                                );
                                 if got.as_deref() != Some(chain(side, i)[per - 1].as_str()) {
                                     bail!("after the concurrent pushes {prefix}-{i} = {got:?}");
                                 }
                             }
                         }
                         std::fs::remove_dir_all(&remote)?;
-                        Level { title, n, sluice, git: git_side, floor }
+                        Level {
+                            title,
+                            n,
+                            sluice,
+                            git: git_side,
+                            floor,
+                        }
                     }
                     Kind::Fetch => {
                         let url = url_of(self, &fetch_name);
-                        let prefix = |side: &str| self.work().join(format!("conc-{side}-{n}-{}", if http { "h" } else { "g" }));
+                        let prefix = |side: &str| {
+                            self.work()
+                                .join(format!("conc-{side}-{n}-{}", if http { "h" } else { "g" }))
+                        };
                         let (gp, sp) = (prefix("g"), prefix("s"));
                         for i in 0..n {
                             for k in 0..per {
@@ -732,7 +796,10 @@ impl crate::rows::Env {
                             for k in 0..per {
                                 for p in [&gp, &sp] {
                                     let d = fetch_dest(p, i, k);
-                                    if sluice_testkit::repo::rev_parse(&d, "refs/heads/topic").as_deref() != Some(topic.as_str()) {
+                                    if sluice_testkit::repo::rev_parse(&d, "refs/heads/topic")
+                                        .as_deref()
+                                        != Some(topic.as_str())
+                                    {
                                         bail!("{} did not get topic", d.display());
                                     }
                                     std::fs::remove_dir_all(&d)?;
@@ -746,11 +813,23 @@ impl crate::rows::Env {
                                 daemon.addr(),
                                 n,
                                 per,
-                                &|_, _| Ok(crate::floor::fetch_request(&fetch_name, &topic, &medium_main)),
+                                &|_, _| {
+                                    Ok(crate::floor::fetch_request(
+                                        &fetch_name,
+                                        &topic,
+                                        &medium_main,
+                                    ))
+                                },
                                 &|_, _, a: &[u8]| a.windows(9).any(|w| w == b"packfile\n"),
                             )?)
                         };
-                        Level { title, n, sluice, git: git_side, floor }
+                        Level {
+                            title,
+                            n,
+                            sluice,
+                            git: git_side,
+                            floor,
+                        }
                     }
                 };
                 level.print();

@@ -123,8 +123,17 @@ mod tests {
         assert!(r.ends_with(b"0000"));
         let f = fetch_request("x.git", &"a".repeat(40), &"b".repeat(40));
         assert!(f.windows(5).any(|w| w == b"done\n"));
-        let p = push_request("x.git", &"0".repeat(40), &"c".repeat(40), "refs/heads/n", b"PACK");
+        let p = push_request(
+            "x.git",
+            &"0".repeat(40),
+            &"c".repeat(40),
+            "refs/heads/n",
+            b"PACK",
+        );
         assert!(p.ends_with(b"0000PACK"));
-        assert!(push_accepted(b"0010unpack ok\n0016ok refs/heads/n\n", "refs/heads/n"));
+        assert!(push_accepted(
+            b"0010unpack ok\n0016ok refs/heads/n\n",
+            "refs/heads/n"
+        ));
     }
 }

@@ -213,10 +213,12 @@ impl Env {
                         bail!("the raw push to {dst} was not accepted");
                     }
                     check_ref(&remote, &dst, &oid, "the floor")?;
-                    res.floor.get_or_insert_with(Series::default).add(&Measured {
-                        wall,
-                        max_rss_kib: None,
-                    });
+                    res.floor
+                        .get_or_insert_with(Series::default)
+                        .add(&Measured {
+                            wall,
+                            max_rss_kib: None,
+                        });
                     base = oid;
                     continue;
                 };
@@ -247,10 +249,9 @@ impl Env {
                             old.as_deref().context("main")?,
                         ),
                     )?,
-                    _ => child::measure_child(
-                        imp,
-                        &child::push_args(&url, &f.local, "bench", &dst),
-                    )?,
+                    _ => {
+                        child::measure_child(imp, &child::push_args(&url, &f.local, "bench", &dst))?
+                    }
                 };
                 check_ref(&remote, &dst, &oid, imp.name())?;
                 base = oid;
@@ -299,10 +300,12 @@ impl Env {
                     bail!("the raw ls-refs did not list {LS_PREFIX}");
                 }
                 if round > 0 {
-                    res.floor.get_or_insert_with(Series::default).add(&Measured {
-                        wall,
-                        max_rss_kib: None,
-                    });
+                    res.floor
+                        .get_or_insert_with(Series::default)
+                        .add(&Measured {
+                            wall,
+                            max_rss_kib: None,
+                        });
                 }
             }
         }
@@ -323,7 +326,9 @@ impl Env {
                     Impl::Git => {
                         child::measure_command(&ops::git_fetch_into(&dest, &url, TOPIC_SPEC))?
                     }
-                    _ => child::measure_child(imp, &child::fetch_into_args(&url, &dest, TOPIC_SPEC))?,
+                    _ => {
+                        child::measure_child(imp, &child::fetch_into_args(&url, &dest, TOPIC_SPEC))?
+                    }
                 };
                 check_ref(&dest, "refs/heads/topic", &f.topic, imp.name())?;
                 std::fs::remove_dir_all(&dest)?;
@@ -338,10 +343,12 @@ impl Env {
                 bail!("the raw fetch got no packfile section");
             }
             if round > 0 {
-                res.floor.get_or_insert_with(Series::default).add(&Measured {
-                    wall,
-                    max_rss_kib: None,
-                });
+                res.floor
+                    .get_or_insert_with(Series::default)
+                    .add(&Measured {
+                        wall,
+                        max_rss_kib: None,
+                    });
             }
         }
         Ok(res)

@@ -567,7 +567,13 @@ pub fn add_branches(
     let before = packs(&pack_dir)?;
     let marks = fast_import(repo, |w| {
         for (b, name) in branches.iter().enumerate() {
-            g.write_commits(w, &format!("refs/heads/{name}"), 1 + b * per, Some(&tip), per)?;
+            g.write_commits(
+                w,
+                &format!("refs/heads/{name}"),
+                1 + b * per,
+                Some(&tip),
+                per,
+            )?;
         }
         Ok(())
     })?;
