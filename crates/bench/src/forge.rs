@@ -185,7 +185,7 @@ impl Env {
         let mut k = 0usize;
         let zeros = "0".repeat(40);
         for round in 0..=s.runs {
-            let mut order: Vec<Option<Impl>> = Env::order(round).into_iter().map(Some).collect();
+            let mut order: Vec<Option<Impl>> = impls(round, s).into_iter().map(Some).collect();
             if round > 0 {
                 order.push(None);
             }
@@ -279,7 +279,7 @@ impl Env {
         let want = format!("{} {LS_PREFIX}", f.main);
         let calls = s.calls.min(10);
         for round in 0..=s.runs {
-            for imp in Env::order(round) {
+            for imp in impls(round, s) {
                 for _ in 0..if round == 0 { 1 } else { calls } {
                     let m = match imp {
                         Impl::Git => {
@@ -319,7 +319,7 @@ impl Env {
         let url = self.daemon.url(&f.fetch_name);
         let req = floor::fetch_request(&f.fetch_name, &f.topic, &f.main);
         for round in 0..=s.runs {
-            for imp in Env::order(round) {
+            for imp in impls(round, s) {
                 let (_, dest) = self.fresh_local("fetch-local");
                 history::link_copy(&f.fixture, &dest)?;
                 let m = match imp {
@@ -366,6 +366,15 @@ enum Push {
 const FLOOR_PUSH: &str = "a raw client writing the connect line, one command and a pack made beforehand (git pack-objects --thin) in one write, reading to the end";
 const FLOOR_LS: &str = "a raw client writing the connect line and a v2 ls-refs with the prefix in one write, reading to the end";
 const FLOOR_FETCH: &str = "a raw client writing the connect line and a v2 fetch (one want, one have, done) in one write, reading the pack to the end";
+
+/// The implementations of a round, in its rotating order (libgit2 left
+/// out with `--no-libgit2`).
+fn impls(round: usize, s: &Settings) -> Vec<Impl> {
+    Env::order(round)
+        .into_iter()
+        .filter(|i| !(s.no_libgit2 && *i == Impl::Libgit2))
+        .collect()
+}
 
 fn check_ref(repo: &Path, name: &str, want: &str, who: &str) -> Result<()> {
     let got = rev_parse(repo, name);

@@ -45,7 +45,7 @@ use rows::{Env, Row, Settings};
 /// The usage text.
 pub const USAGE: &str = "\
 usage: sluice-bench [--large] [--forge] [--forge-refs N,...] [--commits N] [--runs N] [--calls N] [--rows ROW,...]
-                    [--conc ls-refs,push,fetch] [--conc-levels 1,8,32,64]
+                    [--conc ls-refs,push,fetch] [--conc-levels 1,8,32,64] [--no-libgit2]
        sluice-bench serve [--large] [--commits N]
        sluice-bench build-large [--commits N]
        sluice-bench count-experiment <repo> <rev> [<hidden rev>]
@@ -61,6 +61,7 @@ rows: ls-refs-git ls-refs-http fetch-medium fetch-large push-1
 --forge-refs N,...  the forge fixtures' extra refs: 20000, 100000 (default both)
 --conc OPS   the concurrency rows (alone unless --rows is given too)
 --conc-levels N,...  operations at once (default 1,8,32,64)
+--no-libgit2 leave libgit2 out of the forge rows
 --runs N     timed rounds per row (default 5), after one warm-up round
 --calls N    calls per implementation per round in the ls-refs rows (default 20)
 --commits N  commits of the large history (default 16600)";
@@ -78,6 +79,7 @@ fn parse(args: &[String]) -> Result<Args> {
     let mut forge_refs = forge::SIZES.to_vec();
     let mut conc: Vec<concurrent::Kind> = Vec::new();
     let mut conc_levels = concurrent::LEVELS.to_vec();
+    let mut no_libgit2 = false;
     let mut runs = 5;
     let mut calls = 20;
     let mut commits = 16_600;
@@ -92,6 +94,7 @@ fn parse(args: &[String]) -> Result<Args> {
         match a.as_str() {
             "--large" => large = true,
             "--forge" => forge = true,
+            "--no-libgit2" => no_libgit2 = true,
             "--conc" => {
                 for k in value("--conc")?.split(',').filter(|s| !s.is_empty()) {
                     conc.push(
@@ -161,6 +164,7 @@ fn parse(args: &[String]) -> Result<Args> {
             forge_refs,
             conc,
             conc_levels,
+            no_libgit2,
         },
     })
 }

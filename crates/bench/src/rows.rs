@@ -134,6 +134,9 @@ pub struct Settings {
     pub conc: Vec<crate::concurrent::Kind>,
     /// Their levels (operations at once).
     pub conc_levels: Vec<usize>,
+    /// Leave libgit2 out of the forge rows (its fetch into 100,000 refs
+    /// takes minutes).
+    pub no_libgit2: bool,
 }
 
 /// The figures of one implementation in one row.
