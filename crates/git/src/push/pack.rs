@@ -177,7 +177,8 @@ pub(crate) fn count(
                 objects,
                 walk_us,
                 us = t.elapsed().as_micros() as u64,
-                "pack counted from the advertised tips alone"
+                walk = "to the advertised ids",
+                "pack counted"
             );
             return Ok(counted);
         }
