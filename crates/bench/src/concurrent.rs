@@ -111,6 +111,8 @@ pub struct Side {
     /// Peak memory, KiB (sluice: its one process; git: the workers' peaks
     /// summed).
     pub peak_kib: Option<u64>,
+    /// Operations that failed (not in `lat`, not in the throughput).
+    pub failed: usize,
 }
 
 impl Side {
@@ -132,13 +134,18 @@ impl Side {
 
     fn cell(&self) -> String {
         format!(
-            "{:.0}/s, p50 {}, p99 {}{}",
+            "{:.0}/s, p50 {}, p99 {}{}{}",
             self.throughput(),
             self.quantile(0.5).map(fmt_secs).unwrap_or_default(),
             self.quantile(0.99).map(fmt_secs).unwrap_or_default(),
             self.peak_kib
                 .map(|k| format!(", {}", fmt_kib(k as f64)))
-                .unwrap_or_default()
+                .unwrap_or_default(),
+            if self.failed > 0 {
+                format!(", **{} failed**", self.failed)
+            } else {
+                String::new()
+            }
         )
     }
 }
@@ -328,21 +335,27 @@ pub fn child_main(args: &[String]) -> Result<()> {
         _ => None,
     };
     let start = Instant::now();
-    let lats: Vec<Result<Vec<f64>>> = std::thread::scope(|s| {
+    let lats: Vec<Result<(Vec<f64>, usize)>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|i| {
                 let (client, opts, op) = (&client, &opts, &op);
                 let chain = chains.get(i);
                 let local_repo = local_repo.as_ref();
-                s.spawn(move || -> Result<Vec<f64>> {
+                s.spawn(move || -> Result<(Vec<f64>, usize)> {
                     let repo = local_repo.map(|r| r.to_thread_local());
                     let mut lat = Vec::with_capacity(per);
+                    let mut failed = 0;
                     for k in 0..per {
                         let t = Instant::now();
-                        run_one(client, opts, op, i, k, repo.as_ref(), chain)?;
-                        lat.push(stats::secs(t.elapsed()));
+                        match run_one(client, opts, op, i, k, repo.as_ref(), chain) {
+                            Ok(()) => lat.push(stats::secs(t.elapsed())),
+                            Err(e) => {
+                                eprintln!("worker {i}, operation {k}: {e:#}");
+                                failed += 1;
+                            }
+                        }
                     }
-                    Ok(lat)
+                    Ok((lat, failed))
                 })
             })
             .collect();
@@ -356,11 +369,18 @@ pub fn child_main(args: &[String]) -> Result<()> {
     });
     let wall = start.elapsed();
     let mut all = Vec::new();
+    let mut failed = 0;
     for l in lats {
-        all.extend(l?);
+        let (l, f) = l?;
+        all.extend(l);
+        failed += f;
     }
     let lat: Vec<String> = all.iter().map(|s| ((s * 1e6) as u64).to_string()).collect();
-    println!("elapsed_us={} lat_us={}", wall.as_micros(), lat.join(","));
+    println!(
+        "elapsed_us={} failed={failed} lat_us={}",
+        wall.as_micros(),
+        lat.join(",")
+    );
     Ok(())
 }
 
@@ -414,14 +434,17 @@ pub fn measure_sluice(n: usize, per: usize, op: &Op) -> Result<Side> {
             .with_context(|| format!("the child printed no {name}"))
     };
     let wall: u64 = field("elapsed_us=")?.parse()?;
+    let failed: usize = field("failed=")?.parse()?;
     let lat = field("lat_us=")?
         .split(',')
+        .filter(|v| !v.is_empty())
         .map(|v| v.parse::<u64>().map(|us| us as f64 / 1e6))
         .collect::<Result<Vec<_>, _>>()?;
     Ok(Side {
         lat,
         wall: wall as f64 / 1e6,
         peak_kib: peak,
+        failed,
     })
 }
 
@@ -434,18 +457,27 @@ pub fn measure_git(
     make: &(dyn Fn(usize, usize) -> Command + Sync),
 ) -> Result<Side> {
     let start = Instant::now();
-    let results: Vec<Result<(Vec<f64>, Option<u64>)>> = std::thread::scope(|s| {
+    let results: Vec<Result<(Vec<f64>, Option<u64>, usize)>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|i| {
-                s.spawn(move || -> Result<(Vec<f64>, Option<u64>)> {
+                s.spawn(move || -> Result<(Vec<f64>, Option<u64>, usize)> {
                     let mut lat = Vec::new();
                     let mut peak: Option<u64> = None;
+                    let mut failed = 0;
                     for k in 0..per {
-                        let m = child::measure_command(&make(i, k))?;
-                        lat.push(stats::secs(m.wall));
-                        peak = peak.max(m.max_rss_kib);
+                        match child::measure_command(&make(i, k)) {
+                            Ok(m) => {
+                                lat.push(stats::secs(m.wall));
+                                peak = peak.max(m.max_rss_kib);
+                            }
+                            Err(e) => {
+                                let e = format!("{e:#}");
+                                eprintln!("git worker {i}, operation {k}: {}", e.rsplit(": ").next().unwrap_or(&e));
+                                failed += 1;
+                            }
+                        }
                     }
-                    Ok((lat, peak))
+                    Ok((lat, peak, failed))
                 })
             })
             .collect();
@@ -465,8 +497,9 @@ pub fn measure_git(
     let mut sum = 0u64;
     let mut any = false;
     for r in results {
-        let (lat, peak) = r?;
+        let (lat, peak, failed) = r?;
         side.lat.extend(lat);
+        side.failed += failed;
         if let Some(p) = peak {
             sum += p;
             any = true;
@@ -748,7 +781,9 @@ impl crate::rows::Env {
                             )?)
                         };
                         for (side, prefix) in [(0, "s"), (1, "g"), (2, "f")] {
-                            if side == 2 && http {
+                            // A side with failed pushes is reported as such.
+                            let failed = [sluice.failed, git_side.failed, 0][side];
+                            if side == 2 && http || failed > 0 {
                                 continue;
                             }
                             for i in 0..n {
@@ -794,9 +829,10 @@ impl crate::rows::Env {
                         let sluice = measure_sluice(n, per, &op)?;
                         for i in 0..n {
                             for k in 0..per {
-                                for p in [&gp, &sp] {
+                                for (p, failed) in [(&gp, git_side.failed), (&sp, sluice.failed)] {
                                     let d = fetch_dest(p, i, k);
-                                    if sluice_testkit::repo::rev_parse(&d, "refs/heads/topic")
+                                    if failed == 0
+                                        && sluice_testkit::repo::rev_parse(&d, "refs/heads/topic")
                                         .as_deref()
                                         != Some(topic.as_str())
                                     {
