@@ -448,6 +448,9 @@ pub fn measure_sluice(n: usize, per: usize, op: &Op) -> Result<Side> {
     })
 }
 
+/// A git worker's latencies, largest peak and failures.
+type WorkerFigures = (Vec<f64>, Option<u64>, usize);
+
 /// Runs `n` workers at once, each running `make(i, k)` for `k` in
 /// `0..per` under `/usr/bin/time`; the peak is the sum of each worker's
 /// largest.
@@ -457,10 +460,10 @@ pub fn measure_git(
     make: &(dyn Fn(usize, usize) -> Command + Sync),
 ) -> Result<Side> {
     let start = Instant::now();
-    let results: Vec<Result<(Vec<f64>, Option<u64>, usize)>> = std::thread::scope(|s| {
+    let results: Vec<Result<WorkerFigures>> = std::thread::scope(|s| {
         let handles: Vec<_> = (0..n)
             .map(|i| {
-                s.spawn(move || -> Result<(Vec<f64>, Option<u64>, usize)> {
+                s.spawn(move || -> Result<WorkerFigures> {
                     let mut lat = Vec::new();
                     let mut peak: Option<u64> = None;
                     let mut failed = 0;
@@ -472,7 +475,10 @@ pub fn measure_git(
                             }
                             Err(e) => {
                                 let e = format!("{e:#}");
-                                eprintln!("git worker {i}, operation {k}: {}", e.rsplit(": ").next().unwrap_or(&e));
+                                eprintln!(
+                                    "git worker {i}, operation {k}: {}",
+                                    e.rsplit(": ").next().unwrap_or(&e)
+                                );
                                 failed += 1;
                             }
                         }
@@ -833,8 +839,8 @@ impl crate::rows::Env {
                                     let d = fetch_dest(p, i, k);
                                     if failed == 0
                                         && sluice_testkit::repo::rev_parse(&d, "refs/heads/topic")
-                                        .as_deref()
-                                        != Some(topic.as_str())
+                                            .as_deref()
+                                            != Some(topic.as_str())
                                     {
                                         bail!("{} did not get topic", d.display());
                                     }

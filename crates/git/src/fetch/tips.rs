@@ -154,7 +154,7 @@ pub(crate) fn mark_complete_and_common_ref(
     {
         if let Some(id) = mapping.remote.as_id().filter(|id| {
             graph
-                .get(*id)
+                .get(id)
                 .is_some_and(|c| c.data.flags.contains(Flags::COMPLETE))
         }) {
             negotiator

@@ -494,7 +494,7 @@ fn walk_to_advertised(
         nodes.push((id, node));
     }
     // Newest first, as the full walk gives them.
-    nodes.sort_by(|a, b| b.1.time.cmp(&a.1.time));
+    nodes.sort_by_key(|n| std::cmp::Reverse(n.1.time));
     let mut out = Vec::with_capacity(nodes.len());
     for (id, n) in &nodes {
         let first_parent = n.parents.first().copied();
