@@ -109,6 +109,21 @@ fn clone_command(cmd: &Command) -> Command {
 /// <args>`) under `/usr/bin/time`; the wall time is what the child measured
 /// around the call.
 pub fn measure_child(imp: Impl, args: &[OsString]) -> Result<Measured> {
+    let (stdout, max_rss_kib) = run_child(imp, args)?;
+    let us: u64 = stdout
+        .split_whitespace()
+        .find_map(|kv| kv.strip_prefix("elapsed_us="))
+        .context("the child printed no elapsed_us")?
+        .parse()?;
+    Ok(Measured {
+        wall: Duration::from_micros(us),
+        max_rss_kib,
+    })
+}
+
+/// Runs `sluice-bench child <impl> <args>` under `/usr/bin/time`; returns
+/// what it printed and its peak RSS (KiB).
+pub fn run_child(imp: Impl, args: &[OsString]) -> Result<(String, Option<u64>)> {
     let exe = std::env::current_exe().context("this executable")?;
     let mut cmd = Command::new(exe);
     cmd.arg("child").arg(imp.name()).args(args);
@@ -132,16 +147,10 @@ pub fn measure_child(imp: Impl, args: &[OsString]) -> Result<Measured> {
             String::from_utf8_lossy(&out.stderr).trim_end()
         );
     }
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let us: u64 = stdout
-        .split_whitespace()
-        .find_map(|kv| kv.strip_prefix("elapsed_us="))
-        .context("the child printed no elapsed_us")?
-        .parse()?;
-    Ok(Measured {
-        wall: Duration::from_micros(us),
-        max_rss_kib: read_rss(rss.path()),
-    })
+    Ok((
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        read_rss(rss.path()),
+    ))
 }
 
 /// `fetch <url> <dest>` arguments for [`measure_child`].
@@ -160,17 +169,47 @@ pub fn push_args(url: &str, local: &Path, branch: &str, dst: &str) -> Vec<OsStri
     ]
 }
 
-/// The `child` subcommand: `<impl> fetch <url> <dest>` or `<impl> push
-/// <url> <local> <branch> <dst>`. Does the one call, prints
+/// `push-lease <url> <local> <branch> <dst> <expected oid>` arguments for
+/// [`measure_child`].
+pub fn push_lease_args(
+    url: &str,
+    local: &Path,
+    branch: &str,
+    dst: &str,
+    expect: &str,
+) -> Vec<OsString> {
+    let mut v = push_args(url, local, branch, dst);
+    v[0] = "push-lease".into();
+    v.push(expect.into());
+    v
+}
+
+/// `ls-refs <url> <prefix>` arguments for [`measure_child`].
+pub fn ls_prefix_args(url: &str, prefix: &str) -> Vec<OsString> {
+    vec!["ls-refs".into(), url.into(), prefix.into()]
+}
+
+/// `fetch-into <url> <dest> <refspec>` arguments for [`measure_child`].
+pub fn fetch_into_args(url: &str, dest: &Path, refspec: &str) -> Vec<OsString> {
+    vec!["fetch-into".into(), url.into(), dest.into(), refspec.into()]
+}
+
+/// The `child` subcommand: `<impl> fetch <url> <dest>`, `<impl> push
+/// <url> <local> <branch> <dst>`, `<impl> push-lease <url> <local>
+/// <branch> <dst> <oid>`, `<impl> ls-refs <url> <prefix>` or `<impl>
+/// fetch-into <url> <dest> <refspec>`. Does the one call, prints
 /// `elapsed_us=<n>` on stdout.
 pub fn child_main(args: &[String]) -> Result<()> {
-    let usage = "usage: sluice-bench child <sluice|libgit2> fetch <url> <dest> | push <url> <local> <branch> <dst>";
+    let usage = "usage: sluice-bench child <sluice|libgit2> fetch <url> <dest> | push <url> <local> <branch> <dst> | push-lease <url> <local> <branch> <dst> <oid> | ls-refs <url> <prefix> | fetch-into <url> <dest> <refspec>";
     let imp = args
         .first()
         .and_then(|s| Impl::parse(s))
         .filter(|i| *i != Impl::Git)
         .context(usage)?;
     let op = args.get(1).map(String::as_str).context(usage)?;
+    if op == "conc" && imp == Impl::Sluice {
+        return crate::concurrent::child_main(&args[2..]);
+    }
     // Where the time goes: `SLUICE_BENCH_LOG=<file>` appends the sluice
     // crates' debug events (with timestamps) of every child to that file.
     if let Some(path) = std::env::var_os("SLUICE_BENCH_LOG") {
@@ -205,6 +244,54 @@ pub fn child_main(args: &[String]) -> Result<()> {
                     ops::sluice_push(&client, url, &local, branch, dst, &opts)?;
                 }
                 _ => ops::libgit2_push(url, &local, branch, dst)?,
+            }
+            t.elapsed()
+        }
+        ("push-lease", [url, local, branch, dst, expect]) => {
+            let local = PathBuf::from(local);
+            let t = Instant::now();
+            match imp {
+                Impl::Sluice => {
+                    let repo = gix::open(&local).context("gix::open")?;
+                    let oid = gix::ObjectId::from_hex(expect.as_bytes())?;
+                    ops::sluice_push_leased(
+                        &client,
+                        url,
+                        &repo,
+                        branch,
+                        dst,
+                        sluice_git::Lease::Oid(oid),
+                        &opts,
+                    )?;
+                }
+                _ => ops::libgit2_push_leased(
+                    url,
+                    &local,
+                    branch,
+                    dst,
+                    git2::Oid::from_str(expect)?,
+                )?,
+            }
+            t.elapsed()
+        }
+        ("ls-refs", [url, prefix]) => {
+            let t = Instant::now();
+            let n = match imp {
+                Impl::Sluice => ops::sluice_ls_prefix(&client, url, prefix, &opts)?,
+                _ => ops::libgit2_ls_prefix(url, prefix)?,
+            };
+            let e = t.elapsed();
+            if n == 0 {
+                bail!("no ref under {prefix}");
+            }
+            e
+        }
+        ("fetch-into", [url, dest, refspec]) => {
+            let dest = PathBuf::from(dest);
+            let t = Instant::now();
+            match imp {
+                Impl::Sluice => ops::sluice_fetch_into(&client, url, &dest, refspec, &opts)?,
+                _ => ops::libgit2_fetch_into(url, &dest, refspec)?,
             }
             t.elapsed()
         }

@@ -546,8 +546,51 @@ pub fn add_commits(repo: &Path, branch: &str, n: usize, seed: u64) -> Result<Vec
     });
     let before = packs(&pack_dir)?;
     let marks = fast_import(repo, |w| g.write_commits(w, &refname, 1, Some(&tip), n))?;
-    // Explode the pack fast-import wrote into loose objects.
-    for pack in packs(&pack_dir)?.difference(&before) {
+    explode_new_packs(repo, &pack_dir, &before)?;
+    Ok((1..=n).map(|m| marks[&m].clone()).collect())
+}
+
+/// Adds `per` commits on each of `branches` (created at `base`'s tip,
+/// which must exist) of `repo` in one `git fast-import`, as loose objects;
+/// returns each branch's commits, oldest first.
+pub fn add_branches(
+    repo: &Path,
+    base: &str,
+    branches: &[String],
+    per: usize,
+    seed: u64,
+) -> Result<Vec<Vec<String>>> {
+    let tip = git(repo, &["rev-parse", &format!("refs/heads/{base}")]);
+    let time: u64 = git(repo, &["log", "-1", "--format=%ct", &tip]).parse()?;
+    let mut g = Generator::from_files(seed, read_tree(repo, &tip)?, time);
+    let pack_dir = repo.join("objects/pack");
+    let before = packs(&pack_dir)?;
+    let marks = fast_import(repo, |w| {
+        for (b, name) in branches.iter().enumerate() {
+            g.write_commits(
+                w,
+                &format!("refs/heads/{name}"),
+                1 + b * per,
+                Some(&tip),
+                per,
+            )?;
+        }
+        Ok(())
+    })?;
+    explode_new_packs(repo, &pack_dir, &before)?;
+    Ok((0..branches.len())
+        .map(|b| (1..=per).map(|k| marks[&(b * per + k)].clone()).collect())
+        .collect())
+}
+
+/// Turns the packs in `pack_dir` that are not in `before` into loose
+/// objects (what `git commit` would have written).
+fn explode_new_packs(
+    repo: &Path,
+    pack_dir: &Path,
+    before: &std::collections::BTreeSet<PathBuf>,
+) -> Result<()> {
+    for pack in packs(pack_dir)?.difference(before) {
         let moved = tempfile::NamedTempFile::new()?;
         std::fs::rename(pack, moved.path()).or_else(|_| {
             std::fs::copy(pack, moved.path()).and_then(|_| std::fs::remove_file(pack))
@@ -564,7 +607,7 @@ pub fn add_commits(repo: &Path, branch: &str, n: usize, seed: u64) -> Result<Vec
             bail!("git unpack-objects failed ({status})");
         }
     }
-    Ok((1..=n).map(|m| marks[&m].clone()).collect())
+    Ok(())
 }
 
 fn packs(dir: &Path) -> io::Result<std::collections::BTreeSet<PathBuf>> {

@@ -13,6 +13,10 @@
 //! * [`child`] — one call in a child process, for peak memory
 //!   (`/usr/bin/time -f %M`, the same for every implementation).
 //! * [`history`] — the synthetic histories.
+//! * [`forge`] — the forge-scale rows (20,000 and 100,000 refs).
+//! * [`floor`] — a raw client replaying a request in one write.
+//! * [`concurrent`] — many operations at once from one process against as
+//!   many `git` processes.
 //! * [`rows`] — the rows: fixtures, servers, rounds, results.
 //! * [`stats`] — medians, ranges and formatting.
 //! * [`experiment`] — the push's counting step with and without a
@@ -25,7 +29,10 @@
 #![deny(missing_docs)]
 
 pub mod child;
+pub mod concurrent;
 pub mod experiment;
+pub mod floor;
+pub mod forge;
 pub mod history;
 pub mod ops;
 pub mod rows;
@@ -37,7 +44,8 @@ use rows::{Env, Row, Settings};
 
 /// The usage text.
 pub const USAGE: &str = "\
-usage: sluice-bench [--large] [--commits N] [--runs N] [--calls N] [--rows ROW,...]
+usage: sluice-bench [--large] [--forge] [--forge-refs N,...] [--commits N] [--runs N] [--calls N] [--rows ROW,...]
+                    [--conc ls-refs,push,fetch] [--conc-levels 1,8,32,64] [--no-libgit2]
        sluice-bench serve [--large] [--commits N]
        sluice-bench build-large [--commits N]
        sluice-bench count-experiment <repo> <rev> [<hidden rev>]
@@ -46,7 +54,14 @@ usage: sluice-bench [--large] [--commits N] [--runs N] [--calls N] [--rows ROW,.
 
 rows: ls-refs-git ls-refs-http fetch-medium fetch-large push-1
       push-1000-loose push-1000-packed push-large
-      (default: all; the large rows only with --large)
+      forge-push-1 forge-push-branch forge-push-lease forge-ls-refs-prefix
+      forge-fetch-10
+      (default: all; the large rows only with --large, the forge rows only
+      with --forge)
+--forge-refs N,...  the forge fixtures' extra refs: 20000, 100000 (default both)
+--conc OPS   the concurrency rows (alone unless --rows is given too)
+--conc-levels N,...  operations at once (default 1,8,32,64)
+--no-libgit2 leave libgit2 out of the forge rows
 --runs N     timed rounds per row (default 5), after one warm-up round
 --calls N    calls per implementation per round in the ls-refs rows (default 20)
 --commits N  commits of the large history (default 16600)";
@@ -60,6 +75,11 @@ struct Args {
 
 fn parse(args: &[String]) -> Result<Args> {
     let mut large = false;
+    let mut forge = false;
+    let mut forge_refs = forge::SIZES.to_vec();
+    let mut conc: Vec<concurrent::Kind> = Vec::new();
+    let mut conc_levels = concurrent::LEVELS.to_vec();
+    let mut no_libgit2 = false;
     let mut runs = 5;
     let mut calls = 20;
     let mut commits = 16_600;
@@ -73,6 +93,34 @@ fn parse(args: &[String]) -> Result<Args> {
         };
         match a.as_str() {
             "--large" => large = true,
+            "--forge" => forge = true,
+            "--no-libgit2" => no_libgit2 = true,
+            "--conc" => {
+                for k in value("--conc")?.split(',').filter(|s| !s.is_empty()) {
+                    conc.push(
+                        concurrent::Kind::parse(k)
+                            .with_context(|| format!("unknown concurrent operation {k:?}"))?,
+                    );
+                }
+            }
+            "--conc-levels" => {
+                conc_levels = value("--conc-levels")?
+                    .split(',')
+                    .filter(|s| !s.is_empty())
+                    .map(|n| n.parse::<usize>().context("--conc-levels"))
+                    .collect::<Result<_>>()?;
+                if conc_levels.contains(&0) {
+                    bail!("--conc-levels must be at least 1");
+                }
+            }
+            "--forge-refs" => {
+                forge_refs = Vec::new();
+                for n in value("--forge-refs")?.split(',').filter(|s| !s.is_empty()) {
+                    let n: usize = n.parse().context("--forge-refs")?;
+                    forge::fixture_name(n)?;
+                    forge_refs.push(n);
+                }
+            }
             "--runs" => runs = value("--runs")?.parse().context("--runs")?,
             "--calls" => calls = value("--calls")?.parse().context("--calls")?,
             "--commits" => commits = value("--commits")?.parse().context("--commits")?,
@@ -100,9 +148,10 @@ fn parse(args: &[String]) -> Result<Args> {
             }
             r
         }
+        None if !conc.is_empty() => Vec::new(),
         None => Row::ALL
             .into_iter()
-            .filter(|r| large || !r.large())
+            .filter(|r| (large || !r.large()) && (forge || !r.forge()))
             .collect(),
     };
     Ok(Args {
@@ -112,6 +161,10 @@ fn parse(args: &[String]) -> Result<Args> {
             calls,
             large_commits: commits,
             rows,
+            forge_refs,
+            conc,
+            conc_levels,
+            no_libgit2,
         },
     })
 }
@@ -132,17 +185,34 @@ pub fn main_with_args(args: &[String]) -> Result<()> {
     }
     let a = parse(args)?;
     let s = a.settings;
-    let http = s.rows.contains(&Row::LsRefsHttp);
+    let http = s.rows.contains(&Row::LsRefsHttp) || !s.conc.is_empty();
     let env_large = if a.large { Some(s.large_commits) } else { None };
     let mut env = Env::start(env_large, http)?;
     print_context(&s);
     let mut results = Vec::new();
     for row in &s.rows {
+        if row.forge() {
+            for &n in &s.forge_refs {
+                let r = env.run_forge(*row, n, &s)?;
+                r.print();
+                results.push(r);
+            }
+            continue;
+        }
         let r = env.run_row(*row, &s)?;
         r.print();
         results.push(r);
     }
-    rows::print_markdown(&results);
+    let mut levels = Vec::new();
+    for kind in &s.conc {
+        levels.extend(env.run_concurrent(*kind, &s.conc_levels, &s)?);
+    }
+    if !results.is_empty() {
+        rows::print_markdown(&results);
+    }
+    if !levels.is_empty() {
+        concurrent::print_markdown(&levels);
+    }
     Ok(())
 }
 

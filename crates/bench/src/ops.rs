@@ -121,6 +121,19 @@ pub fn sluice_push_in(
     dst: &str,
     opts: &CallOptions,
 ) -> Result<Option<PackStats>> {
+    sluice_push_leased(client, url, repo, branch, dst, Lease::Any, opts)
+}
+
+/// [`sluice_push_in`] with a lease: `dst` must hold what `expect` says.
+pub fn sluice_push_leased(
+    client: &GitClient,
+    url: &str,
+    repo: &gix::Repository,
+    branch: &str,
+    dst: &str,
+    expect: Lease,
+    opts: &CallOptions,
+) -> Result<Option<PackStats>> {
     let src = repo
         .rev_parse_single(format!("refs/heads/{branch}").as_str())
         .context("resolving the branch")?
@@ -128,7 +141,7 @@ pub fn sluice_push_in(
     let update = RefUpdate {
         src: Some(src),
         dst: dst.to_owned(),
-        expect: Lease::Any,
+        expect,
         force: false,
     };
     let o = client.push(url, &[update], &PushOptions::default(), repo, opts)?;
@@ -136,6 +149,98 @@ pub fn sluice_push_in(
         return Err(outcome_error("push", &o));
     }
     Ok(o.value.and_then(|r| r.pack))
+}
+
+/// sluice: ls-refs of the refs under `prefix` (sent to the server as a
+/// v2 `ref-prefix`); returns how many.
+pub fn sluice_ls_prefix(
+    client: &GitClient,
+    url: &str,
+    prefix: &str,
+    opts: &CallOptions,
+) -> Result<usize> {
+    let o = client.ls_refs(url, &[prefix.to_owned()], opts)?;
+    if o.kind != OutcomeKind::Succeeded {
+        return Err(outcome_error("ls-refs", &o));
+    }
+    Ok(o.value.map(|v| v.len()).unwrap_or(0))
+}
+
+/// sluice: fetch `refspec` from `url` into the existing repository `dest`.
+pub fn sluice_fetch_into(
+    client: &GitClient,
+    url: &str,
+    dest: &Path,
+    refspec: &str,
+    opts: &CallOptions,
+) -> Result<()> {
+    let repo = gix::open(dest).context("gix::open")?;
+    let o = client.fetch(url, &[refspec.to_owned()], &repo, opts)?;
+    if o.kind != OutcomeKind::Succeeded {
+        return Err(outcome_error("fetch", &o));
+    }
+    Ok(())
+}
+
+/// libgit2: the refs of `url` under `prefix` (libgit2 speaks v0 only: it
+/// reads the whole advertisement and the prefix is applied here).
+pub fn libgit2_ls_prefix(url: &str, prefix: &str) -> Result<usize> {
+    let mut remote = git2::Remote::create_detached(url)?;
+    remote.connect(git2::Direction::Fetch)?;
+    let n = remote
+        .list()?
+        .iter()
+        .filter(|h| h.name().starts_with(prefix))
+        .count();
+    remote.disconnect()?;
+    Ok(n)
+}
+
+/// libgit2: fetch `refspec` from `url` into the existing repository `dest`.
+pub fn libgit2_fetch_into(url: &str, dest: &Path, refspec: &str) -> Result<()> {
+    let repo = git2::Repository::open(dest)?;
+    let mut remote = repo.remote_anonymous(url)?;
+    remote.fetch(&[refspec], None, None)?;
+    Ok(())
+}
+
+/// libgit2: push `refs/heads/<branch>:<dst>` with a lease — the push is
+/// given up in libgit2's push-negotiation callback unless the remote's
+/// `dst` holds `expect` (libgit2 has no force-with-lease of its own).
+pub fn libgit2_push_leased(
+    url: &str,
+    local: &Path,
+    branch: &str,
+    dst: &str,
+    expect: git2::Oid,
+) -> Result<()> {
+    let repo = git2::Repository::open(local)?;
+    let mut remote = repo.remote_anonymous(url)?;
+    let mut rejected: Option<String> = None;
+    {
+        let mut cbs = git2::RemoteCallbacks::new();
+        cbs.push_negotiation(|updates| {
+            for u in updates {
+                if u.dst_refname_bytes() == dst.as_bytes() && u.src() != expect {
+                    return Err(git2::Error::from_str("stale lease"));
+                }
+            }
+            Ok(())
+        });
+        cbs.push_update_reference(|name, status| {
+            if let Some(s) = status {
+                rejected = Some(format!("{name}: {s}"));
+            }
+            Ok(())
+        });
+        let mut po = git2::PushOptions::new();
+        po.remote_callbacks(cbs);
+        remote.push(&[format!("+refs/heads/{branch}:{dst}")], Some(&mut po))?;
+    }
+    if let Some(r) = rejected {
+        bail!("libgit2 push rejected: {r}");
+    }
+    Ok(())
 }
 
 /// libgit2: list `url`'s refs (its protocol is v0); returns how many.
@@ -208,6 +313,34 @@ pub fn git_clone_bare(dir: &Path, url: &str, dest: &Path) -> Command {
 pub fn git_push(local: &Path, url: &str, branch: &str, dst: &str) -> Command {
     let mut c = git_cmd(local);
     c.args(["push", "-q", url, &format!("refs/heads/{branch}:{dst}")]);
+    c
+}
+
+/// `git -C <local> push -q --force-with-lease=<dst>:<expect> <url>
+/// refs/heads/<branch>:<dst>`.
+pub fn git_push_leased(local: &Path, url: &str, branch: &str, dst: &str, expect: &str) -> Command {
+    let mut c = git_cmd(local);
+    c.args([
+        "push",
+        "-q",
+        &format!("--force-with-lease={dst}:{expect}"),
+        url,
+        &format!("refs/heads/{branch}:{dst}"),
+    ]);
+    c
+}
+
+/// `git ls-remote <url> <prefix>`.
+pub fn git_ls_prefix(dir: &Path, url: &str, prefix: &str) -> Command {
+    let mut c = git_cmd(dir);
+    c.args(["ls-remote", url, prefix]);
+    c
+}
+
+/// `git -C <dest> fetch -q <url> <refspec>`.
+pub fn git_fetch_into(dest: &Path, url: &str, refspec: &str) -> Command {
+    let mut c = git_cmd(dest);
+    c.args(["fetch", "-q", url, refspec]);
     c
 }
 

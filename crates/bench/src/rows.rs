@@ -39,11 +39,21 @@ pub enum Row {
     Push1000Packed,
     /// Push the whole large history into an empty repository.
     PushLarge,
+    /// Forge scale: push one commit into a repository with many refs.
+    ForgePush1,
+    /// Forge scale: push a new branch (one commit on top of a ref there).
+    ForgePushBranch,
+    /// Forge scale: push one commit with a lease (force-with-lease).
+    ForgePushLease,
+    /// Forge scale: ls-refs of one prefix over git://.
+    ForgeLsRefsPrefix,
+    /// Forge scale: fetch one branch with 10 new commits.
+    ForgeFetch10,
 }
 
 impl Row {
     /// Every row, in table order.
-    pub const ALL: [Row; 8] = [
+    pub const ALL: [Row; 13] = [
         Row::LsRefsGit,
         Row::LsRefsHttp,
         Row::FetchMedium,
@@ -52,6 +62,11 @@ impl Row {
         Row::Push1000Loose,
         Row::Push1000Packed,
         Row::PushLarge,
+        Row::ForgePush1,
+        Row::ForgePushBranch,
+        Row::ForgePushLease,
+        Row::ForgeLsRefsPrefix,
+        Row::ForgeFetch10,
     ];
 
     /// Its name for `--rows`.
@@ -65,6 +80,11 @@ impl Row {
             Row::Push1000Loose => "push-1000-loose",
             Row::Push1000Packed => "push-1000-packed",
             Row::PushLarge => "push-large",
+            Row::ForgePush1 => "forge-push-1",
+            Row::ForgePushBranch => "forge-push-branch",
+            Row::ForgePushLease => "forge-push-lease",
+            Row::ForgeLsRefsPrefix => "forge-ls-refs-prefix",
+            Row::ForgeFetch10 => "forge-fetch-10",
         }
     }
 
@@ -76,6 +96,18 @@ impl Row {
     /// Whether it needs the large fixture.
     pub fn large(self) -> bool {
         matches!(self, Row::FetchLarge | Row::PushLarge)
+    }
+
+    /// Whether it runs on the forge fixtures (once per ref count).
+    pub fn forge(self) -> bool {
+        matches!(
+            self,
+            Row::ForgePush1
+                | Row::ForgePushBranch
+                | Row::ForgePushLease
+                | Row::ForgeLsRefsPrefix
+                | Row::ForgeFetch10
+        )
     }
 
     /// Whether its in-process calls run in this process (small calls in a
@@ -96,6 +128,15 @@ pub struct Settings {
     pub large_commits: usize,
     /// The rows to run.
     pub rows: Vec<Row>,
+    /// The ref counts of the forge fixtures the forge rows run on.
+    pub forge_refs: Vec<usize>,
+    /// The concurrency rows to run.
+    pub conc: Vec<crate::concurrent::Kind>,
+    /// Their levels (operations at once).
+    pub conc_levels: Vec<usize>,
+    /// Leave libgit2 out of the forge rows (its fetch into 100,000 refs
+    /// takes minutes).
+    pub no_libgit2: bool,
 }
 
 /// The figures of one implementation in one row.
@@ -112,7 +153,7 @@ pub struct Series {
 }
 
 impl Series {
-    fn add(&mut self, m: &Measured) {
+    pub(crate) fn add(&mut self, m: &Measured) {
         self.secs.push(stats::secs(m.wall));
         if let Some(k) = m.max_rss_kib {
             self.rss_kib.push(k as f64);
@@ -139,13 +180,15 @@ pub struct RowResult {
     pub title: String,
     /// Per implementation, in [`Impl::ALL`] order.
     pub series: Vec<(Impl, Series)>,
-    /// push-1 only: a raw client replaying a pack made beforehand — the
-    /// server's own time, which no client can go below.
+    /// A raw client replaying the request — the server's own time, which
+    /// no client can go below (push-1 and the forge rows).
     pub floor: Option<Series>,
+    /// What the floor's raw client does.
+    pub floor_note: &'static str,
 }
 
 impl RowResult {
-    fn get(&self, i: Impl) -> &Series {
+    pub(crate) fn get(&self, i: Impl) -> &Series {
         &self
             .series
             .iter()
@@ -203,12 +246,14 @@ impl RowResult {
         if let Some(f) = &self.floor {
             let git = self.get(Impl::Git).median();
             println!(
-                "  floor    {} ({}), {} of git's time: a raw client replaying a pack made beforehand (the server's own time)  [n={}]",
+                "  floor    {} ({}), {} of git's time, sluice {} of it: {} (the server's own time)  [n={}]",
                 f.median().map(fmt_secs).unwrap_or_default(),
                 stats::min_max(&f.secs)
                     .map(|(lo, hi)| fmt_range(lo, hi))
                     .unwrap_or_default(),
                 fmt_ratio(f.median(), git),
+                fmt_ratio(self.get(Impl::Sluice).median(), f.median()),
+                self.floor_note,
                 f.secs.len()
             );
         }
@@ -223,17 +268,32 @@ impl RowResult {
 
 /// Prints the results as the markdown table of BENCHMARKS.md.
 pub fn print_markdown(results: &[RowResult]) {
-    println!("\n| call | git (subprocess) | sluice (in-process) | libgit2 (in-process) | sluice/git | sluice/libgit2 |");
-    println!("|---|---|---|---|---|---|");
+    println!("\n| call | git (subprocess) | sluice (in-process) | libgit2 (in-process) | floor (raw client) | sluice/git | sluice/libgit2 | sluice/floor |");
+    println!("|---|---|---|---|---|---|---|---|");
     for r in results {
+        let (floor, vs_floor) = match &r.floor {
+            Some(f) => (
+                format!(
+                    "{} ({})",
+                    f.median().map(fmt_secs).unwrap_or_default(),
+                    stats::min_max(&f.secs)
+                        .map(|(lo, hi)| fmt_range(lo, hi))
+                        .unwrap_or_default()
+                ),
+                fmt_ratio(r.get(Impl::Sluice).median(), f.median()),
+            ),
+            None => ("—".to_owned(), "—".to_owned()),
+        };
         println!(
-            "| {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} |",
             r.title,
             r.cell(Impl::Git),
             r.cell(Impl::Sluice),
             r.cell(Impl::Libgit2),
+            floor,
             r.ratios(Impl::Sluice, Impl::Git),
-            r.ratios(Impl::Sluice, Impl::Libgit2)
+            r.ratios(Impl::Sluice, Impl::Libgit2),
+            vs_floor
         );
     }
 }
@@ -254,6 +314,8 @@ pub struct Env {
     pub medium_main: String,
     /// `main` of the large fixture, when built.
     pub large_main: Option<String>,
+    /// The forge rows' setups, one per ref count, made on first use.
+    pub(crate) forge: Vec<crate::forge::Setup>,
     client: GitClient,
     opts: CallOptions,
     counter: usize,
@@ -291,6 +353,7 @@ impl Env {
             proxy,
             medium_main,
             large_main,
+            forge: Vec::new(),
             client: ops::client(),
             opts: ops::call_options(),
             counter: 0,
@@ -309,8 +372,16 @@ impl Env {
         (name, path)
     }
 
+    /// A new path in the scratch directory (not served).
+    pub(crate) fn fresh_local(&mut self, prefix: &str) -> (String, PathBuf) {
+        self.counter += 1;
+        let name = format!("{prefix}-{}.git", self.counter);
+        let path = self.work().join(&name);
+        (name, path)
+    }
+
     /// A new remote for a push: a copy of `base`, or empty.
-    fn new_remote(&mut self, base: Option<&Path>) -> Result<(String, PathBuf)> {
+    pub(crate) fn new_remote(&mut self, base: Option<&Path>) -> Result<(String, PathBuf)> {
         let (name, path) = self.fresh("push");
         match base {
             Some(b) => history::link_copy(b, &path)?,
@@ -362,6 +433,11 @@ impl Env {
             }
             Row::Push1 => self.push1(row, s),
             Row::Push1000Loose | Row::Push1000Packed => self.push1000(row, s),
+            Row::ForgePush1
+            | Row::ForgePushBranch
+            | Row::ForgePushLease
+            | Row::ForgeLsRefsPrefix
+            | Row::ForgeFetch10 => bail!("{} runs through Env::run_forge", row.name()),
             Row::PushLarge => {
                 let large = history::build_large(s.large_commits)?;
                 let title = format!(
@@ -373,16 +449,17 @@ impl Env {
         }
     }
 
-    fn result(row: Row, title: &str) -> RowResult {
+    pub(crate) fn result(row: Row, title: &str) -> RowResult {
         RowResult {
             row,
             title: title.to_owned(),
             series: Impl::ALL.iter().map(|i| (*i, Series::default())).collect(),
             floor: None,
+            floor_note: "",
         }
     }
 
-    fn order(round: usize) -> [Impl; 3] {
+    pub(crate) fn order(round: usize) -> [Impl; 3] {
         let mut o = Impl::ALL;
         o.rotate_left(round % 3);
         o
@@ -456,7 +533,7 @@ impl Env {
     }
 
     /// The bytes the last connection through the proxy sent upstream.
-    fn proxied_bytes(&self) -> Result<(u64, u64)> {
+    pub(crate) fn proxied_bytes(&self) -> Result<(u64, u64)> {
         if !self.proxy.wait_idle(Duration::from_secs(60)) {
             bail!("the proxy did not go idle");
         }
@@ -550,6 +627,7 @@ impl Env {
             row,
             "push 1 commit (loose, 1–4 files edited; in-process: repository kept open)",
         );
+        res.floor_note = "a raw client connecting, reading the advertisement, writing one command and a pack made beforehand, reading the report";
         let local = self.work().join("local-push1.git");
         // Three implementations and the raw floor per round.
         let chain = 4 * (s.runs + 1);
@@ -636,7 +714,7 @@ impl Env {
     }
 }
 
-fn idx(i: Impl) -> usize {
+pub(crate) fn idx(i: Impl) -> usize {
     Impl::ALL
         .iter()
         .position(|k| *k == i)

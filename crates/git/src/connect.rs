@@ -19,6 +19,9 @@ use crate::remote::{Remote, TransportKind};
 use crate::watchdog::{Limits, Watchdog};
 use crate::wire::{TrackedRead, TrackedWrite, Wire};
 
+/// The read buffer of a git:// socket or a spawned transport's stdout.
+const READ_BUFFER: usize = 64 * 1024;
+
 /// A boxed gix transport.
 pub(crate) type BoxTransport = Box<dyn Transport + Send>;
 
@@ -286,8 +289,12 @@ fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
     let watchdog = Watchdog::arm(limits, d.cancel.clone(), wire.clone(), move || {
         let _ = killer.shutdown(Shutdown::Both);
     });
+    // Buffered: gix reads each pkt-line as two reads (length, payload), a
+    // system call each on a bare socket — 200,000 for an advertisement of
+    // 100,000 refs. The wire still sees every byte, in order, as it
+    // arrives; nothing is read ahead of what the server already sent.
     let conn = gix::protocol::transport::client::git::blocking_io::Connection::new(
-        TrackedRead::new(read, wire.clone()),
+        BufReader::with_capacity(READ_BUFFER, TrackedRead::new(read, wire.clone())),
         TrackedWrite::new(stream, wire.clone()).with_probe(probe),
         d.version,
         d.remote.path(),
@@ -404,7 +411,7 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
     };
     let watchdog = Watchdog::arm(limits, d.cancel.clone(), wire.clone(), child.killer());
     let conn = gix::protocol::transport::client::git::blocking_io::Connection::new(
-        TrackedRead::new(stdout, wire.clone()),
+        BufReader::with_capacity(READ_BUFFER, TrackedRead::new(stdout, wire.clone())),
         TrackedWrite::new(stdin, wire.clone()),
         d.version,
         d.remote.path(),

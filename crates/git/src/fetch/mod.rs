@@ -6,6 +6,7 @@
 pub(crate) mod apply;
 pub(crate) mod indexer;
 pub(crate) mod refs;
+mod tips;
 
 use std::ops::DerefMut;
 use std::path::PathBuf;
@@ -81,6 +82,16 @@ pub(crate) struct Negotiate<'a, 'b, 'c> {
 
 impl gix::protocol::fetch::Negotiate for Negotiate<'_, '_, '_> {
     fn mark_complete_and_common_ref(&mut self) -> gix::Result<negotiate::Action> {
+        if self.alternates.is_empty() && tips::many_refs(self.refs) {
+            return tips::mark_complete_and_common_ref(
+                self.objects,
+                self.refs,
+                self.negotiator.deref_mut(),
+                &mut *self.graph,
+                self.ref_map,
+                negotiate::make_refmapping_ignore_predicate(self.tags, self.ref_map),
+            );
+        }
         let alternates = std::mem::take(&mut self.alternates);
         let open_options = self.open_options.clone();
         negotiate::mark_complete_and_common_ref(

@@ -7,6 +7,7 @@
 //! in between. A push whose answer was not read is never pushed again
 //! blind: [`GitClient::push`] settles it by reading the destination refs.
 
+mod advert;
 mod bitmap;
 pub(crate) mod delta;
 pub mod pack;
@@ -19,7 +20,6 @@ use std::io::{Read, Write};
 use std::ops::ControlFlow;
 use std::sync::{Arc, Mutex};
 
-use gix::protocol::handshake::Ref;
 use gix::protocol::transport::client::{MessageKind, WriteMode};
 use gix::protocol::transport::packetline::blocking_io::encode;
 use gix::protocol::transport::{Protocol, Service};
@@ -300,25 +300,6 @@ fn ok(u: &RefUpdate, old: Option<ObjectId>) -> RefResult {
     }
 }
 
-fn advertised_value(r: &Ref) -> Option<(String, ObjectId)> {
-    match r {
-        Ref::Direct {
-            full_ref_name,
-            object,
-        } => Some((full_ref_name.to_string(), *object)),
-        Ref::Peeled {
-            full_ref_name, tag, ..
-        } => Some((full_ref_name.to_string(), *tag)),
-        Ref::Symbolic {
-            full_ref_name,
-            tag,
-            object,
-            ..
-        } => Some((full_ref_name.to_string(), tag.unwrap_or(*object))),
-        Ref::Unborn { .. } => None,
-    }
-}
-
 fn is_ancestor(repo: &gix::Repository, old: ObjectId, new: ObjectId) -> Option<bool> {
     let old = repo.find_object(old).ok()?.peel_to_commit().ok()?.id;
     let new = repo.find_object(new).ok()?.peel_to_commit().ok()?.id;
@@ -446,7 +427,11 @@ impl GitClient {
         // `symref` capabilities, which gix-protocol cannot resolve when they
         // name a ref the advertisement does not list (dulwich's empty
         // repository) and then panics on.
-        let hs = {
+        // receive-pack needs no symrefs, and of the refs only every value
+        // (what the remote has) and the values of the refs pushed: read
+        // them so, without a name kept per advertised ref.
+        let names: Vec<&str> = updates.iter().map(|u| u.dst.as_str()).collect();
+        let (capabilities, adv) = {
             use gix::protocol::transport::client::blocking_io::{
                 SetServiceResponse, Transport as _,
             };
@@ -456,26 +441,14 @@ impl GitClient {
                 .transport
                 .handshake(Service::ReceivePack, &[])
                 .map_err(|e| read_fail(&s.meta, &crate::remote::redact(&e.to_string())))?;
-            let refs = match refs {
-                Some(mut r) => Some(
-                    gix::protocol::handshake::refs::from_v1_refs_received_as_part_of_handshake_and_capabilities(
-                        &mut r,
-                        capabilities.iter().filter(|c| c.name() != "symref"),
-                    )
-                    .map_err(|e| read_fail(&s.meta, &error_text(&e)))?
-                    .0,
-                ),
-                None => None,
+            let adv = match refs {
+                Some(mut r) => advert::read(&mut r, &names).map_err(|e| read_fail(&s.meta, &e))?,
+                None => advert::Advertised::default(),
             };
-            gix::protocol::Handshake {
-                server_protocol_version: Protocol::V1,
-                refs,
-                v1_shallow_updates: None,
-                capabilities,
-            }
+            (capabilities, adv)
         };
         ctx.reached(Phase::Advertised.as_str());
-        let caps = &hs.capabilities;
+        let caps = &capabilities;
         let unsupported = |detail: String| GitError::Unsupported {
             phase: Phase::Advertised,
             detail,
@@ -490,13 +463,7 @@ impl GitClient {
                 )));
             }
         }
-        let advertised: HashMap<String, ObjectId> = hs
-            .refs
-            .as_deref()
-            .unwrap_or_default()
-            .iter()
-            .filter_map(advertised_value)
-            .collect();
+        let advertised = &adv.named;
         let mut st = state.borrow_mut();
         let expected = st
             .expected
@@ -632,7 +599,7 @@ impl GitClient {
             // bases of what changed (a repeat is dropped when counting).
             let mut remote_tips: Vec<ObjectId> =
                 commands.iter().filter_map(|(_, old, _)| *old).collect();
-            remote_tips.extend(advertised.values().copied());
+            remote_tips.extend(adv.tips.iter().copied());
             Some(
                 pack::count(
                     repo,
