@@ -421,7 +421,8 @@ fn server_to_client(
             Some(SshFault::CutAfterAdvert) => {
                 log.line("fired");
                 kill(child);
-                return 255;
+                // Both of the client's pipes end now, as a cut connection.
+                std::process::exit(255);
             }
             Some(SshFault::CutBeforeReport) => {
                 log.line("fired");
@@ -436,9 +437,9 @@ fn server_to_client(
     }
     if fault == Some(SshFault::CutBeforeReport) && advertised {
         // The server ended; the client gets no answer, only the end.
-        drop(out);
+        log.line("end-of-server");
         kill(child);
-        return 255;
+        std::process::exit(255);
     }
     if advertised {
         log.line("responded");
