@@ -557,7 +557,8 @@ impl Faults<'_> {
                         Fault::http_cut_response("/git-upload-pack"),
                     ]
                 };
-                self.http.set_fault(all[rng.below(all.len())].clone(), times);
+                self.http
+                    .set_fault(all[rng.below(all.len())].clone(), times);
             }
             Transport::Ssh => {
                 let mut all = vec![
@@ -609,7 +610,14 @@ struct ThreadLog {
 }
 
 impl ThreadLog {
-    fn note<T>(&mut self, t: Transport, call: Call, out: &Outcome<T>, took: Duration, dl: Duration) {
+    fn note<T>(
+        &mut self,
+        t: Transport,
+        call: Call,
+        out: &Outcome<T>,
+        took: Duration,
+        dl: Duration,
+    ) {
         *self.calls.entry((t.name(), call.name())).or_default() += 1;
         *self
             .outcomes
@@ -682,8 +690,7 @@ fn with_cancel<R>(
                 let raise = flag.clone();
                 // The call's end (the sender dropped) stops the timer.
                 s.spawn(move || {
-                    if rx.recv_timeout(delay) == Err(std::sync::mpsc::RecvTimeoutError::Timeout)
-                    {
+                    if rx.recv_timeout(delay) == Err(std::sync::mpsc::RecvTimeoutError::Timeout) {
                         raise.cancel();
                     }
                 });
@@ -727,17 +734,22 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
         *log.ops.entry(tr.name()).or_default() += 1;
         let pick = rng.unit();
         let cancel = if rng.chance(cfg.cancel_rate) {
-            Some(CancelAt::After(Duration::from_millis(rng.below(300) as u64)))
+            Some(CancelAt::After(
+                Duration::from_millis(rng.below(300) as u64),
+            ))
         } else {
             None
         };
         if pick < 0.45 {
-            let call = if pick < 0.2 { Call::LsRefs } else { Call::Fetch };
+            let call = if pick < 0.2 {
+                Call::LsRefs
+            } else {
+                Call::Fetch
+            };
             cx.faults.plan(tr, call, &mut rng, cfg.fault_rate);
             let start = Instant::now();
             if call == Call::LsRefs {
-                let (out, raised) =
-                    with_cancel(&base, cancel, |o| cx.client.ls_refs(url, &[], o));
+                let (out, raised) = with_cancel(&base, cancel, |o| cx.client.ls_refs(url, &[], o));
                 let out = out.expect("valid input");
                 if raised {
                     *log.cancels.entry("at-random").or_default() += 1;
@@ -768,7 +780,8 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
             } else {
                 "refs/heads/shared".to_string()
             };
-            cx.faults.plan(tr, Call::LeaseRead, &mut rng, cfg.fault_rate);
+            cx.faults
+                .plan(tr, Call::LeaseRead, &mut rng, cfg.fault_rate);
             let start = Instant::now();
             let read = cx
                 .client
@@ -829,8 +842,7 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
                 let out = out.expect("valid input");
                 let took = start.elapsed();
                 if raised {
-                    *log
-                        .cancels
+                    *log.cancels
                         .entry(cancel_name(cancel.expect("a cancel was planned")))
                         .or_default() += 1;
                 }
@@ -1109,9 +1121,11 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
 
 fn http_fault_name(f: &Fault) -> &'static str {
     match f {
-        Fault::HttpStatus { status: 503, path_contains, .. } if path_contains.contains('=') => {
-            "http-503-advertisement"
-        }
+        Fault::HttpStatus {
+            status: 503,
+            path_contains,
+            ..
+        } if path_contains.contains('=') => "http-503-advertisement",
         Fault::HttpStatus { status: 503, .. } => "http-503-request",
         Fault::HttpStatus { status: 500, .. } => "http-500-after-body",
         Fault::HttpStatus { .. } => "http-502-after-body",
@@ -1332,9 +1346,9 @@ impl Checked<'_> {
                 }
             }
             if p.declined && on > 0 {
-                report
-                    .violations
-                    .push(format!("{who}: the hook declined it, but it is on the server"));
+                report.violations.push(format!(
+                    "{who}: the hook declined it, but it is on the server"
+                ));
             }
             self.check_attempts(p, &who, report);
         }
@@ -1351,23 +1365,24 @@ impl Checked<'_> {
                         && c.pack_bytes_client_to_server > 0
                         && !(c.fault == Some(Fault::CutInPushPack) && c.fault_fired);
                     Seen {
-                    delivered,
-                    unread: delivered && !c.passed(Point::Responded),
-                    fired: c
-                        .fault
-                        .as_ref()
-                        .filter(|_| c.fault_fired)
-                        .and_then(|f| expected_git(f, delivered)),
-                    what: format!(
-                        "conn {} {:?} fault {:?} fired {} reached {:?} pack {}",
-                        c.id,
-                        c.service,
-                        c.fault.as_ref().map(fault_name),
-                        c.fault_fired,
-                        c.furthest(),
-                        c.pack_bytes_client_to_server
-                    ),
-                }})
+                        delivered,
+                        unread: delivered && !c.passed(Point::Responded),
+                        fired: c
+                            .fault
+                            .as_ref()
+                            .filter(|_| c.fault_fired)
+                            .and_then(|f| expected_git(f, delivered)),
+                        what: format!(
+                            "conn {} {:?} fault {:?} fired {} reached {:?} pack {}",
+                            c.id,
+                            c.service,
+                            c.fault.as_ref().map(fault_name),
+                            c.fault_fired,
+                            c.furthest(),
+                            c.pack_bytes_client_to_server
+                        ),
+                    }
+                })
                 .collect(),
             Transport::Ssh => self.ssh[p.thread][p.conns.clone()]
                 .iter()

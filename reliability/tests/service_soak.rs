@@ -25,7 +25,10 @@ fn a_long_lived_service_keeps_every_promise_over_every_transport() {
     assert_eq!(report.second_packs, 0, "{report}");
     // The soak exercised what it is about.
     for t in ["git", "http", "ssh"] {
-        assert!(report.ops.get(t).copied().unwrap_or(0) >= cfg.ops_per_transport, "{report}");
+        assert!(
+            report.ops.get(t).copied().unwrap_or(0) >= cfg.ops_per_transport,
+            "{report}"
+        );
     }
     assert!(report.landed > 0, "{report}");
     assert!(report.answered > 0, "{report}");
@@ -33,8 +36,15 @@ fn a_long_lived_service_keeps_every_promise_over_every_transport() {
     assert!(report.packs_received >= report.landed, "{report}");
     assert!(report.gcs > 0, "{report}");
     assert!(!report.cancels.is_empty(), "{report}");
-    for f in ["cut-before-report", "ssh-cut-before-report", "http-cut-response-after-body"] {
-        assert!(report.faults.contains_key(f), "no {f} fault acted: {report}");
+    for f in [
+        "cut-before-report",
+        "ssh-cut-before-report",
+        "http-cut-response-after-body",
+    ] {
+        assert!(
+            report.faults.contains_key(f),
+            "no {f} fault acted: {report}"
+        );
     }
     assert!(report.settled.values().sum::<usize>() > 0, "{report}");
 }
