@@ -116,13 +116,13 @@ pub struct ServiceConfig {
 }
 
 impl ServiceConfig {
-    /// The CI size: 8 threads, 100 operations per transport, 35% of calls
+    /// The CI size: 8 threads, 60 operations per transport, 35% of calls
     /// faulted (about 20% of connections), 5% cancelled, 10% slow hooks, 4% declined, gc every 10
     /// operations; 12 s deadline, 2 s attempts, 4 attempts.
     pub fn ci(ssh_fault: PathBuf) -> ServiceConfig {
         ServiceConfig {
             threads: 8,
-            ops_per_transport: 100,
+            ops_per_transport: 60,
             fault_rate: 0.35,
             cancel_rate: 0.05,
             slow_rate: 0.1,

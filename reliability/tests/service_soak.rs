@@ -1,5 +1,5 @@
 //! The service soak at CI size: one process, one policy, one client, 8
-//! threads, repositories opened once, 100 operations per transport over
+//! threads, repositories opened once, 60 operations per transport over
 //! git:// (fault proxy → git daemon), smart HTTP (fault proxy →
 //! http-backend behind lighttpd) and ssh (the `ssh-fault` relay → sshd),
 //! with faults, slow and declining hooks, cancels and `git gc` — every
