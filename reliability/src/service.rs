@@ -1185,8 +1185,11 @@ type Allowed = &'static [(&'static str, Class)];
 
 /// A cut the client may not have seen before it wrote the rest of its
 /// request into a socket or pipe buffer: it may be seen at any later phase,
-/// and a client that wrote its last byte rightly calls that `unknown`.
+/// and a client that wrote its last byte rightly calls that `unknown`. A
+/// whole advertisement also lets the client refuse a stale lease itself
+/// (`answered` at `advertised`, no pack).
 const CUT_AT_ADVERT: Allowed = &[
+    ("advertised", Class::Answered),
     ("advertised", Class::Unjudged),
     ("commands-sent", Class::Unjudged),
     ("pack-sent", Class::Unknown),
@@ -1338,10 +1341,11 @@ impl Checked<'_> {
                 }
                 OutcomeKind::LocalError | OutcomeKind::Running => {
                     report.violations.push(format!(
-                        "{who}: {} in a soak with no local trouble ({:?}, {:?})",
+                        "{who}: {} in a soak with no local trouble ({:?}, {:?}, cancelled {})",
                         p.kind.as_str(),
                         p.attempts,
-                        p.error
+                        p.error,
+                        p.cancelled
                     ));
                 }
             }
