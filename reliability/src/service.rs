@@ -887,7 +887,7 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
         }
         cx.faults.clear();
         if cfg.gc_every > 0 && op % cfg.gc_every == cfg.gc_every - 1 {
-            let args: &[&str] = if (op / cfg.gc_every) % 2 == 0 {
+            let args: &[&str] = if (op / cfg.gc_every).is_multiple_of(2) {
                 &["gc", "--quiet"]
             } else {
                 &["gc", "--quiet", "--prune=now"]
@@ -897,7 +897,7 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
             log.gcs += 2;
         }
         let n = cx.done.fetch_add(1, Ordering::SeqCst) + 1;
-        if n % cx.sample_every == 0 {
+        if n.is_multiple_of(cx.sample_every) {
             cx.samples
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
