@@ -6,10 +6,17 @@
 //! * [`soak`] — N workers running a seeded mix of ls-refs, fetch and leased
 //!   pushes through fault proxies against a real `git daemon`, then checked
 //!   against the server's reflogs and the proxies' connection logs;
+//! * [`service`] — the service soak: one process, one client, repositories
+//!   kept open, 8 threads over git://, smart HTTP and ssh at once, with
+//!   faults, slow hooks, cancels and `git gc`, every verdict checked against
+//!   the server and the process's resources sampled through the run;
+//! * [`sshfault`] — the relay standing in for `ssh` that injects the
+//!   service soak's ssh faults (binary `ssh-fault`);
 //! * [`mem`] — the process's resident memory, read from `/proc/self/status`;
 //! * [`Rng`] — a small seeded generator, so every run can be replayed.
 //!
-//! The test targets (`tests/`) are: `hostile` (the scripted server of
+//! The test targets (`tests/`) are: `service_soak` (the service soak at CI
+//! size), `hostile` (the scripted server of
 //! `sluice_testkit::scripted`), `soak` (the CI-sized soak), `storm` (the
 //! per-host retry budget and jitter against an outage), `ledger` (the file
 //! ledger shared by processes, and killed while writing), `properties`
@@ -20,7 +27,9 @@
 #![forbid(unsafe_code)]
 
 pub mod mem;
+pub mod service;
 pub mod soak;
+pub mod sshfault;
 
 /// A seeded pseudo-random generator (splitmix64): small, fast, replayable.
 #[derive(Debug, Clone)]

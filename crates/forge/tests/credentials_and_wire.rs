@@ -354,6 +354,9 @@ fn the_fake_forges_log_records_the_token_fingerprint_and_completion_of_every_req
         .request(Method::GET, "/zen", None, CallOptions::new())
         .expect("request");
     assert_eq!(out.kind, OutcomeKind::Succeeded);
+    // The forge logs its answer after writing it, so the client can read
+    // the answer first: wait on the log entry, not on luck.
+    assert!(forge.wait_for_completions(Endpoint::Zen, 1, Duration::from_secs(30)));
     let log = forge.log();
     assert_eq!(log.len(), 2);
     assert_eq!(log[0].event, Event::Arrival);

