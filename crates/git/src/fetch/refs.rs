@@ -253,8 +253,9 @@ pub(crate) fn prune(
         else {
             continue;
         };
-        let (Some((sp, ss)), Some((dp, ds))) = (src.split_once_str("*"), dst.split_once_str("*"))
-        else {
+        // Only glob refspecs prune: a refspec naming one ref whose source is
+        // gone fails the fetch before this.
+        let (Some((dp, _)), true) = (dst.split_once_str("*"), src.contains_str("*")) else {
             continue;
         };
         let prefix = dp.to_str().map_err(|e| gix_error::message!("{e}"))?;
@@ -262,18 +263,14 @@ pub(crate) fn prune(
         for r in platform.prefixed(prefix)? {
             let r = r?;
             let name = r.name().as_bstr();
-            let Some(middle) = name
-                .strip_prefix(dp.as_bytes())
-                .and_then(|m| m.strip_suffix(ds.as_bytes()))
+            let Some(remote) =
+                crate::push::spec::map_through(dst.as_bytes(), src.as_bytes(), name.as_bytes())
             else {
                 continue;
             };
             let Some(old) = r.target().try_id().map(|id| id.to_owned()) else {
                 continue;
             };
-            let mut remote = sp.to_vec();
-            remote.extend_from_slice(middle);
-            remote.extend_from_slice(ss);
             if advertised.contains(remote.as_slice())
                 || written.contains(name.as_bytes())
                 || stale.iter().any(|p| p.local.as_bytes() == name.as_bytes())

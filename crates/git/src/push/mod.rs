@@ -672,14 +672,14 @@ impl GitClient {
         let mut phase = Phase::CommandsSent;
         let mut stats = None;
         if let Some(counted) = counted {
+            let objects = counted.objects();
             if let Some(cb) = &opts.progress {
                 cb(&crate::Progress {
                     stage: "counted".into(),
-                    objects: counted.objects(),
+                    objects,
                     bytes: 0,
                 });
             }
-            let objects = counted.objects();
             let mut sending = pack::ProgressWriter::new(&mut w, objects, opts.progress.clone());
             let st = pack::write(counted, &mut sending).map_err(|detail| {
                 // An io error while writing is a cut before the request was
