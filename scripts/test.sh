@@ -46,4 +46,6 @@ if [ "${#missing[@]}" -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive "${sudo[@]}" apt-get install -y --no-install-recommends "${missing[@]}"
 fi
 
+# One build from a fresh clone gains nothing from incremental state (GBs).
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 exec cargo test --workspace "$@"

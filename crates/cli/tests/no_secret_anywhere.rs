@@ -13,15 +13,16 @@
 //! tokens it buys never reach tracing (at `TRACE`), an outcome's `Debug` or
 //! JSON form, or an error.
 //!
-//! The CLI binary is built by the test (`$CARGO build -p sluice-remote`,
-//! a no-op when it is up to date) and found beside the test executable.
+//! The binary is the one cargo builds for this package's tests
+//! (`CARGO_BIN_EXE_sluice-remote`): the test never runs cargo itself, which
+//! built every dependency a second time with another feature set.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 use std::time::Duration;
 
@@ -31,36 +32,7 @@ const TOKEN: &str = "tok-R3liab1lity-7q3xZ9-SECRET";
 
 /// The `sluice-remote` binary of this build.
 fn bin() -> &'static Path {
-    static BIN: OnceLock<PathBuf> = OnceLock::new();
-    BIN.get_or_init(|| {
-        let exe = std::env::current_exe().expect("test executable");
-        let dir = exe
-            .parent()
-            .and_then(Path::parent)
-            .expect("target/<profile>")
-            .to_path_buf();
-        let profile = match dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") | None => "dev".to_string(),
-            Some(p) => p.to_string(),
-        };
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
-        let status = Command::new(cargo)
-            .args([
-                "build",
-                "-q",
-                "-p",
-                "sluice-remote",
-                "--bin",
-                "sluice-remote",
-            ])
-            .args(["--profile", &profile])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building sluice-remote failed");
-        let bin = dir.join("sluice-remote");
-        assert!(bin.is_file(), "{} was not built", bin.display());
-        bin
-    })
+    Path::new(env!("CARGO_BIN_EXE_sluice-remote"))
 }
 
 #[derive(Debug)]
