@@ -37,10 +37,11 @@
 //!   either mode.
 //! - **Retention**: ids are kept for at least a window (default 7 days) and
 //!   then pruned — an id is not a permanent duplicate shield.
-//!   [`SqliteLedger::prune`] deletes the expired rows in batches of
-//!   [`PRUNE_BATCH`] rows, one transaction each, so a claim never waits long
-//!   behind it; a ledger value also prunes one batch by itself from `claim`,
-//!   at most once per [`PRUNE_INTERVAL`].
+//!   [`SqliteLedger::prune`] walks the table in slices of
+//!   [`SQLITE_PRUNE_SLICE`] rows, one transaction each, so a claim never
+//!   waits long behind it; a ledger value also prunes one slice by itself
+//!   from `claim`, at most once per [`PRUNE_INTERVAL`] (PostgreSQL: batches
+//!   of [`PRUNE_BATCH`] expired rows, by an index on the claim time).
 //! - **Reading it back**: [`SqliteLedger::show`] and [`SqliteLedger::list`]
 //!   return [`LedgerEntry`] values for `ledger show` / `ledger list`.
 //! - **Import of a JSON ledger**: opening a file that holds the JSON ledger
@@ -92,7 +93,7 @@ pub use postgres::{
 };
 pub use sqlite::{
     LedgerEntry, SqliteLedger, SqliteOptions, SyncMode, CHECKPOINT_EVERY, DEFAULT_BUSY_TIMEOUT,
-    DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL,
+    DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL, SQLITE_PRUNE_SLICE,
 };
 
 use std::sync::Arc;
@@ -103,6 +104,10 @@ use sluice_policy::{BudgetStore, Claim, Ledger, LedgerError, PreviousRun};
 /// A ledger named by what the CLI's `--ledger` takes: a PostgreSQL URL
 /// (`postgres://…`, see [`is_postgres_url`]) or a file (SQLite).
 #[derive(Debug)]
+#[allow(
+    clippy::large_enum_variant,
+    reason = "one value per process, opened once: its size costs nothing"
+)]
 pub enum Store {
     /// `--ledger FILE`.
     Sqlite(SqliteLedger),

@@ -19,8 +19,14 @@ pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// end before a claim fails: 5 s.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How many rows one pruning transaction deletes at most.
+/// How many rows one pruning transaction deletes at most (PostgreSQL).
 pub const PRUNE_BATCH: u32 = 500;
+
+/// How many rows, in id order, one pruning transaction of the SQLite
+/// ledger examines (and so deletes at most). The SQLite table has no index
+/// on the claim time (see [`SqliteLedger`]'s "Pruning"): a pass walks the
+/// ids in slices of this many rows.
+pub const SQLITE_PRUNE_SLICE: u32 = 5_000;
 
 /// How often a ledger value prunes one batch by itself from `claim`, at most.
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
@@ -39,7 +45,10 @@ const AUTOCHECKPOINT_BACKSTOP: u32 = 10_000;
 const APPLICATION_ID: i32 = 0x736c_6c67;
 
 /// `PRAGMA user_version` of the schema this crate writes.
-const SCHEMA_VERSION: i32 = 1;
+///
+/// 1 had an index on `claimed_at`; 2 dropped it (a claim then writes one
+/// page, not two). A schema-1 file is brought to 2 when it is opened.
+const SCHEMA_VERSION: i32 = 2;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS claims (
@@ -48,16 +57,22 @@ CREATE TABLE IF NOT EXISTS claims (
     finished_at INTEGER,
     run TEXT
 ) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS claims_claimed_at ON claims (claimed_at);
 ";
+
+/// Schema 1 to 2.
+const MIGRATE_1_TO_2: &str = "DROP INDEX IF EXISTS claims_claimed_at";
 
 const CLAIM: &str =
     "INSERT INTO claims (id, claimed_at) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING";
 const READ_RUN: &str = "SELECT run FROM claims WHERE id = ?1";
 const FINISH: &str = "INSERT INTO claims (id, claimed_at, finished_at, run) VALUES (?1, ?2, ?2, ?3)
      ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, run = excluded.run";
-const PRUNE: &str = "DELETE FROM claims WHERE id IN
-     (SELECT id FROM claims WHERE claimed_at < ?1 ORDER BY claimed_at LIMIT ?2)";
+/// The first id past a slice of `?2` rows starting at `?1`.
+const PRUNE_SLICE_END: &str = "SELECT id FROM claims WHERE id >= ?1 ORDER BY id LIMIT 1 OFFSET ?2";
+/// The expired rows of the slice `[?1, ?2)`.
+const PRUNE_SLICE: &str = "DELETE FROM claims WHERE id >= ?1 AND id < ?2 AND claimed_at < ?3";
+/// The expired rows from `?1` to the end (the last slice).
+const PRUNE_TAIL: &str = "DELETE FROM claims WHERE id >= ?1 AND claimed_at < ?2";
 const SHOW: &str = "SELECT id, claimed_at, finished_at, run FROM claims WHERE id = ?1";
 const LIST: &str = "SELECT id, claimed_at, finished_at, run FROM claims
      WHERE claimed_at >= ?1 ORDER BY claimed_at, id";
@@ -206,12 +221,23 @@ fn rfc3339_opt<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::
 /// # Pruning
 ///
 /// Rows claimed more than the retention window ago are deleted by
-/// [`prune`](Self::prune), in transactions of at most [`PRUNE_BATCH`] rows.
-/// [`claim`](Ledger::claim) also prunes one such batch by itself, on the
-/// first claim of a value and then at most once per [`PRUNE_INTERVAL`]; a
-/// failure there is logged and does not fail the claim. An expired row not
-/// yet pruned still answers [`Claim::Taken`]: an id is kept for *at least*
-/// the window.
+/// [`prune`](Self::prune), which walks the table in id order, one slice of
+/// [`SQLITE_PRUNE_SLICE`] rows per transaction. [`claim`](Ledger::claim)
+/// also prunes one slice by itself, on the first claim of a value and then
+/// at most once per [`PRUNE_INTERVAL`], each time the slice after the last
+/// one (from the first id again after the last); a failure there is logged
+/// and does not fail the claim. So with claims alone, an expired row is
+/// deleted within one sweep of the table — rows ÷ 5,000 minutes (a million
+/// rows: under 4 hours) — after its window ends. An expired row not yet
+/// pruned still answers [`Claim::Taken`]: an id is kept for *at least* the
+/// window.
+///
+/// The table has no index on the claim time, on purpose: with one, every
+/// claim wrote two pages (the row's and the index's last one) where the
+/// floor of any store — a commit of one row — writes one, and the claim
+/// cost about 1.5× as much. [`list`](Self::list) and pruning read the whole
+/// table (in slices) instead, which a person's question or a background
+/// sweep can afford.
 ///
 /// # Importing a JSON ledger
 ///
@@ -243,6 +269,8 @@ struct State {
     checkpointer: Option<Checkpointer>,
     /// When this value last pruned from `claim`.
     last_prune: Option<Instant>,
+    /// Where `claim`'s next pruning slice starts (`""`: the first id).
+    prune_from: String,
 }
 
 impl SqliteLedger {
@@ -271,6 +299,7 @@ impl SqliteLedger {
                 commits: 0,
                 checkpointer: Checkpointer::start(path, &options),
                 last_prune: None,
+                prune_from: String::new(),
             }),
         })
     }
@@ -285,9 +314,9 @@ impl SqliteLedger {
         self.options
     }
 
-    /// Delete the rows claimed before `now` minus the retention window, in
-    /// transactions of at most [`PRUNE_BATCH`] rows. Returns how many rows
-    /// were deleted.
+    /// Delete the rows claimed before `now` minus the retention window: one
+    /// pass over the whole table in id order, a transaction per slice of
+    /// [`SQLITE_PRUNE_SLICE`] rows. Returns how many rows were deleted.
     ///
     /// Between two batches it pauses as long as the last batch took. A
     /// writer on another connection waiting for the lock polls for it
@@ -299,15 +328,17 @@ impl SqliteLedger {
     pub fn prune(&self, now: SystemTime) -> Result<u64, LedgerError> {
         let cutoff = self.cutoff(now);
         let mut total = 0;
+        let mut from = String::new();
         loop {
             let started = Instant::now();
-            let n = {
+            let (n, next) = {
                 let st = self.lock();
-                prune_batch(&st.conn, cutoff).map_err(|e| self.err(e))?
+                prune_slice(&st.conn, &from, cutoff).map_err(|e| self.err(e))?
             };
             total += n as u64;
-            if n < PRUNE_BATCH as usize {
-                return Ok(total);
+            match next {
+                Some(next) => from = next,
+                None => return Ok(total),
             }
             std::thread::sleep(started.elapsed());
         }
@@ -377,15 +408,18 @@ impl SqliteLedger {
         .transpose()
     }
 
-    /// One pruning batch from `claim`, at most once per interval; a failure
-    /// is logged, not returned (the claim itself was made).
+    /// One pruning slice from `claim`, at most once per interval, after the
+    /// last one; a failure is logged, not returned (the claim was made).
     fn prune_now_and_then(&self, st: &mut State) {
         if st.last_prune.is_some_and(|t| t.elapsed() < PRUNE_INTERVAL) {
             return;
         }
         st.last_prune = Some(Instant::now());
-        if let Err(e) = prune_batch(&st.conn, self.cutoff(SystemTime::now())) {
-            tracing::warn!(ledger = %self.path.display(), error = %e, "pruning the ledger failed");
+        match prune_slice(&st.conn, &st.prune_from, self.cutoff(SystemTime::now())) {
+            Ok((_, next)) => st.prune_from = next.unwrap_or_default(),
+            Err(e) => {
+                tracing::warn!(ledger = %self.path.display(), error = %e, "pruning the ledger failed");
+            }
         }
     }
 }
@@ -457,9 +491,31 @@ fn raw_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEntry> {
     })
 }
 
-fn prune_batch(conn: &Connection, cutoff: i64) -> rusqlite::Result<usize> {
-    conn.prepare_cached(PRUNE)?
-        .execute(params![cutoff, PRUNE_BATCH])
+/// Delete the expired rows among [`SQLITE_PRUNE_SLICE`] rows from `from`
+/// (in id order), in one transaction. Returns how many were deleted and
+/// where the next slice starts (`None`: this one reached the end).
+fn prune_slice(
+    conn: &Connection,
+    from: &str,
+    cutoff: i64,
+) -> rusqlite::Result<(usize, Option<String>)> {
+    // IMMEDIATE: a read transaction turned writer fails at once (no busy
+    // wait) when another connection committed in between.
+    let tx = rusqlite::Transaction::new_unchecked(conn, rusqlite::TransactionBehavior::Immediate)?;
+    let end: Option<String> = tx
+        .prepare_cached(PRUNE_SLICE_END)?
+        .query_row(params![from, SQLITE_PRUNE_SLICE], |r| r.get(0))
+        .optional()?;
+    let n = match &end {
+        Some(end) => tx
+            .prepare_cached(PRUNE_SLICE)?
+            .execute(params![from, end, cutoff])?,
+        None => tx
+            .prepare_cached(PRUNE_TAIL)?
+            .execute(params![from, cutoff])?,
+    };
+    tx.commit()?;
+    Ok((n, end))
 }
 
 /// A connection in WAL mode with the schema in place.
@@ -547,20 +603,23 @@ pub(crate) fn ensure_schema(
     conn: &Connection,
 ) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
     // The usual case reads two numbers and takes no write lock.
-    if schema_ok(conn)? {
+    if schema_state(conn)? == SchemaState::Current {
         return Ok(());
     }
     conn.execute_batch("BEGIN IMMEDIATE")?;
     let made = (|| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        if schema_ok(conn)? {
-            return Ok(());
+        match schema_state(conn)? {
+            SchemaState::Current => return Ok(()),
+            SchemaState::Version1 => conn.execute_batch(MIGRATE_1_TO_2)?,
+            SchemaState::Empty => {
+                let objects: i64 =
+                    conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+                if objects > 0 {
+                    return Err("a SQLite database but not a sluice ledger".into());
+                }
+                conn.execute_batch(SCHEMA)?;
+            }
         }
-        let objects: i64 =
-            conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
-        if objects > 0 {
-            return Err("a SQLite database but not a sluice ledger".into());
-        }
-        conn.execute_batch(SCHEMA)?;
         conn.execute_batch(&format!(
             "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
         ))?;
@@ -575,19 +634,33 @@ pub(crate) fn ensure_schema(
     }
 }
 
-/// Whether the schema is in place; an error when the database belongs to
-/// something else or to a newer version.
-fn schema_ok(conn: &Connection) -> Result<bool, Box<dyn std::error::Error + Send + Sync>> {
+/// Where a database's schema stands.
+#[derive(Debug, PartialEq, Eq)]
+enum SchemaState {
+    /// Not a ledger yet (a new file, or not ours: the caller looks).
+    Empty,
+    /// A ledger of schema 1, brought to the current one on opening.
+    Version1,
+    /// A ledger of this crate's schema.
+    Current,
+}
+
+/// Where the schema stands; an error when the database belongs to something
+/// else or to a newer version.
+fn schema_state(
+    conn: &Connection,
+) -> Result<SchemaState, Box<dyn std::error::Error + Send + Sync>> {
     let app: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
     let version: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     match app {
-        APPLICATION_ID if version == SCHEMA_VERSION => Ok(true),
+        APPLICATION_ID if version == SCHEMA_VERSION => Ok(SchemaState::Current),
+        APPLICATION_ID if version == 1 => Ok(SchemaState::Version1),
         APPLICATION_ID if version > SCHEMA_VERSION => Err(format!(
             "written by a newer sluice (ledger schema {version}; this one reads {SCHEMA_VERSION})"
         )
         .into()),
         APPLICATION_ID => Err(format!("unknown ledger schema {version}").into()),
-        0 => Ok(false),
+        0 => Ok(SchemaState::Empty),
         _ => Err("a SQLite database but not a sluice ledger".into()),
     }
 }

@@ -289,8 +289,8 @@ fn pruning_beside_ten_thousand_claims_fails_none_of_them() {
     }
     drop(progress);
     let (pruned, ledger) = pruner.join().expect("the pruner ends");
-    // The claimer's first claim pruned one batch by itself.
-    let by_claimer = u64::from(sluice_ledger::PRUNE_BATCH);
+    // The claimer's first claim pruned one slice by itself.
+    let by_claimer = u64::from(sluice_ledger::SQLITE_PRUNE_SLICE);
     assert!(pruned >= 40_000 - by_claimer, "pruned {pruned} of 40,000");
     ledger.prune(SystemTime::now()).expect("a last prune");
     let left = ledger.list(UNIX_EPOCH).expect("list");
@@ -437,6 +437,81 @@ fn prune_deletes_only_the_rows_claimed_before_the_window() {
     let later = now + window + Duration::from_secs(1);
     assert_eq!(ledger.prune(later).expect("prune"), 1234, "several batches");
     assert_eq!(ledger.claim("id-0").expect("claim"), Claim::Claimed);
+}
+
+#[test]
+fn prune_walks_every_slice_and_keeps_the_rows_inside_the_window() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("l.db");
+    let window = Duration::from_secs(3600);
+    drop(SqliteLedger::open(&path).expect("creates"));
+    let mut raw = rusqlite::Connection::open(&path).expect("raw connection");
+    let now = SystemTime::now();
+    let recent = now
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    let tx = raw.transaction().expect("begin");
+    // Three slices and a bit; every seventh row is recent.
+    let rows = 3 * u64::from(sluice_ledger::SQLITE_PRUNE_SLICE) + 345;
+    let mut kept = 0;
+    for i in 0..rows {
+        let at = if i % 7 == 0 { recent } else { 1000 };
+        kept += u64::from(i % 7 == 0);
+        tx.execute(
+            "INSERT INTO claims (id, claimed_at) VALUES (?1, ?2)",
+            rusqlite::params![format!("id-{i:06}"), at],
+        )
+        .expect("insert");
+    }
+    tx.commit().expect("commit");
+    let ledger = SqliteLedger::options()
+        .retention(window)
+        .open(&path)
+        .expect("opens");
+    assert_eq!(ledger.prune(now).expect("prune"), rows - kept);
+    let left = ledger.list(UNIX_EPOCH).expect("list");
+    assert_eq!(left.len() as u64, kept);
+    assert!(left
+        .iter()
+        .all(|e| e.claimed_at >= now - Duration::from_secs(1)));
+}
+
+#[test]
+fn a_schema_1_ledger_is_brought_to_schema_2_keeping_its_rows() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("l.db");
+    {
+        let raw = rusqlite::Connection::open(&path).expect("raw connection");
+        raw.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE claims (id TEXT PRIMARY KEY NOT NULL, claimed_at INTEGER NOT NULL,
+                                  finished_at INTEGER, run TEXT) WITHOUT ROWID;
+             CREATE INDEX claims_claimed_at ON claims (claimed_at);
+             INSERT INTO claims (id, claimed_at) VALUES ('old', 4102444800000);
+             PRAGMA application_id = 1936485479; PRAGMA user_version = 1;",
+        )
+        .expect("a schema-1 ledger");
+    }
+    let ledger = SqliteLedger::open(&path).expect("opens");
+    assert!(matches!(
+        ledger.claim("old").expect("claim"),
+        Claim::Taken(_)
+    ));
+    assert_eq!(ledger.claim("new").expect("claim"), Claim::Claimed);
+    let raw = rusqlite::Connection::open(&path).expect("raw connection");
+    let version: i32 = raw
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("version");
+    assert_eq!(version, 2);
+    let indexes: i64 = raw
+        .query_row(
+            "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'claims_claimed_at'",
+            [],
+            |r| r.get(0),
+        )
+        .expect("schema");
+    assert_eq!(indexes, 0, "the claim-time index is gone");
 }
 
 #[test]
