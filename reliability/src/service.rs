@@ -78,7 +78,7 @@ use sluice_testkit::{
     ConnectionRecord, Fault, FaultProxy, GitDaemon, HttpBackend, Point, RepoBuilder, Service, Sshd,
 };
 
-use crate::soak::fault_name;
+use crate::soak::{add_counts, borrowing_repo, fault_name, unique_commit};
 use crate::sshfault::{self, SshConn, SshFault};
 use crate::Rng;
 
@@ -488,17 +488,6 @@ fn branches(threads: usize) -> Vec<String> {
     b
 }
 
-fn borrowing_repo(path: &Path, srv: &Path) -> PathBuf {
-    repo::init_bare(path).expect("init");
-    let objects = srv.join("objects").canonicalize().expect("objects dir");
-    std::fs::write(
-        path.join("objects").join("info").join("alternates"),
-        format!("{}\n", objects.display()),
-    )
-    .expect("alternates");
-    path.to_path_buf()
-}
-
 /// A thread's faults: its two proxies and its ssh plan.
 struct Faults<'a> {
     thread: usize,
@@ -813,17 +802,7 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
                     subject.push_str(" [decline]");
                 }
                 let lease = lease.to_string();
-                let commit = repo::git(
-                    cx.local,
-                    &[
-                        "commit-tree",
-                        &format!("{lease}^{{tree}}"),
-                        "-p",
-                        &lease,
-                        "-m",
-                        &subject,
-                    ],
-                );
+                let commit = unique_commit(cx.local, &lease, &subject);
                 let update = RefUpdate {
                     src: Some(gix::ObjectId::from_hex(commit.as_bytes()).expect("hex")),
                     dst: dst.clone(),
@@ -1053,24 +1032,12 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
         p.wait_idle(Duration::from_secs(30));
     }
     for log in &logs {
-        for (k, v) in &log.ops {
-            *report.ops.entry(k).or_default() += v;
-        }
-        for (k, v) in &log.calls {
-            *report.calls.entry(*k).or_default() += v;
-        }
-        for (k, v) in &log.outcomes {
-            *report.outcomes.entry(*k).or_default() += v;
-        }
-        for (k, v) in &log.cancels {
-            *report.cancels.entry(k).or_default() += v;
-        }
-        for (k, v) in &log.settled {
-            *report.settled.entry(k).or_default() += v;
-        }
-        for (k, v) in &log.stopped {
-            *report.stopped.entry(k).or_default() += v;
-        }
+        add_counts(&mut report.ops, &log.ops);
+        add_counts(&mut report.calls, &log.calls);
+        add_counts(&mut report.outcomes, &log.outcomes);
+        add_counts(&mut report.cancels, &log.cancels);
+        add_counts(&mut report.settled, &log.settled);
+        add_counts(&mut report.stopped, &log.stopped);
         report.retries += log.retries;
         report.longest_call = report.longest_call.max(log.longest);
         report.fetches_checked += log.fetches_checked;

@@ -384,7 +384,7 @@ fn serve(workers: usize) -> Served {
 
 /// A bare repository that reads the served repository's objects through
 /// `objects/info/alternates`.
-fn borrowing_repo(path: &Path, srv: &Path) -> PathBuf {
+pub(crate) fn borrowing_repo(path: &Path, srv: &Path) -> PathBuf {
     repo::init_bare(path).expect("init");
     let objects = srv.join("objects").canonicalize().expect("objects dir");
     std::fs::write(
@@ -396,7 +396,7 @@ fn borrowing_repo(path: &Path, srv: &Path) -> PathBuf {
 }
 
 /// A commit on `parent` (its tree, a unique message), made in `local`.
-fn unique_commit(local: &Path, parent: &str, message: &str) -> String {
+pub(crate) fn unique_commit(local: &Path, parent: &str, message: &str) -> String {
     repo::git(
         local,
         &[
@@ -408,6 +408,13 @@ fn unique_commit(local: &Path, parent: &str, message: &str) -> String {
             message,
         ],
     )
+}
+
+/// Add each count of `from` to `into`.
+pub(crate) fn add_counts<K: Ord + Copy>(into: &mut BTreeMap<K, usize>, from: &BTreeMap<K, usize>) {
+    for (k, v) in from {
+        *into.entry(*k).or_default() += v;
+    }
 }
 
 #[derive(Default)]
@@ -608,18 +615,10 @@ pub fn run(cfg: &SoakConfig) -> SoakReport {
     };
     let conns: Vec<Vec<ConnectionRecord>> = proxies.iter().map(|p| p.connections()).collect();
     for log in &logs {
-        for (k, v) in &log.calls {
-            *report.calls.entry(k).or_default() += v;
-        }
-        for (k, v) in &log.outcomes {
-            *report.outcomes.entry(*k).or_default() += v;
-        }
-        for (k, v) in &log.stopped {
-            *report.stopped.entry(k).or_default() += v;
-        }
-        for (k, v) in &log.verdicts {
-            *report.verdicts.entry(k).or_default() += v;
-        }
+        add_counts(&mut report.calls, &log.calls);
+        add_counts(&mut report.outcomes, &log.outcomes);
+        add_counts(&mut report.stopped, &log.stopped);
+        add_counts(&mut report.verdicts, &log.verdicts);
         report.retries += log.retries;
         report.longest_call = report.longest_call.max(log.longest);
         report.violations.extend(log.late.iter().cloned());
