@@ -294,7 +294,10 @@ fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
     // 100,000 refs. The wire still sees every byte, in order, as it
     // arrives; nothing is read ahead of what the server already sent.
     let conn = gix::protocol::transport::client::git::blocking_io::Connection::new(
-        BufReader::with_capacity(READ_BUFFER, TrackedRead::new(read, wire.clone())),
+        BufReader::with_capacity(
+            READ_BUFFER,
+            TrackedRead::new(QuickAck(read), wire.clone()),
+        ),
         TrackedWrite::new(stream, wire.clone()).with_probe(probe),
         d.version,
         d.remote.path(),
@@ -312,6 +315,31 @@ fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
             watchdog: Some(watchdog),
         },
     })
+}
+
+/// The read half of a git:// socket that acknowledges what it receives at
+/// once (Linux: `TCP_QUICKACK`, set again before every read — the kernel
+/// clears it by itself).
+///
+/// Without it a v2 fetch stalled for 40 ms, every time: after the ls-refs
+/// exchange the kernel delays the acknowledgement of the server's next
+/// segment (hoping to carry it on our next request), while `git
+/// upload-pack` writes `acknowledgments` and then `ACK … ready` and the
+/// pack as separate small writes on a socket with Nagle's algorithm on, so
+/// its second write waits for that acknowledgement: until our delayed-ACK
+/// timer fired (40 ms). A fetch of 10 commits took 48 ms where a raw client
+/// sending one request took 18 ms.
+struct QuickAck(TcpStream);
+
+impl Read for QuickAck {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        #[cfg(target_os = "linux")]
+        {
+            // Best effort: a socket that refuses it still reads.
+            let _ = rustix::net::sockopt::set_tcp_quickack(&self.0, true);
+        }
+        self.0.read(buf)
+    }
 }
 
 fn shell_quote(s: &str) -> String {
