@@ -294,10 +294,7 @@ fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
     // 100,000 refs. The wire still sees every byte, in order, as it
     // arrives; nothing is read ahead of what the server already sent.
     let conn = gix::protocol::transport::client::git::blocking_io::Connection::new(
-        BufReader::with_capacity(
-            READ_BUFFER,
-            TrackedRead::new(QuickAck(read), wire.clone()),
-        ),
+        BufReader::with_capacity(READ_BUFFER, TrackedRead::new(QuickAck(read), wire.clone())),
         TrackedWrite::new(stream, wire.clone()).with_probe(probe),
         d.version,
         d.remote.path(),
