@@ -544,36 +544,34 @@ mod quickack_tests {
     use std::net::TcpStream;
     use std::time::{Duration, Instant};
 
-    use sluice_testkit::pktline::{self, Pkt};
+    use sluice_testkit::pktline::{self, Framer, OwnedPkt};
     use sluice_testkit::repo::{self, BareRepo};
     use sluice_testkit::GitDaemon;
 
     use super::QuickAck;
 
     /// Reads pkt-lines until a flush; panics on a malformed line or EOF.
-    fn until_flush(r: &mut dyn Read, buf: &mut Vec<u8>) {
+    fn until_flush(r: &mut dyn Read, framer: &mut Framer) {
         loop {
-            let mut pos = 0;
-            while let Some((pkt, used)) = pktline::parse(&buf[pos..]).expect("a pkt-line") {
-                pos += used;
-                if pkt == Pkt::Flush {
-                    buf.drain(..pos);
+            while let Some(frame) = framer.next_frame().expect("a pkt-line") {
+                if frame.pkt == OwnedPkt::Flush {
                     return;
                 }
             }
             let mut chunk = [0u8; 64 * 1024];
             let n = r.read(&mut chunk).expect("read");
             assert!(n > 0, "the server closed before a flush");
-            buf.extend_from_slice(&chunk[..n]);
+            framer.push(&chunk[..n]);
         }
     }
 
     fn request(lines: &[&[u8]]) -> Vec<u8> {
         let mut out = Vec::new();
-        for l in lines {
-            match *l {
-                b"0000" | b"0001" => out.extend_from_slice(l),
-                l => pktline::encode_into(&mut out, l),
+        for &l in lines {
+            if l == pktline::FLUSH || l == pktline::DELIM {
+                out.extend_from_slice(l);
+            } else {
+                pktline::encode_into(&mut out, l);
             }
         }
         out
@@ -592,7 +590,7 @@ mod quickack_tests {
         } else {
             Box::new(plain)
         };
-        let mut buf = Vec::new();
+        let mut buf = Framer::new();
         w.write_all(&request(&[
             b"git-upload-pack /up.git\0host=127.0.0.1\0\0version=2\0",
         ]))
