@@ -28,35 +28,12 @@ use std::path::Path;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use sluice_ledger::{PostgresLedger, SqliteLedger, SyncMode};
-use sluice_policy::{
-    AttemptError, Claim, Effect, FileLedger, Ledger, MemoryLedger, Operation, Policy, PreviousRun,
-};
+use sluice_policy::{Claim, FileLedger, Ledger, MemoryLedger, PreviousRun};
+
+mod common;
+use common::{a_run, id};
 
 const RUNS: usize = 7;
-
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
-
-/// The `i`-th id: 32 random-looking hex digits, like a UUID.
-fn id(i: u64) -> String {
-    format!("{:016x}{:016x}", mix(i), mix(i ^ 0x5555_5555_5555_5555))
-}
-
-fn a_run() -> PreviousRun {
-    Policy::default()
-        .run(
-            Operation::new("push", Effect::Write, "git://127.0.0.1:9418/repo.git"),
-            |ctx| {
-                ctx.reached("reported");
-                Ok::<_, AttemptError>(())
-            },
-        )
-        .summary()
-}
 
 /// Median, min and max of some durations.
 #[derive(Clone, Copy)]
