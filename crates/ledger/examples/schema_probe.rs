@@ -62,6 +62,18 @@ fn checkpointer(path: &Path) -> SyncSender<()> {
     wake
 }
 
+/// The ledger's claim (the same statement in both layouts): a fresh id
+/// must be inserted.
+fn claim(c: &Connection, id: &str) {
+    let n = c
+        .prepare_cached(
+            "INSERT INTO claims (id, claimed_at) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
+        )
+        .and_then(|mut s| s.execute(params![id, NOW]))
+        .expect("claim");
+    assert_eq!(n, 1);
+}
+
 struct Layout {
     name: &'static str,
     schema: &'static str,
@@ -82,13 +94,7 @@ const LAYOUTS: [Layout; 2] = [
                 .expect("fill");
         },
         op: |c, id, run| {
-            let n = c
-                .prepare_cached(
-                    "INSERT INTO claims (id, claimed_at) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
-                )
-                .and_then(|mut s| s.execute(params![id, NOW]))
-                .expect("claim");
-            assert_eq!(n, 1);
+            claim(c, id);
             c.prepare_cached(
                 "INSERT INTO claims (id, claimed_at, finished_at, run) VALUES (?1, ?2, ?2, ?3)
                  ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, run = excluded.run",
@@ -111,13 +117,7 @@ const LAYOUTS: [Layout; 2] = [
                 .expect("fill id");
         },
         op: |c, id, run| {
-            let n = c
-                .prepare_cached(
-                    "INSERT INTO claims (id, claimed_at) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING",
-                )
-                .and_then(|mut s| s.execute(params![id, NOW]))
-                .expect("claim");
-            assert_eq!(n, 1);
+            claim(c, id);
             let tx =
                 rusqlite::Transaction::new_unchecked(c, rusqlite::TransactionBehavior::Immediate)
                     .expect("begin");
