@@ -28,7 +28,9 @@ pub const PRUNE_BATCH: u32 = 500;
 /// ids in slices of this many rows.
 pub const SQLITE_PRUNE_SLICE: u32 = 5_000;
 
-/// How often a ledger value prunes one batch by itself from `claim`, at most.
+/// How often a ledger value prunes by itself from `claim`, at most: one
+/// batch of [`PRUNE_BATCH`] expired rows (PostgreSQL) or one slice of
+/// [`SQLITE_PRUNE_SLICE`] rows (SQLite).
 pub const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// After how many commits of a ledger value its checkpointer thread is
