@@ -62,6 +62,7 @@ mod ledger;
 pub mod metric;
 mod outcome;
 mod refusal_log;
+pub mod text;
 
 pub use bounds::{BackoffShape, Bounds, Profile, UnknownProfile};
 pub use bucket::{BudgetStore, LocalBudgets, RetryBudget};
