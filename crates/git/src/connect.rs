@@ -12,9 +12,10 @@ use gix::protocol::transport::client::blocking_io::Transport;
 use gix::protocol::transport::client::git::ConnectMode;
 use gix::protocol::transport::{Protocol, Service};
 use secrecy::{ExposeSecret, SecretString};
-use sluice_policy::CancelFlag;
+use sluice_policy::{AttemptCtx, CancelFlag};
 
 use crate::error::{GitError, Phase};
+use crate::http::LazyHttp;
 use crate::remote::{Remote, TransportKind};
 use crate::watchdog::{Limits, Watchdog};
 use crate::wire::{TrackedRead, TrackedWrite, Wire};
@@ -117,7 +118,7 @@ pub(crate) struct Dial<'a> {
     pub cancel: &'a CancelFlag,
     /// The credential's secret (http only).
     pub secret: Option<&'a SecretString>,
-    pub http_client: &'a crate::client::LazyHttp,
+    pub http_client: &'a LazyHttp,
     /// The most read before the request is complete.
     pub advert_cap: u64,
     /// The git program spawned for file:// remotes.
@@ -126,6 +127,101 @@ pub(crate) struct Dial<'a> {
     /// and system files included), read only for ssh remotes; `None`: read
     /// the global and system files.
     pub ssh_config: Option<Option<String>>,
+}
+
+/// What a client dials with, shared by its three operations: its HTTP
+/// clients (one for reads, one for writes), the git program of `file://`
+/// remotes and the most it reads before a request is complete.
+#[derive(Clone)]
+pub(crate) struct Connector {
+    /// Reads' client: idle connections pooled.
+    pub http: LazyHttp,
+    /// Writes' client: no idle connection kept.
+    pub http_write: LazyHttp,
+    /// The git program spawned for file:// remotes.
+    pub git_program: std::path::PathBuf,
+    /// The most read before the request is complete.
+    pub advert_cap: u64,
+}
+
+impl Connector {
+    /// The defaults: clients from `https`, `git` on the PATH, the
+    /// [`crate::wire::ADVERT_CAP`].
+    pub fn new(https: Arc<sluice_https::HttpsConfig>) -> Self {
+        Connector {
+            http: LazyHttp::new(false, Arc::clone(&https)),
+            http_write: LazyHttp::new(true, https),
+            git_program: "git".into(),
+            advert_cap: crate::wire::ADVERT_CAP,
+        }
+    }
+
+    /// New HTTP clients from `https` (connections already open are not
+    /// reused by them).
+    pub fn set_https(&mut self, https: Arc<sluice_https::HttpsConfig>) {
+        self.http = LazyHttp::new(false, Arc::clone(&https));
+        self.http_write = LazyHttp::new(true, https);
+    }
+
+    /// What an attempt needs to open a session: its timeout, limit, cancel
+    /// flag and credential; `write` picks the writes' HTTP client.
+    pub fn dial<'a>(
+        &'a self,
+        remote: &'a Remote,
+        service: Service,
+        version: Protocol,
+        ctx: &'a AttemptCtx<'_>,
+        write: bool,
+    ) -> Dial<'a> {
+        Dial {
+            remote,
+            service,
+            version,
+            timeout: ctx.timeout,
+            limit: ctx.limit,
+            cancel: ctx.cancel_flag(),
+            secret: ctx.credential().map(|c| c.secret()),
+            http_client: if write { &self.http_write } else { &self.http },
+            git_program: &self.git_program,
+            advert_cap: self.advert_cap,
+            ssh_config: None,
+        }
+    }
+
+    /// A listing's dial, outside any attempt (settling reads too): an
+    /// upload-pack v2 session that moves no pack, so its limit is its
+    /// timeout.
+    pub fn listing<'a>(
+        &'a self,
+        remote: &'a Remote,
+        timeout: Duration,
+        cancel: &'a CancelFlag,
+        secret: Option<&'a SecretString>,
+    ) -> Dial<'a> {
+        Dial {
+            remote,
+            service: Service::UploadPack,
+            version: Protocol::V2,
+            timeout,
+            limit: timeout,
+            cancel,
+            secret,
+            http_client: &self.http,
+            git_program: &self.git_program,
+            advert_cap: self.advert_cap,
+            ssh_config: None,
+        }
+    }
+}
+
+/// `core.sshCommand` as `repo` reads it (its own, global and system
+/// configuration), for an ssh remote; for any other, nothing is read.
+pub(crate) fn ssh_config(remote: &Remote, repo: &gix::Repository) -> Option<Option<String>> {
+    (remote.kind == TransportKind::Ssh).then(|| {
+        repo.config_snapshot()
+            .string("core.sshCommand")
+            .map(|v| v.to_string())
+    })
 }
 
 /// How the ssh transport starts, in git's order: `GIT_SSH_COMMAND`, then
@@ -201,6 +297,22 @@ impl Meta {
             self.timeout,
             detail.to_string(),
         )
+    }
+
+    /// Class a failed read (ls-refs, fetch) from how far its wire got.
+    pub fn read_fail(&self, detail: impl std::fmt::Display) -> GitError {
+        let (phase, complete) = {
+            let st = self.wire.lock();
+            let phase = if st.fetch_sent {
+                Phase::Negotiated
+            } else if st.advertised {
+                Phase::Advertised
+            } else {
+                Phase::Connect
+            };
+            (phase, st.request_complete)
+        };
+        self.fail(phase, complete, detail)
     }
 
     /// The process id of a spawned server (tests check it is gone).
@@ -423,7 +535,7 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
             let t = line.trim();
             if !t.is_empty() {
-                tail_wire.lock().stderr_tail = Some(crate::remote::redact(t));
+                tail_wire.lock().stderr_tail = Some(sluice_policy::text::redact(t));
             }
             line.clear();
         }

@@ -264,7 +264,7 @@ pub(crate) fn prune(
             let r = r?;
             let name = r.name().as_bstr();
             let Some(remote) =
-                crate::push::spec::map_through(dst.as_bytes(), src.as_bytes(), name.as_bytes())
+                crate::refspec::map_through(dst.as_bytes(), src.as_bytes(), name.as_bytes())
             else {
                 continue;
             };
