@@ -77,3 +77,44 @@ pub(crate) fn shielded<T>(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use sluice_policy::{Bounds, Class, Effect, Operation, Policy};
+
+    use super::*;
+
+    #[test]
+    fn a_panic_is_an_unknown_error_at_the_phase_the_attempt_reached() {
+        let policy = Policy::default();
+        let op = Operation::new("ls-refs", Effect::Read, "git://127.0.0.1/r.git").bounds(
+            Bounds::new(Duration::from_secs(5), Duration::from_secs(5), 1),
+        );
+        let out = policy.run(op, |ctx| {
+            shielded(ctx, |at| -> Result<(), GitError> {
+                at.reached(Phase::Advertised);
+                assert_eq!(at.phase(), Phase::Advertised);
+                panic!("a parser tripped");
+            })
+            .map_err(|e| e.to_attempt())
+        });
+        assert_eq!(out.attempts.len(), 1);
+        assert_eq!(out.attempts[0].phase, "advertised");
+        assert_eq!(out.attempts[0].class, Some(Class::Unknown));
+        let error = out.error.expect("the attempt failed");
+        match error.source_as::<GitError>() {
+            Some(GitError::Protocol {
+                phase,
+                request_complete,
+                detail,
+            }) => {
+                assert_eq!(*phase, Phase::Advertised);
+                assert!(request_complete);
+                assert!(detail.contains("a parser tripped"), "{detail}");
+            }
+            other => panic!("not a protocol error: {other:?}"),
+        }
+    }
+}

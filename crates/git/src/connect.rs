@@ -455,6 +455,52 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// The ssh command of an ssh remote, started as git starts it
+/// ([`ssh_program`]), running `git-<program>` on the remote's path.
+fn ssh_command(d: &Dial<'_>, program: &str) -> Command {
+    let url = &d.remote.url;
+    let host = url.host().unwrap_or_default();
+    let target = match &d.remote.user {
+        Some(u) => format!("{u}@{host}"),
+        None => host.to_string(),
+    };
+    let mut args: Vec<String> = vec![
+        "-o".into(),
+        "BatchMode=yes".into(),
+        "-o".into(),
+        format!("ConnectTimeout={}", d.timeout.as_secs().max(1)),
+    ];
+    if d.version == Protocol::V2 {
+        args.push("-o".into());
+        args.push("SendEnv=GIT_PROTOCOL".into());
+    }
+    if let Some(p) = url.port {
+        args.push("-p".into());
+        args.push(p.to_string());
+    }
+    args.push(target);
+    args.push(format!("git-{program} {}", shell_quote(&d.remote.path())));
+    let config = match d.ssh_config.clone() {
+        Some(c) => c,
+        None => global_ssh_command(),
+    };
+    match ssh_program(|k| std::env::var(k).ok(), config) {
+        SshProgram::Shell(custom) => {
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(format!("{custom} \"$@\""))
+                .arg("sluice-ssh")
+                .args(args);
+            c
+        }
+        SshProgram::Program(p) => {
+            let mut c = Command::new(p);
+            c.args(args);
+            c
+        }
+    }
+}
+
 fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
     let wire = Wire::new(1);
     wire.lock().advert_cap = d.advert_cap;
@@ -467,47 +513,7 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         c.arg(program).arg(d.remote.path());
         c
     } else {
-        let url = &d.remote.url;
-        let host = url.host().unwrap_or_default();
-        let target = match &d.remote.user {
-            Some(u) => format!("{u}@{host}"),
-            None => host.to_string(),
-        };
-        let mut args: Vec<String> = vec![
-            "-o".into(),
-            "BatchMode=yes".into(),
-            "-o".into(),
-            format!("ConnectTimeout={}", d.timeout.as_secs().max(1)),
-        ];
-        if d.version == Protocol::V2 {
-            args.push("-o".into());
-            args.push("SendEnv=GIT_PROTOCOL".into());
-        }
-        if let Some(p) = url.port {
-            args.push("-p".into());
-            args.push(p.to_string());
-        }
-        args.push(target);
-        args.push(format!("git-{program} {}", shell_quote(&d.remote.path())));
-        let config = match d.ssh_config {
-            Some(c) => c,
-            None => global_ssh_command(),
-        };
-        match ssh_program(|k| std::env::var(k).ok(), config) {
-            SshProgram::Shell(custom) => {
-                let mut c = Command::new("sh");
-                c.arg("-c")
-                    .arg(format!("{custom} \"$@\""))
-                    .arg("sluice-ssh")
-                    .args(args);
-                c
-            }
-            SshProgram::Program(p) => {
-                let mut c = Command::new(p);
-                c.args(args);
-                c
-            }
-        }
+        ssh_command(&d, program)
     };
     if d.version == Protocol::V2 {
         cmd.env("GIT_PROTOCOL", "version=2");
