@@ -1,5 +1,6 @@
-//! One push attempt as typed steps, each a value the next one consumes, as
-//! rustls names its states for what they await:
+//! One push attempt as typed steps, each a value the next one consumes
+//! (rustls's transitions consume `self` too). Each is named for the phase
+//! reached and says what it awaits:
 //!
 //! * [`Connected`] — a receive-pack session is open; awaits the
 //!   advertisement ([`Connected::read_advertisement`], phase `advertised`);
