@@ -12,9 +12,10 @@ use gix::protocol::transport::client::blocking_io::Transport;
 use gix::protocol::transport::client::git::ConnectMode;
 use gix::protocol::transport::{Protocol, Service};
 use secrecy::{ExposeSecret, SecretString};
-use sluice_policy::CancelFlag;
+use sluice_policy::{AttemptCtx, CancelFlag};
 
 use crate::error::{GitError, Phase};
+use crate::http::LazyHttp;
 use crate::remote::{Remote, TransportKind};
 use crate::watchdog::{Limits, Watchdog};
 use crate::wire::{TrackedRead, TrackedWrite, Wire};
@@ -117,7 +118,7 @@ pub(crate) struct Dial<'a> {
     pub cancel: &'a CancelFlag,
     /// The credential's secret (http only).
     pub secret: Option<&'a SecretString>,
-    pub http_client: &'a crate::client::LazyHttp,
+    pub http_client: &'a LazyHttp,
     /// The most read before the request is complete.
     pub advert_cap: u64,
     /// The git program spawned for file:// remotes.
@@ -126,6 +127,101 @@ pub(crate) struct Dial<'a> {
     /// and system files included), read only for ssh remotes; `None`: read
     /// the global and system files.
     pub ssh_config: Option<Option<String>>,
+}
+
+/// What a client dials with, shared by its three operations: its HTTP
+/// clients (one for reads, one for writes), the git program of `file://`
+/// remotes and the most it reads before a request is complete.
+#[derive(Clone)]
+pub(crate) struct Connector {
+    /// Reads' client: idle connections pooled.
+    pub http: LazyHttp,
+    /// Writes' client: no idle connection kept.
+    pub http_write: LazyHttp,
+    /// The git program spawned for file:// remotes.
+    pub git_program: std::path::PathBuf,
+    /// The most read before the request is complete.
+    pub advert_cap: u64,
+}
+
+impl Connector {
+    /// The defaults: clients from `https`, `git` on the PATH, the
+    /// [`crate::wire::ADVERT_CAP`].
+    pub fn new(https: Arc<sluice_https::HttpsConfig>) -> Self {
+        Connector {
+            http: LazyHttp::new(false, Arc::clone(&https)),
+            http_write: LazyHttp::new(true, https),
+            git_program: "git".into(),
+            advert_cap: crate::wire::ADVERT_CAP,
+        }
+    }
+
+    /// New HTTP clients from `https` (connections already open are not
+    /// reused by them).
+    pub fn set_https(&mut self, https: Arc<sluice_https::HttpsConfig>) {
+        self.http = LazyHttp::new(false, Arc::clone(&https));
+        self.http_write = LazyHttp::new(true, https);
+    }
+
+    /// What an attempt needs to open a session: its timeout, limit, cancel
+    /// flag and credential; `write` picks the writes' HTTP client.
+    pub fn dial<'a>(
+        &'a self,
+        remote: &'a Remote,
+        service: Service,
+        version: Protocol,
+        ctx: &'a AttemptCtx<'_>,
+        write: bool,
+    ) -> Dial<'a> {
+        Dial {
+            remote,
+            service,
+            version,
+            timeout: ctx.timeout,
+            limit: ctx.limit,
+            cancel: ctx.cancel_flag(),
+            secret: ctx.credential().map(|c| c.secret()),
+            http_client: if write { &self.http_write } else { &self.http },
+            git_program: &self.git_program,
+            advert_cap: self.advert_cap,
+            ssh_config: None,
+        }
+    }
+
+    /// A listing's dial, outside any attempt (settling reads too): an
+    /// upload-pack v2 session that moves no pack, so its limit is its
+    /// timeout.
+    pub fn listing<'a>(
+        &'a self,
+        remote: &'a Remote,
+        timeout: Duration,
+        cancel: &'a CancelFlag,
+        secret: Option<&'a SecretString>,
+    ) -> Dial<'a> {
+        Dial {
+            remote,
+            service: Service::UploadPack,
+            version: Protocol::V2,
+            timeout,
+            limit: timeout,
+            cancel,
+            secret,
+            http_client: &self.http,
+            git_program: &self.git_program,
+            advert_cap: self.advert_cap,
+            ssh_config: None,
+        }
+    }
+}
+
+/// `core.sshCommand` as `repo` reads it (its own, global and system
+/// configuration), for an ssh remote; for any other, nothing is read.
+pub(crate) fn ssh_config(remote: &Remote, repo: &gix::Repository) -> Option<Option<String>> {
+    (remote.kind == TransportKind::Ssh).then(|| {
+        repo.config_snapshot()
+            .string("core.sshCommand")
+            .map(|v| v.to_string())
+    })
 }
 
 /// How the ssh transport starts, in git's order: `GIT_SSH_COMMAND`, then
@@ -201,6 +297,22 @@ impl Meta {
             self.timeout,
             detail.to_string(),
         )
+    }
+
+    /// Class a failed read (ls-refs, fetch) from how far its wire got.
+    pub fn read_fail(&self, detail: impl std::fmt::Display) -> GitError {
+        let (phase, complete) = {
+            let st = self.wire.lock();
+            let phase = if st.fetch_sent {
+                Phase::Negotiated
+            } else if st.advertised {
+                Phase::Advertised
+            } else {
+                Phase::Connect
+            };
+            (phase, st.request_complete)
+        };
+        self.fail(phase, complete, detail)
     }
 
     /// The process id of a spawned server (tests check it is gone).
@@ -343,6 +455,52 @@ fn shell_quote(s: &str) -> String {
     format!("'{}'", s.replace('\'', "'\\''"))
 }
 
+/// The ssh command of an ssh remote, started as git starts it
+/// ([`ssh_program`]), running `git-<program>` on the remote's path.
+fn ssh_command(d: &Dial<'_>, program: &str) -> Command {
+    let url = &d.remote.url;
+    let host = url.host().unwrap_or_default();
+    let target = match &d.remote.user {
+        Some(u) => format!("{u}@{host}"),
+        None => host.to_string(),
+    };
+    let mut args: Vec<String> = vec![
+        "-o".into(),
+        "BatchMode=yes".into(),
+        "-o".into(),
+        format!("ConnectTimeout={}", d.timeout.as_secs().max(1)),
+    ];
+    if d.version == Protocol::V2 {
+        args.push("-o".into());
+        args.push("SendEnv=GIT_PROTOCOL".into());
+    }
+    if let Some(p) = url.port {
+        args.push("-p".into());
+        args.push(p.to_string());
+    }
+    args.push(target);
+    args.push(format!("git-{program} {}", shell_quote(&d.remote.path())));
+    let config = match d.ssh_config.clone() {
+        Some(c) => c,
+        None => global_ssh_command(),
+    };
+    match ssh_program(|k| std::env::var(k).ok(), config) {
+        SshProgram::Shell(custom) => {
+            let mut c = Command::new("sh");
+            c.arg("-c")
+                .arg(format!("{custom} \"$@\""))
+                .arg("sluice-ssh")
+                .args(args);
+            c
+        }
+        SshProgram::Program(p) => {
+            let mut c = Command::new(p);
+            c.args(args);
+            c
+        }
+    }
+}
+
 fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
     let wire = Wire::new(1);
     wire.lock().advert_cap = d.advert_cap;
@@ -355,47 +513,7 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         c.arg(program).arg(d.remote.path());
         c
     } else {
-        let url = &d.remote.url;
-        let host = url.host().unwrap_or_default();
-        let target = match &d.remote.user {
-            Some(u) => format!("{u}@{host}"),
-            None => host.to_string(),
-        };
-        let mut args: Vec<String> = vec![
-            "-o".into(),
-            "BatchMode=yes".into(),
-            "-o".into(),
-            format!("ConnectTimeout={}", d.timeout.as_secs().max(1)),
-        ];
-        if d.version == Protocol::V2 {
-            args.push("-o".into());
-            args.push("SendEnv=GIT_PROTOCOL".into());
-        }
-        if let Some(p) = url.port {
-            args.push("-p".into());
-            args.push(p.to_string());
-        }
-        args.push(target);
-        args.push(format!("git-{program} {}", shell_quote(&d.remote.path())));
-        let config = match d.ssh_config {
-            Some(c) => c,
-            None => global_ssh_command(),
-        };
-        match ssh_program(|k| std::env::var(k).ok(), config) {
-            SshProgram::Shell(custom) => {
-                let mut c = Command::new("sh");
-                c.arg("-c")
-                    .arg(format!("{custom} \"$@\""))
-                    .arg("sluice-ssh")
-                    .args(args);
-                c
-            }
-            SshProgram::Program(p) => {
-                let mut c = Command::new(p);
-                c.args(args);
-                c
-            }
-        }
+        ssh_command(&d, program)
     };
     if d.version == Protocol::V2 {
         cmd.env("GIT_PROTOCOL", "version=2");
@@ -423,7 +541,7 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
             let t = line.trim();
             if !t.is_empty() {
-                tail_wire.lock().stderr_tail = Some(crate::remote::redact(t));
+                tail_wire.lock().stderr_tail = Some(sluice_policy::text::redact(t));
             }
             line.clear();
         }

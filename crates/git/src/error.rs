@@ -47,50 +47,6 @@ impl Phase {
     }
 }
 
-impl Phase {
-    /// The phase named `name` (as [`Phase::as_str`] writes it).
-    pub fn parse(name: &str) -> Option<Phase> {
-        [
-            Phase::Connect,
-            Phase::Advertised,
-            Phase::CommandsSent,
-            Phase::PackSent,
-            Phase::Reported,
-            Phase::Negotiated,
-            Phase::PackReceived,
-            Phase::Done,
-        ]
-        .into_iter()
-        .find(|p| p.as_str() == name)
-    }
-}
-
-/// Run one attempt so that a panic inside the protocol code (a hostile or
-/// broken server tripping an assertion in a parser) becomes an error instead
-/// of unwinding through the caller. What the server made of the request is
-/// then not known: the error counts as after the request was complete, so a
-/// push is settled by reading, never sent again blind.
-pub(crate) fn shielded<T>(
-    ctx: &mut sluice_policy::AttemptCtx<'_>,
-    f: impl FnOnce(&mut sluice_policy::AttemptCtx<'_>) -> Result<T, GitError>,
-) -> Result<T, GitError> {
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(ctx))) {
-        Ok(r) => r,
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
-            Err(GitError::Protocol {
-                phase: Phase::parse(ctx.phase()).unwrap_or(Phase::Connect),
-                request_complete: true,
-                detail: format!("the client failed on the server's answer: {what}"),
-            })
-        }
-    }
-}
-
 impl std::fmt::Display for Phase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())

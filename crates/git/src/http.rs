@@ -17,10 +17,119 @@ use secrecy::{ExposeSecret, SecretString};
 
 use crate::wire::{TrackedRead, Wire};
 
+/// How long the reads' client keeps an idle connection for reuse: less
+/// than the 5 s after which common servers close one.
+const READ_POOL_IDLE: Duration = Duration::from_secs(4);
+
+/// A reqwest client and the proxies it routes through (to name the proxy
+/// in the errors of a request that went through one).
+#[derive(Clone)]
+pub(crate) struct HttpClient {
+    pub client: reqwest::blocking::Client,
+    pub proxies: Arc<sluice_https::Proxies>,
+}
+
+/// Why no HTTP client could be built: local trouble, never the remote's.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum ClientError {
+    /// The https configuration cannot be used (an unreadable
+    /// `SSL_CERT_FILE`, a `--ca-file` without a certificate).
+    #[error(transparent)]
+    Https(#[from] sluice_https::HttpsError),
+    /// reqwest refused to build the client (a proxy it cannot use).
+    #[error("cannot build the HTTP client: {0}")]
+    Build(Arc<reqwest::Error>),
+}
+
+/// A reqwest client made on first use: building one loads the platform's
+/// trust roots (once per process) and starts a runtime thread, which a
+/// client that only speaks git://, ssh:// or file:// never needs. Clones
+/// share it.
+#[derive(Clone)]
+pub(crate) struct LazyHttp {
+    cell: Arc<std::sync::OnceLock<Result<HttpClient, ClientError>>>,
+    https: Arc<sluice_https::HttpsConfig>,
+    write: bool,
+}
+
+impl LazyHttp {
+    /// A client for reads, or (`write`) for writes, built from `https`.
+    pub fn new(write: bool, https: Arc<sluice_https::HttpsConfig>) -> Self {
+        LazyHttp {
+            cell: Arc::default(),
+            https,
+            write,
+        }
+    }
+
+    /// The client; writes get one that keeps no idle connections (a POST
+    /// is never resent on a stale pooled connection).
+    pub fn get(&self) -> Result<&HttpClient, ClientError> {
+        self.cell
+            .get_or_init(|| {
+                let proxies = self.https.proxies();
+                let mut b = self
+                    .https
+                    .client_builder_with(proxies.clone())?
+                    .connect_timeout(Duration::from_secs(30));
+                if self.write {
+                    b = b.pool_max_idle_per_host(0);
+                } else {
+                    // Apache and lighttpd close an idle keep-alive connection
+                    // after 5 s: a request sent on one the server is closing
+                    // fails ("connection closed before message completed") and
+                    // costs a retry. Idle connections are dropped here first.
+                    b = b.pool_idle_timeout(READ_POOL_IDLE);
+                }
+                let client = b.build().map_err(|e| ClientError::Build(Arc::new(e)))?;
+                Ok(HttpClient {
+                    client,
+                    proxies: Arc::new(proxies),
+                })
+            })
+            .as_ref()
+            .map_err(Clone::clone)
+    }
+}
+
+/// Why an exchange gave no answer to read. Its words are what the
+/// attempt's error carries; its class comes from the wire, never from here.
+#[derive(Debug, Clone, thiserror::Error)]
+pub(crate) enum ExchangeError {
+    /// The attempt's time was up before the request could be sent.
+    #[error("attempt timed out before the request")]
+    TimedOutBeforeRequest,
+    /// No client could be built: local trouble.
+    #[error(transparent)]
+    NoClient(ClientError),
+    /// The request failed (connect, TLS, a cut): reqwest's error and its
+    /// sources, naming the proxy it went through.
+    #[error("{}", describe(.error, .proxy.as_deref()))]
+    Send {
+        /// reqwest's error.
+        error: Arc<reqwest::Error>,
+        /// The proxy the request went through (without user info).
+        proxy: Option<String>,
+    },
+    /// A status that is not success: the status line, a line of the body,
+    /// the proxy.
+    #[error("HTTP {words}")]
+    Status {
+        /// The words recorded on the wire with the status.
+        words: String,
+    },
+    /// The body was handed to a reader already.
+    #[error("the response body was taken already")]
+    BodyTaken,
+    /// An earlier read of this body failed.
+    #[error("the request failed")]
+    Failed,
+}
+
 /// One request, sent at most once.
 struct Exchange {
     /// The client, or why none could be built (local trouble).
-    client: Result<crate::client::HttpClient, String>,
+    client: Result<HttpClient, ClientError>,
     method: reqwest::Method,
     url: String,
     headers: Vec<(String, String)>,
@@ -28,7 +137,7 @@ struct Exchange {
     body: Arc<Mutex<Vec<u8>>>,
     deadline: Instant,
     wire: Wire,
-    result: Option<Result<(), String>>,
+    result: Option<Result<(), ExchangeError>>,
     head: Option<Vec<u8>>,
     resp: Option<reqwest::blocking::Response>,
 }
@@ -36,31 +145,34 @@ struct Exchange {
 type Shared = Arc<Mutex<Exchange>>;
 
 impl Exchange {
+    /// Send the request (once) and keep its result.
     fn perform(&mut self) {
-        if self.result.is_some() {
-            return;
+        if self.result.is_none() {
+            self.result = Some(self.send());
         }
+    }
+
+    fn send(&mut self) -> Result<(), ExchangeError> {
         let body = std::mem::take(&mut *self.body.lock().unwrap_or_else(|p| p.into_inner()));
         let left = self.deadline.saturating_duration_since(Instant::now());
         if left.is_zero() {
             self.wire.lock().timed_out = true;
-            self.result = Some(Err("attempt timed out before the request".into()));
-            return;
+            return Err(ExchangeError::TimedOutBeforeRequest);
         }
-        let (client, proxy) = match &self.client {
-            Ok(c) => (
-                &c.client,
-                reqwest::Url::parse(&self.url)
-                    .ok()
-                    .and_then(|u| c.proxies.named_for(&u)),
-            ),
+        let c = match &self.client {
+            Ok(c) => c,
             Err(why) => {
-                self.wire.lock().local_failure = Some(why.clone());
-                self.result = Some(Err(why.clone()));
-                return;
+                self.wire.lock().local_failure = Some(why.to_string());
+                return Err(ExchangeError::NoClient(why.clone()));
             }
         };
-        let mut req = client.request(self.method.clone(), &self.url).timeout(left);
+        let proxy = reqwest::Url::parse(&self.url)
+            .ok()
+            .and_then(|u| c.proxies.named_for(&u));
+        let mut req = c
+            .client
+            .request(self.method.clone(), &self.url)
+            .timeout(left);
         for (k, v) in &self.headers {
             req = req.header(k.as_str(), v.as_str());
         }
@@ -76,108 +188,117 @@ impl Exchange {
         }
         match req.send() {
             Err(e) => {
-                let mut st = self.wire.lock();
-                if e.is_timeout() {
-                    st.timed_out = true;
-                }
-                if e.is_connect() {
-                    st.http_connect_failed = true;
-                    // A certificate error or an alert while connecting is
-                    // the server's answer; a cut, reset or timeout of the
-                    // handshake is not (no rustls error in the chain).
-                    st.tls_refusal = sluice_https::tls_refusal(&e).map(|r| {
-                        let host = e
-                            .url()
-                            .map(|u| {
-                                format!(
-                                    "{}:{}",
-                                    u.host_str().unwrap_or(""),
-                                    u.port_or_known_default().unwrap_or(0)
-                                )
-                            })
-                            .unwrap_or_default();
-                        (r, host)
-                    });
-                    // A proxy answering CONNECT with 407: its answer, the
-                    // same each time. hyper-util reports it only as an error
-                    // whose type is private (`TunnelError::ProxyAuthRequired`),
-                    // so its words are the one signal; a test against a real
-                    // proxy pins them (tests/proxy.rs).
-                    if let Some(p) = proxy
-                        .as_deref()
-                        .filter(|_| sluice_https::proxy_auth_required(&e))
-                    {
-                        st.http_status = Some((
-                            407,
-                            None,
-                            format!("407 Proxy Authentication Required (through proxy {p})"),
-                        ));
-                    }
-                } else if is_post {
-                    drop(st);
-                    self.wire.flushed(&body);
-                }
-                self.result = Some(Err(describe(&e, proxy.as_deref())));
+                self.failed(&e, proxy.as_deref(), is_post.then_some(&body));
+                Err(ExchangeError::Send {
+                    error: Arc::new(e),
+                    proxy,
+                })
             }
             Ok(resp) => {
                 if is_post {
                     self.wire.flushed(&body);
                 }
-                let status = resp.status();
-                let mut head = Vec::new();
-                for (k, v) in resp.headers() {
-                    head.extend_from_slice(k.as_str().as_bytes());
-                    head.extend_from_slice(b": ");
-                    head.extend_from_slice(v.as_bytes());
-                    head.push(b'\n');
-                }
-                if !status.is_success() {
-                    let retry_after = resp
-                        .headers()
-                        .get(reqwest::header::RETRY_AFTER)
-                        .and_then(|v| v.to_str().ok())
-                        .and_then(|v| sluice_policy::parse_retry_after(v, SystemTime::now()));
-                    let line = format!(
-                        "{} {}",
-                        status.as_u16(),
-                        status.canonical_reason().unwrap_or("")
-                    );
-                    let mut excerpt = String::new();
-                    let _ = resp.take(512).read_to_string(&mut excerpt);
-                    let mut words = match excerpt.lines().find(|l| !l.trim().is_empty()) {
-                        Some(l) => format!("{} ({})", line.trim(), l.trim()),
-                        None => line.trim().to_string(),
-                    };
-                    if let Some(p) = &proxy {
-                        words.push_str(&format!(" (through proxy {p})"));
-                    }
-                    self.wire.lock().http_status =
-                        Some((status.as_u16(), retry_after, words.clone()));
-                    self.result = Some(Err(format!("HTTP {words}")));
-                    return;
-                }
-                self.head = Some(head);
-                self.resp = Some(resp);
-                self.result = Some(Ok(()));
+                self.answered(resp, proxy.as_deref())
             }
         }
+    }
+
+    /// Record on the wire what a failed send shows: a timeout, a failure
+    /// while connecting (a TLS refusal, a proxy's 407), or a POST body that
+    /// may have left.
+    fn failed(&self, e: &reqwest::Error, proxy: Option<&str>, post: Option<&Vec<u8>>) {
+        let mut st = self.wire.lock();
+        if e.is_timeout() {
+            st.timed_out = true;
+        }
+        if e.is_connect() {
+            st.http_connect_failed = true;
+            // A certificate error or an alert while connecting is
+            // the server's answer; a cut, reset or timeout of the
+            // handshake is not (no rustls error in the chain).
+            st.tls_refusal = sluice_https::tls_refusal(e).map(|r| {
+                let host = e
+                    .url()
+                    .map(|u| {
+                        format!(
+                            "{}:{}",
+                            u.host_str().unwrap_or(""),
+                            u.port_or_known_default().unwrap_or(0)
+                        )
+                    })
+                    .unwrap_or_default();
+                (r, host)
+            });
+            // A proxy answering CONNECT with 407: its answer, the
+            // same each time. hyper-util reports it only as an error
+            // whose type is private (`TunnelError::ProxyAuthRequired`),
+            // so its words are the one signal; a test against a real
+            // proxy pins them (tests/proxy.rs).
+            if let Some(p) = proxy.filter(|_| sluice_https::proxy_auth_required(e)) {
+                st.http_status = Some((
+                    407,
+                    None,
+                    format!("407 Proxy Authentication Required (through proxy {p})"),
+                ));
+            }
+        } else if let Some(body) = post {
+            drop(st);
+            self.wire.flushed(body);
+        }
+    }
+
+    /// Keep a successful answer for reading; record any other status, its
+    /// retry hint and its words on the wire.
+    fn answered(
+        &mut self,
+        resp: reqwest::blocking::Response,
+        proxy: Option<&str>,
+    ) -> Result<(), ExchangeError> {
+        let status = resp.status();
+        if status.is_success() {
+            let mut head = Vec::new();
+            for (k, v) in resp.headers() {
+                head.extend_from_slice(k.as_str().as_bytes());
+                head.extend_from_slice(b": ");
+                head.extend_from_slice(v.as_bytes());
+                head.push(b'\n');
+            }
+            self.head = Some(head);
+            self.resp = Some(resp);
+            return Ok(());
+        }
+        let retry_after = resp
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| sluice_policy::parse_retry_after(v, SystemTime::now()));
+        let line = format!(
+            "{} {}",
+            status.as_u16(),
+            status.canonical_reason().unwrap_or("")
+        );
+        let mut excerpt = String::new();
+        let _ = resp.take(512).read_to_string(&mut excerpt);
+        let mut words = match excerpt.lines().find(|l| !l.trim().is_empty()) {
+            Some(l) => format!("{} ({})", line.trim(), l.trim()),
+            None => line.trim().to_string(),
+        };
+        if let Some(p) = proxy {
+            words.push_str(&format!(" (through proxy {p})"));
+        }
+        self.wire.lock().http_status = Some((status.as_u16(), retry_after, words.clone()));
+        Err(ExchangeError::Status { words })
     }
 }
 
 /// The error and its sources, without user info, naming the proxy the
 /// request went through (never its user info).
 fn describe(e: &reqwest::Error, proxy: Option<&str>) -> String {
-    let mut s = e.to_string();
-    let mut src = std::error::Error::source(e);
-    while let Some(inner) = src {
-        s.push_str(": ");
-        s.push_str(&inner.to_string());
-        src = inner.source();
+    let chain = sluice_policy::text::error_chain(e);
+    match proxy {
+        Some(p) => format!("{chain} (through proxy {p})"),
+        None => chain,
     }
-    if let Some(p) = proxy {
-        s.push_str(&format!(" (through proxy {p})"));
-    }
-    crate::remote::redact(&s)
 }
 
 /// Response headers, available once the request was sent.
@@ -199,8 +320,8 @@ pub(crate) struct PostBody {
     buf: Arc<Mutex<Vec<u8>>>,
 }
 
-fn io_err(msg: String) -> io::Error {
-    io::Error::new(io::ErrorKind::ConnectionAborted, msg)
+fn io_err(e: ExchangeError) -> io::Error {
+    io::Error::new(io::ErrorKind::ConnectionAborted, e)
 }
 
 impl Headers {
@@ -239,7 +360,7 @@ impl Body {
         &mut self,
     ) -> io::Result<&mut io::BufReader<TrackedRead<reqwest::blocking::Response>>> {
         if self.failed {
-            return Err(io_err("the request failed".into()));
+            return Err(io_err(ExchangeError::Failed));
         }
         if self.data.is_none() {
             let mut ex = self.ex.lock().unwrap_or_else(|p| p.into_inner());
@@ -253,7 +374,7 @@ impl Body {
                 }
                 (Ok(()), None) => {
                     self.failed = true;
-                    return Err(io_err("the response body was taken already".into()));
+                    return Err(io_err(ExchangeError::BodyTaken));
                 }
                 (Err(e), _) => {
                     self.failed = true;
@@ -297,7 +418,7 @@ impl Write for PostBody {
 
 /// The `Http` implementation handed to gix-transport.
 pub(crate) struct SluiceHttp {
-    client: Result<crate::client::HttpClient, String>,
+    client: Result<HttpClient, ClientError>,
     auth: Option<SecretString>,
     wire: Wire,
     deadline: Instant,
@@ -306,7 +427,7 @@ pub(crate) struct SluiceHttp {
 impl SluiceHttp {
     /// `auth` is the whole `Authorization` header value.
     pub fn new(
-        client: Result<crate::client::HttpClient, String>,
+        client: Result<HttpClient, ClientError>,
         auth: Option<SecretString>,
         wire: Wire,
         timeout: Duration,
@@ -351,8 +472,8 @@ impl SluiceHttp {
     }
 }
 
-fn gix_err(msg: String) -> gix::Error {
-    gix::Error::from_error(io::Error::new(io::ErrorKind::ConnectionAborted, msg))
+fn gix_err(e: ExchangeError) -> gix::Error {
+    gix::Error::from_error(io_err(e))
 }
 
 impl Http for SluiceHttp {
@@ -370,8 +491,8 @@ impl Http for SluiceHttp {
         {
             let mut e = ex.lock().unwrap_or_else(|p| p.into_inner());
             e.perform();
-            if let Some(Err(msg)) = &e.result {
-                return Err(gix_err(msg.clone()));
+            if let Some(Err(why)) = &e.result {
+                return Err(gix_err(why.clone()));
             }
         }
         Ok(GetResponse {

@@ -23,31 +23,80 @@
 //!     println!("{:?}\t{}", r.oid, r.name);
 //! }
 //! ```
+//!
+//! # The contract
+//!
+//! What this crate promises to callers is what the crate root re-exports:
+//! [`GitClient`] and its three operations ([`GitClient::ls_refs`],
+//! [`GitClient::fetch`] / [`GitClient::fetch_with`], [`GitClient::push`]),
+//! [`CallOptions`], the values they return ([`RemoteRef`], [`FetchedRef`],
+//! [`PushReport`] and its parts), [`InputError`], [`GitError`] and
+//! [`Phase`], the parsers of the CLI's textual forms ([`PushSpec`],
+//! [`parse_lease`], …), [`Remote`], [`redact`] and
+//! [`remove_temporary_files`]. The public [`push`] module also exposes its
+//! pure parsers (`push::report`, `push::spec`) and `push::pack`'s
+//! statistics, for fuzzing and property tests; everything else is private.
+//!
+//! # Modules
+//!
+//! * `client` — the client value, [`CallOptions`], [`InputError`], and
+//!   what the three operations share (the policy's operation for a call).
+//! * `ls_refs` — the ls-refs operation and its attempt; `ls_refs::one_request`
+//!   lists a v2 HTTP remote in one POST.
+//! * `fetch` — the fetch operation (`fetch::attempt`, step by step), the
+//!   negotiation and pack receiving, `fetch::indexer` (storing the pack),
+//!   `fetch::apply` (reading deltas), `fetch::refs` (git's rules for the
+//!   local refs), `fetch::tips` (negotiation tips in repositories with many
+//!   refs).
+//! * [`push`] — the push's values; `push::attempt` (the operation),
+//!   `push::steps` (connected → advertised → commands sent → pack sent →
+//!   reported, each a value the next consumes), `push::settle` (the
+//!   settling read), `push::advert`, `push::report`, `push::spec`,
+//!   `push::pack`, `push::bitmap`, `push::delta`.
+//! * `attempt` — an attempt's context with the phase reached as a
+//!   [`Phase`], and the shield that turns a panic into an error.
+//! * `connect` — opening one attempt's session (socket, child, `Http`)
+//!   under a watchdog; how the client dials (`Connector`).
+//! * `http` — our `Http` for gix-transport on reqwest, and the lazily
+//!   built reqwest clients.
+//! * `wire` — what the client saw on the wire; `error` — [`Phase`],
+//!   [`GitError`] and the one table that classes a failure from the wire.
+//! * `watchdog` — the attempt's hard deadline.
+//! * `remote` — URL parsing; `remote_ref` — a ref as a remote advertised it.
+//! * `pktline` — pkt-line lengths and payloads; `refspec` — a name mapped
+//!   through a refspec; `progress` — progress values and gix's sink;
+//!   `view` — a fresh view of the caller's repository per attempt.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod attempt;
 mod client;
 mod connect;
 mod error;
 mod fetch;
 mod http;
-mod lsrefs_http;
+mod ls_refs;
+mod pktline;
 mod progress;
 pub mod push;
+mod refspec;
 mod remote;
+mod remote_ref;
+mod view;
 mod watchdog;
 mod wire;
 
-pub use client::{
-    CallOptions, FetchedRef, GitClient, InputError, Progress, ProgressCallback, RemoteRef,
-};
+pub use client::{CallOptions, GitClient, InputError};
 pub use error::{GitError, Phase};
 pub use fetch::indexer::remove_temporary_files;
-pub use fetch::{FetchOptions, FetchStatus, TagMode};
+pub use fetch::{FetchOptions, FetchStatus, FetchedRef, TagMode};
+pub use progress::{Progress, ProgressCallback};
 pub use push::{
     check_ref_name, check_short_name, expand_destination, parse_lease, parse_lease_spec, parse_oid,
     Lease, LeaseSpec, PackStats, PushOptions, PushReport, PushSpec, RefResult, RefStatus,
     RefUpdate, RejectReason,
 };
-pub use remote::{redact, BadUrl, Remote, TransportKind};
+pub use remote::{BadUrl, Remote, TransportKind};
+pub use remote_ref::RemoteRef;
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
+pub use sluice_policy::text::redact;

@@ -1,5 +1,6 @@
-//! Fetch progress: a gix progress sink that forwards counters to the
-//! caller's callback (at most every 100 ms per task) and to `tracing`.
+//! Progress of a fetch or push: the value a caller's callback receives, and
+//! a gix progress sink that forwards gix's counters to that callback (at
+//! most every 100 ms per task) and to `tracing`.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -7,9 +8,21 @@ use std::time::{Duration, Instant};
 
 use gix::progress::{prodash, MessageLevel, Step, StepShared, Unit};
 
-use crate::client::Progress;
+/// A caller's progress callback.
+pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
 
-type Callback = crate::client::ProgressCallback;
+/// Progress of a fetch or push.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Progress {
+    /// What is happening (`receiving`, `counting`, `sending`, or the remote's own words).
+    pub stage: String,
+    /// Objects handled so far.
+    pub objects: u64,
+    /// Bytes moved so far.
+    pub bytes: u64,
+}
+
+type Callback = ProgressCallback;
 
 /// One progress task; children share the callback.
 pub(crate) struct Sink {

@@ -3,6 +3,7 @@
 
 use gix::url::Scheme;
 use secrecy::SecretString;
+use sluice_policy::text::redact;
 
 /// The transport a URL names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,15 +50,6 @@ pub struct BadUrl {
     pub url: String,
     /// What is wrong with it.
     pub reason: String,
-}
-
-/// Remove user info from anything URL-like, for messages (cautious: see
-/// [`sluice_policy::user_info_span`]).
-pub fn redact(url: &str) -> String {
-    match sluice_policy::user_info_span(url) {
-        Some(span) => format!("{}{}", &url[..span.start], &url[span.end..]),
-        None => url.to_string(),
-    }
 }
 
 impl Remote {

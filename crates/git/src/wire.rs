@@ -2,10 +2,13 @@
 //! server sent, counters, and the facts the classifier reads (advertisement
 //! complete, request complete, an `ERR` line, a band-3 fatal, a timeout).
 //!
-//! Nothing here decides a class; [`crate::classify`] does, from these facts.
+//! Nothing here decides a class; [`crate::error::from_wire`] does, from
+//! these facts.
 
 use std::io::{self, Read, Write};
 use std::sync::{Arc, Mutex, MutexGuard};
+
+use crate::pktline::pkt_len;
 
 /// Facts about one attempt's conversation.
 #[derive(Debug, Default)]
@@ -312,17 +315,6 @@ impl<W: Write> Write for TrackedWrite<W> {
     }
 }
 
-/// A pkt-line length: exactly four hex digits (no sign, no space), as the
-/// protocol writes it. `None` for anything else.
-pub(crate) fn pkt_len(hdr: &[u8]) -> Option<usize> {
-    if hdr.len() != 4 || !hdr.iter().all(u8::is_ascii_hexdigit) {
-        return None;
-    }
-    hdr.iter().try_fold(0usize, |n, b| {
-        Some(n * 16 + (*b as char).to_digit(16)? as usize)
-    })
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,24 +344,6 @@ mod tests {
             r.read_exact(&mut buf).expect("not limited");
         }
         assert!(!w.lock().oversized);
-    }
-
-    #[test]
-    fn a_pkt_line_length_is_four_hex_digits_and_nothing_else() {
-        assert_eq!(pkt_len(b"0000"), Some(0));
-        assert_eq!(pkt_len(b"fff0"), Some(65520));
-        assert_eq!(pkt_len(b"00Af"), Some(0xaf));
-        for bad in [
-            &b"+000"[..],
-            b"+00a",
-            b" 00a",
-            b"-001",
-            b"00g0",
-            b"000",
-            b"00000",
-        ] {
-            assert_eq!(pkt_len(bad), None, "{bad:?}");
-        }
     }
 
     #[test]

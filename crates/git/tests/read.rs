@@ -188,6 +188,68 @@ fn an_incremental_fetch_transfers_only_the_new_objects_and_reports_progress() {
 }
 
 #[test]
+fn a_fetch_into_a_repository_with_many_refs_negotiates_from_its_own_refs() {
+    use std::sync::{Arc, Mutex};
+    let w = World::new();
+    let src = w.small("small.git");
+    let dst = w.path("dst.git");
+    let repo = empty_repo(&dst);
+    let url = w.daemon.url("small.git");
+    let specs = vec!["+refs/heads/*:refs/remotes/origin/*".to_string()];
+    let first = client()
+        .fetch(&url, &specs, &repo, &quick(20_000, 10_000, 3))
+        .expect("valid input");
+    assert_eq!(first.kind, OutcomeKind::Succeeded, "{:?}", first.error);
+    // 1,500 refs of the local repository's own, packed: past the 64 KiB of
+    // `packed-refs` where the negotiation starts from HEAD and the fetch's
+    // own local refs instead of every ref.
+    let old = sluice_testkit::repo::rev_parse(&src, "refs/heads/main").expect("main");
+    let mut input = String::new();
+    for i in 0..1_500 {
+        input.push_str(&format!("create refs/keep/many-{i:05} {old}\n"));
+    }
+    sluice_testkit::repo::try_git_with_input(&dst, &["update-ref", "--stdin"], input.as_bytes())
+        .expect("git update-ref");
+    sluice_testkit::repo::git(&dst, &["pack-refs", "--all"]);
+    let packed = std::fs::metadata(dst.join("packed-refs"))
+        .expect("packed-refs")
+        .len();
+    assert!(packed > 64 << 10, "packed-refs is {packed} bytes");
+    sluice_testkit::repo::commit_on(&src, "main", "one");
+    let new = sluice_testkit::repo::commit_on(&src, "main", "two");
+    let expected =
+        sluice_testkit::repo::git(&src, &["rev-list", "--objects", &new, &format!("^{old}")])
+            .lines()
+            .count() as u64;
+    let seen: Arc<Mutex<Vec<sluice_git::Progress>>> = Arc::default();
+    let mut opts = quick(20_000, 10_000, 3);
+    let sink = Arc::clone(&seen);
+    opts.progress = Some(Arc::new(move |p: &sluice_git::Progress| {
+        sink.lock().expect("lock").push(p.clone())
+    }));
+    let repo = gix::open(&dst).expect("reopen");
+    let second = client()
+        .fetch(&url, &specs, &repo, &opts)
+        .expect("valid input");
+    assert_eq!(second.kind, OutcomeKind::Succeeded, "{:?}", second.error);
+    let received = seen
+        .lock()
+        .expect("lock")
+        .iter()
+        .rev()
+        .find(|p| p.stage == "received")
+        .expect("a final progress event")
+        .objects;
+    // Only what the local refs do not reach: the negotiation found them.
+    assert_eq!(received, expected);
+    assert_eq!(
+        sluice_testkit::repo::rev_parse(&dst, "refs/remotes/origin/main").as_deref(),
+        Some(new.as_str())
+    );
+    sluice_testkit::repo::fsck(&dst).expect("fsck clean");
+}
+
+#[test]
 fn fetches_through_one_open_repository_see_the_packs_earlier_fetches_wrote() {
     // A service keeps its repository open between calls: each fetch's
     // negotiation must find the objects the previous fetches stored (it

@@ -1,9 +1,12 @@
 //! Fetch, ours around gix-protocol: the ref listing and the negotiation are
 //! gix-protocol's, the pack is stored by our own indexer ([`indexer`], which
 //! never maps the received pack) and the local refs are updated by
-//! [`refs::update`] in one transaction.
+//! [`refs::update`] in one transaction. The operation and its attempt, step
+//! by step, are in [`attempt`]; this file holds the fetch's values and the
+//! receiving of the pack.
 
 pub(crate) mod apply;
+mod attempt;
 pub(crate) mod indexer;
 pub(crate) mod refs;
 mod tips;
@@ -52,6 +55,34 @@ pub struct FetchOptions {
     pub prune: bool,
     /// Which tags come along.
     pub tags: TagMode,
+}
+
+/// One ref a fetch brought.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct FetchedRef {
+    /// The remote's ref name.
+    pub remote_ref: String,
+    /// The local ref the refspec mapped it to, if any.
+    pub local_ref: Option<String>,
+    /// The object fetched (for a pruned ref: the value the deleted ref had).
+    pub oid: gix::ObjectId,
+    /// The local ref's value before the fetch (`None`: it did not exist, or
+    /// there is no local ref).
+    pub old: Option<gix::ObjectId>,
+    /// What happened to the local ref (git's rules: an unforced refspec
+    /// fast-forwards only, a tag is not moved unless forced, the checked-out
+    /// branch of a non-bare repository is not written).
+    pub status: FetchStatus,
+    /// Why it was rejected, in git's words (`None` unless rejected).
+    pub reason: Option<String>,
+}
+
+impl FetchedRef {
+    /// Whether the local ref was left alone because git's rules refuse the
+    /// update.
+    pub fn is_rejected(&self) -> bool {
+        self.status == FetchStatus::Rejected
+    }
 }
 
 /// What the pack phase brought.
@@ -170,19 +201,41 @@ pub(crate) fn threads(repo: &gix::Repository) -> usize {
     n.clamp(1, 8)
 }
 
+/// What receiving a pack needs besides the transport.
+pub(crate) struct Receive<'a> {
+    /// The view the pack is stored into.
+    pub repo: &'a gix::Repository,
+    /// The handshake the refs were listed with.
+    pub handshake: &'a mut gix::protocol::Handshake,
+    /// What the refspecs map.
+    pub ref_map: &'a RefMap,
+    /// Which tags come along.
+    pub tags: gix::protocol::fetch::Tags,
+    /// Our agent string.
+    pub agent: &'a str,
+    /// Where gix's progress goes.
+    pub progress: crate::progress::Sink,
+    /// Set when the caller cancels.
+    pub interrupt: &'a AtomicBool,
+    /// Trips on a pack entry no valid pack holds.
+    pub guard: &'a indexer::EntryGuard,
+}
+
 /// Run the fetch command on `transport`: negotiate, then store the pack.
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transport>(
-    repo: &gix::Repository,
-    handshake: &mut gix::protocol::Handshake,
+    r: Receive<'_>,
     transport: &mut T,
-    ref_map: &RefMap,
-    tags: gix::protocol::fetch::Tags,
-    agent: &str,
-    progress: crate::progress::Sink,
-    interrupt: &AtomicBool,
-    guard: &indexer::EntryGuard,
 ) -> gix::Result<Received> {
+    let Receive {
+        repo,
+        handshake,
+        ref_map,
+        tags,
+        agent,
+        progress,
+        interrupt,
+        guard,
+    } = r;
     let shallow = gix::protocol::fetch::Shallow::NoChange;
     let graph_repo = {
         let mut r = repo.clone();

@@ -74,6 +74,40 @@ fn checked_out(repo: &gix::Repository) -> Option<gix::refs::FullName> {
     repo.head_name().ok().flatten()
 }
 
+/// What the edit of `name` expects to replace, whether it goes through a
+/// symbolic ref, the reflog's words for a new ref, and the value it holds.
+fn current(
+    repo: &gix::Repository,
+    name: &gix::refs::FullName,
+    is_tag: bool,
+) -> gix::Result<(PreviousValue, bool, &'static str, Option<gix::ObjectId>)> {
+    Ok(match repo.try_find_reference(name.as_ref())? {
+        None => (
+            PreviousValue::MustNotExist,
+            false,
+            if is_tag {
+                "storing tag"
+            } else {
+                "storing head"
+            },
+            None,
+        ),
+        Some(r) => match r.target().try_id().map(|id| id.to_owned()) {
+            Some(old) => (
+                PreviousValue::MustExistAndMatch(Target::Object(old)),
+                false,
+                "",
+                Some(old),
+            ),
+            // A symbolic local ref: its target is what moves.
+            None => {
+                let old = r.clone().into_fully_peeled_id().ok().map(|id| id.detach());
+                (PreviousValue::MustExist, true, "", old)
+            }
+        },
+    })
+}
+
 /// Update the refs `map` names; one result per mapping that has an object,
 /// in the map's order.
 pub(crate) fn update(repo: &gix::Repository, map: &RefMap) -> gix::Result<Vec<RefOutcome>> {
@@ -103,31 +137,7 @@ pub(crate) fn update(repo: &gix::Repository, map: &RefMap) -> gix::Result<Vec<Re
             .try_into()
             .map_err(|e| gix_error::message!("invalid local ref {local}: {e}"))?;
         let is_tag = name.as_bstr().starts_with(b"refs/tags/");
-        let (expected, deref, context, old) = match repo.try_find_reference(name.as_ref())? {
-            None => (
-                PreviousValue::MustNotExist,
-                false,
-                if is_tag {
-                    "storing tag"
-                } else {
-                    "storing head"
-                },
-                None,
-            ),
-            Some(r) => match r.target().try_id().map(|id| id.to_owned()) {
-                Some(old) => (
-                    PreviousValue::MustExistAndMatch(Target::Object(old)),
-                    false,
-                    "",
-                    Some(old),
-                ),
-                // A symbolic local ref: its target is what moves.
-                None => {
-                    let old = r.clone().into_fully_peeled_id().ok().map(|id| id.detach());
-                    (PreviousValue::MustExist, true, "", old)
-                }
-            },
-        };
+        let (expected, deref, context, old) = current(repo, &name, is_tag)?;
         let refuse = |why: String| RefOutcome {
             local: Some(local.to_string()),
             old,
@@ -189,27 +199,34 @@ pub(crate) fn update(repo: &gix::Repository, map: &RefMap) -> gix::Result<Vec<Re
         tracing::info!(local = ?r.local, why = ?r.reason, "fetch left a ref alone");
     }
     if !edits.is_empty() {
-        let fallback_time = format!(
-            "{} +0000",
-            std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_secs())
-                .unwrap_or(0)
-        );
-        let committer = match repo.committer() {
-            Some(Ok(c)) => c,
-            _ => gix::actor::SignatureRef {
-                name: "sluice-remote".into(),
-                email: "sluice-remote@localhost".into(),
-                time: &fallback_time,
-            },
-        };
-        // One transaction: all written or none (an error then reports
-        // nothing as written). gix waits on a held ref lock as git does
-        // (core.filesRefLockTimeout, core.packedRefsTimeout).
-        repo.edit_references_as(edits, Some(committer))?;
+        write(repo, edits)?;
     }
     Ok(results)
+}
+
+/// Write `edits` in one transaction, as the repository's committer (or
+/// `sluice-remote` when none is configured).
+fn write(repo: &gix::Repository, edits: Vec<RefEdit>) -> gix::Result<()> {
+    let fallback_time = format!(
+        "{} +0000",
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.as_secs())
+            .unwrap_or(0)
+    );
+    let committer = match repo.committer() {
+        Some(Ok(c)) => c,
+        _ => gix::actor::SignatureRef {
+            name: "sluice-remote".into(),
+            email: "sluice-remote@localhost".into(),
+            time: &fallback_time,
+        },
+    };
+    // One transaction: all written or none (an error then reports
+    // nothing as written). gix waits on a held ref lock as git does
+    // (core.filesRefLockTimeout, core.packedRefsTimeout).
+    repo.edit_references_as(edits, Some(committer))?;
+    Ok(())
 }
 
 /// A local ref `--prune` deleted.
@@ -264,7 +281,7 @@ pub(crate) fn prune(
             let r = r?;
             let name = r.name().as_bstr();
             let Some(remote) =
-                crate::push::spec::map_through(dst.as_bytes(), src.as_bytes(), name.as_bytes())
+                crate::refspec::map_through(dst.as_bytes(), src.as_bytes(), name.as_bytes())
             else {
                 continue;
             };

@@ -106,45 +106,15 @@ pub(crate) fn mark_complete_and_common_ref(
         let Ok(id) = r.peel_to_id_packed(refs, objects, packed.as_ref().map(|b| &***b)) else {
             continue;
         };
-        let mut was_complete = false;
-        if let Some(commit) = graph
-            .get_or_insert_commit(id, |md| {
-                was_complete = md.flags.contains(Flags::COMPLETE);
-                md.flags |= Flags::COMPLETE;
-            })
-            .or_raise(|| message("Could not look up commit in graph"))?
-            .filter(|_| !was_complete)
-        {
-            queue.insert(commit.commit_time, id);
+        if let Some(time) = mark_complete(graph, id)? {
+            queue.insert(time, id);
         }
     }
     let tips = queue.clone();
     // Colour their parents complete down to the newest commit of the
     // remote's that is here.
     if let Some(cutoff) = cutoff {
-        while let Some(id) = queue
-            .peek()
-            .and_then(|(time, id)| (*time >= cutoff).then_some(*id))
-        {
-            queue.pop_value();
-            let parents = graph
-                .get(&id)
-                .map(|c| c.parents.clone())
-                .unwrap_or_default();
-            for parent in parents {
-                let mut was_complete = false;
-                if let Some(p) = graph
-                    .get_or_insert_commit(parent, |md| {
-                        was_complete = md.flags.contains(Flags::COMPLETE);
-                        md.flags |= Flags::COMPLETE;
-                    })
-                    .or_raise(|| message("Could not look up commit in graph"))?
-                    .filter(|_| !was_complete)
-                {
-                    queue.insert(p.commit_time, parent);
-                }
-            }
-        }
+        colour_parents(graph, &mut queue, cutoff)?;
     }
     for (mapping, _) in ref_map
         .mappings
@@ -170,4 +140,47 @@ pub(crate) fn mark_complete_and_common_ref(
     Ok(Action::MustNegotiate {
         remote_ref_target_known: known,
     })
+}
+
+/// Mark `id` complete in `graph`: its commit time when it was not complete
+/// before (and is a commit).
+fn mark_complete(
+    graph: &mut gix::negotiate::Graph<'_, '_>,
+    id: ObjectId,
+) -> gix::Result<Option<gix::date::SecondsSinceUnixEpoch>> {
+    use gix::error::{message, ResultExt};
+    let mut was_complete = false;
+    Ok(graph
+        .get_or_insert_commit(id, |md| {
+            was_complete = md.flags.contains(Flags::COMPLETE);
+            md.flags |= Flags::COMPLETE;
+        })
+        .or_raise(|| message("Could not look up commit in graph"))?
+        .filter(|_| !was_complete)
+        .map(|c| c.commit_time))
+}
+
+/// Mark the parents of the queued commits complete, newest first, down to
+/// `cutoff`.
+fn colour_parents(
+    graph: &mut gix::negotiate::Graph<'_, '_>,
+    queue: &mut Queue,
+    cutoff: gix::date::SecondsSinceUnixEpoch,
+) -> gix::Result<()> {
+    while let Some(id) = queue
+        .peek()
+        .and_then(|(time, id)| (*time >= cutoff).then_some(*id))
+    {
+        queue.pop_value();
+        let parents = graph
+            .get(&id)
+            .map(|c| c.parents.clone())
+            .unwrap_or_default();
+        for parent in parents {
+            if let Some(time) = mark_complete(graph, parent)? {
+                queue.insert(time, parent);
+            }
+        }
+    }
+    Ok(())
 }

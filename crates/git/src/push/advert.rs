@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 
-use gix::bstr::ByteSlice;
+use gix::bstr::{BString, ByteSlice};
 use gix::protocol::transport::client::blocking_io::ReadlineBufRead;
 use gix::ObjectId;
 
@@ -26,25 +26,41 @@ pub(super) struct Advertised {
     pub named: HashMap<String, ObjectId>,
 }
 
+/// Why an advertisement could not be read. Only its words reach the
+/// attempt's error; the wire classes it.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum AdvertError {
+    /// Reading the connection failed.
+    #[error("reading the advertisement: {0}")]
+    Read(std::io::Error),
+    /// A pkt-line that does not decode.
+    #[error("decoding the advertisement: {0}")]
+    Decode(gix::Error),
+    /// A line that is not `<id> <name>`.
+    #[error("an advertised ref line is not '<id> <name>': {0:?}")]
+    NotARefLine(BString),
+    /// A peeled line (`<id> <name>^{}`) not right after its ref.
+    #[error("a peeled line does not follow its ref: {0:?}")]
+    StrayPeeled(BString),
+}
+
 /// Reads the advertisement from `lines` to its flush, keeping the values
 /// of `names`.
-pub(super) fn read(lines: &mut dyn ReadlineBufRead, names: &[&str]) -> Result<Advertised, String> {
+pub(super) fn read(
+    lines: &mut dyn ReadlineBufRead,
+    names: &[&str],
+) -> Result<Advertised, AdvertError> {
     let mut out = Advertised::default();
     // The name of the last ref line, while a peeled line may follow it.
     let mut peelable = false;
     let mut last_name = Vec::new();
     while let Some(line) = lines.readline() {
         let line = line
-            .map_err(|e| format!("reading the advertisement: {e}"))?
-            .map_err(|e| format!("decoding the advertisement: {e}"))?;
+            .map_err(AdvertError::Read)?
+            .map_err(AdvertError::Decode)?;
         let Some(text) = line.as_bstr() else { continue };
         let text = text.trim_end();
-        let bad = || {
-            format!(
-                "an advertised ref line is not '<id> <name>': {:?}",
-                text.as_bstr()
-            )
-        };
+        let bad = || AdvertError::NotARefLine(text.into());
         let space = text.find_byte(b' ').ok_or_else(bad)?;
         let (hex, name) = (&text[..space], &text[space + 1..]);
         if name.is_empty() {
@@ -59,10 +75,7 @@ pub(super) fn read(lines: &mut dyn ReadlineBufRead, names: &[&str]) -> Result<Ad
                 continue;
             }
             if !peelable || last_name.as_slice() != peeled_of {
-                return Err(format!(
-                    "a peeled line does not follow its ref: {:?}",
-                    text.as_bstr()
-                ));
+                return Err(AdvertError::StrayPeeled(text.into()));
             }
             peelable = false;
             out.tips.push(id);
@@ -94,7 +107,7 @@ mod tests {
         out
     }
 
-    fn parse(lines: &[&str], names: &[&str]) -> Result<Advertised, String> {
+    fn parse(lines: &[&str], names: &[&str]) -> Result<Advertised, AdvertError> {
         let bytes = advertisement(lines);
         let mut it = StreamingPeekableIter::new(&bytes[..], &[PacketLineRef::Flush], false);
         let mut r = it.as_read();
@@ -137,16 +150,28 @@ mod tests {
 
     #[test]
     fn a_bad_line_or_a_stray_peeled_line_is_an_error() {
-        assert!(parse(&["not-a-ref-line"], &[]).is_err());
-        assert!(parse(&[&format!("{A} ")], &[]).is_err());
-        assert!(parse(&[&format!("{A} refs/tags/x^{{}}")], &[]).is_err());
-        assert!(parse(
+        let e = parse(&["not-a-ref-line"], &[]).expect_err("not a ref line");
+        assert!(matches!(e, AdvertError::NotARefLine(_)), "{e:?}");
+        assert_eq!(
+            e.to_string(),
+            "an advertised ref line is not '<id> <name>': \"not-a-ref-line\""
+        );
+        assert!(matches!(
+            parse(&[&format!("{A} ")], &[]),
+            Err(AdvertError::NotARefLine(_))
+        ));
+        assert!(matches!(
+            parse(&[&format!("{A} refs/tags/x^{{}}")], &[]),
+            Err(AdvertError::StrayPeeled(_))
+        ));
+        let e = parse(
             &[
                 &format!("{A} refs/tags/x"),
-                &format!("{B} refs/tags/y^{{}}")
+                &format!("{B} refs/tags/y^{{}}"),
             ],
-            &[]
+            &[],
         )
-        .is_err());
+        .expect_err("a peeled line after another ref");
+        assert!(matches!(e, AdvertError::StrayPeeled(_)), "{e:?}");
     }
 }

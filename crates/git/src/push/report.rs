@@ -17,34 +17,8 @@ pub struct Report {
 pub struct ReportError(pub String);
 
 /// Split pkt-line framed `data` into payloads, stopping at the first flush.
-pub fn pkt_payloads(mut data: &[u8]) -> Result<Vec<&[u8]>, ReportError> {
-    let mut out = Vec::new();
-    while !data.is_empty() {
-        if data.len() < 4 {
-            return Err(ReportError("truncated pkt-line length".into()));
-        }
-        let len = crate::wire::pkt_len(&data[..4])
-            .ok_or_else(|| ReportError("bad pkt-line length".into()))?;
-        match len {
-            0 => return Ok(out),
-            1 | 2 => {
-                data = &data[4..];
-                continue;
-            }
-            3 => return Err(ReportError("bad pkt-line length 3".into())),
-            n if n > 65520 => {
-                return Err(ReportError(format!("pkt-line of {n} bytes exceeds 65520")))
-            }
-            n => {
-                if data.len() < n {
-                    return Err(ReportError("truncated pkt-line".into()));
-                }
-                out.push(&data[4..n]);
-                data = &data[n..];
-            }
-        }
-    }
-    Err(ReportError("no flush at the end of the report".into()))
+pub fn pkt_payloads(data: &[u8]) -> Result<Vec<&[u8]>, ReportError> {
+    crate::pktline::payloads(data).map_err(|e| ReportError(e.to_string()))
 }
 
 /// Parse a report from its lines (each without framing; a trailing `\n` is

@@ -273,7 +273,7 @@ fn tracking_value(dst: &str, url: &str, repo: &gix::Repository) -> Result<Lease,
         name: dst.to_string(),
         reason,
     };
-    let wanted = crate::remote::redact(url);
+    let wanted = sluice_policy::text::redact(url);
     let remote = repo
         .remote_names()
         .into_iter()
@@ -284,7 +284,7 @@ fn tracking_value(dst: &str, url: &str, repo: &gix::Repository) -> Result<Lease,
                 .filter_map(|d| r.url(d))
                 .any(|u| {
                     let u = u.to_bstring().to_string();
-                    u == url || crate::remote::redact(&u) == wanted
+                    u == url || sluice_policy::text::redact(&u) == wanted
                 })
         })
         .ok_or_else(|| {
@@ -302,8 +302,9 @@ fn tracking_value(dst: &str, url: &str, repo: &gix::Repository) -> Result<Lease,
         else {
             continue;
         };
-        let tracking = map_through(src.as_bytes(), local.as_bytes(), dst.as_bytes())
-            .and_then(|t| String::from_utf8(t).ok());
+        let tracking =
+            crate::refspec::map_through(src.as_bytes(), local.as_bytes(), dst.as_bytes())
+                .and_then(|t| String::from_utf8(t).ok());
         if let Some(tracking) = tracking {
             return match repo.try_find_reference(tracking.as_str()) {
                 Ok(Some(mut r)) => r
@@ -318,21 +319,6 @@ fn tracking_value(dst: &str, url: &str, repo: &gix::Repository) -> Result<Lease,
     Err(refuse(format!(
         "no fetch refspec of the remote with the URL {wanted} maps {dst} to a remote-tracking ref"
     )))
-}
-
-/// `name` mapped from the refspec side `from` to the side `to`, as git maps
-/// a ref through a refspec: with one `*` on each side, what it matches in
-/// `from` replaces it in `to`; with none, `name` must be `from` and the
-/// result is `to`. `None` when `name` does not match.
-pub(crate) fn map_through(from: &[u8], to: &[u8], name: &[u8]) -> Option<Vec<u8>> {
-    match (from.split_once_str("*"), to.split_once_str("*")) {
-        (Some((fp, fs)), Some((tp, ts))) => {
-            let middle = name.strip_prefix(fp)?.strip_suffix(fs)?;
-            Some([tp, middle, ts].concat())
-        }
-        (None, None) if name == from => Some(to.to_vec()),
-        _ => None,
-    }
 }
 
 /// Parse a full 40-hex object id.
@@ -374,37 +360,6 @@ mod tests {
         assert!(PushSpec::parse("a:refs/heads/*").is_err());
         assert!(PushSpec::parse("+:refs/heads/x").is_err());
         assert!(PushSpec::parse("main:refs/heads/a..b").is_err());
-    }
-
-    #[test]
-    fn names_map_through_refspec_sides() {
-        let m = |f: &str, t: &str, n: &str| {
-            map_through(f.as_bytes(), t.as_bytes(), n.as_bytes())
-                .map(|v| String::from_utf8(v).expect("utf-8"))
-        };
-        assert_eq!(
-            m("refs/heads/*", "refs/remotes/origin/*", "refs/heads/a/b").as_deref(),
-            Some("refs/remotes/origin/a/b")
-        );
-        assert_eq!(
-            m(
-                "refs/remotes/origin/*",
-                "refs/heads/*",
-                "refs/remotes/origin/x"
-            )
-            .as_deref(),
-            Some("refs/heads/x")
-        );
-        assert_eq!(m("refs/heads/*", "refs/r/*", "refs/tags/x"), None);
-        assert_eq!(
-            m("refs/heads/main", "refs/r/main", "refs/heads/main").as_deref(),
-            Some("refs/r/main")
-        );
-        assert_eq!(
-            m("refs/heads/main", "refs/r/main", "refs/heads/other"),
-            None
-        );
-        assert_eq!(m("refs/heads/*", "refs/r/main", "refs/heads/x"), None);
     }
 
     #[test]

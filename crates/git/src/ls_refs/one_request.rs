@@ -18,9 +18,10 @@ use std::time::{Duration, Instant};
 use gix::ObjectId;
 use gix_transport::client::blocking_io::http::{Http, PostBodyDataKind, PostResponse};
 
-use crate::client::RemoteRef;
 use crate::connect::{self, Dial};
 use crate::error::{GitError, Phase};
+use crate::pktline::FramingError;
+use crate::remote_ref::RemoteRef;
 
 /// How long a remote's v2 answer is trusted without asking again.
 pub(crate) const FRESH: Duration = Duration::from_secs(300);
@@ -57,9 +58,33 @@ impl V2Remotes {
 /// Why the one-request listing did not give refs.
 pub(crate) enum Miss {
     /// The answer was not a listing: go the long way in the same attempt.
-    NotAListing(String),
+    NotAListing(NotAListing),
     /// The wire judged it: the attempt's result.
     Failed(GitError),
+}
+
+/// What made an answer not a listing (the reason is logged, then the
+/// listing is asked for the long way).
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub(crate) enum NotAListing {
+    /// The answer's content type is not an upload-pack result.
+    #[error("not an upload-pack result")]
+    NotUploadPackResult,
+    /// The answer does not end with a flush.
+    #[error("the listing does not end with a flush")]
+    NoFlush,
+    /// The answer is not pkt-lines.
+    #[error(transparent)]
+    Framing(#[from] FramingError),
+    /// A line that is not UTF-8.
+    #[error("a ref line that is not UTF-8")]
+    NotUtf8,
+    /// A line without an id and a name.
+    #[error("not a ref line: {0:?}")]
+    NotARefLine(String),
+    /// An id that is not a full hex object id.
+    #[error("not an object id: {0:?}")]
+    NotAnId(String),
 }
 
 /// One `ls-refs` POST; `unborn` asks for unborn refs (the remote offers it).
@@ -117,7 +142,7 @@ pub(crate) fn ls_refs(
             .starts_with("content-type: application/x-git-upload-pack-result")
     });
     if !typed {
-        return Err(Miss::NotAListing("not an upload-pack result".into()));
+        return Err(Miss::NotAListing(NotAListing::NotUploadPackResult));
     }
     if data.len() as u64 > MAX_LISTING {
         return Err(Miss::Failed(GitError::Protocol {
@@ -160,17 +185,17 @@ fn request(prefixes: &[String], agent: &str, unborn: bool) -> Vec<u8> {
 }
 
 /// `ls-refs` output: `(oid|unborn) SP name *(SP attribute)`, then a flush.
-fn parse(data: &[u8]) -> Result<Vec<RemoteRef>, String> {
+fn parse(data: &[u8]) -> Result<Vec<RemoteRef>, NotAListing> {
     if data.len() < 4 || !data.ends_with(b"0000") {
-        return Err("the listing does not end with a flush".into());
+        return Err(NotAListing::NoFlush);
     }
-    let lines = crate::push::report::pkt_payloads(data).map_err(|e| e.to_string())?;
+    let lines = crate::pktline::payloads(data)?;
     let mut refs = Vec::with_capacity(lines.len());
     for l in lines {
-        let l = std::str::from_utf8(l).map_err(|_| "a ref line that is not UTF-8".to_string())?;
+        let l = std::str::from_utf8(l).map_err(|_| NotAListing::NotUtf8)?;
         let mut words = l.trim_end_matches('\n').split(' ');
         let (Some(id), Some(name)) = (words.next(), words.next()) else {
-            return Err(format!("not a ref line: {l:?}"));
+            return Err(NotAListing::NotARefLine(l.to_string()));
         };
         let oid = match id {
             "unborn" => None,
@@ -194,8 +219,8 @@ fn parse(data: &[u8]) -> Result<Vec<RemoteRef>, String> {
     Ok(refs)
 }
 
-fn parse_oid(hex: &str) -> Result<ObjectId, String> {
-    ObjectId::from_hex(hex.as_bytes()).map_err(|_| format!("not an object id: {hex:?}"))
+fn parse_oid(hex: &str) -> Result<ObjectId, NotAListing> {
+    ObjectId::from_hex(hex.as_bytes()).map_err(|_| NotAListing::NotAnId(hex.to_string()))
 }
 
 #[cfg(test)]
@@ -223,7 +248,10 @@ mod tests {
         assert_eq!(refs[3].oid, None);
         assert!(parse(b"0000").expect("empty").is_empty());
         assert!(parse(b"garbage").is_err());
-        assert!(parse(b"0009HEAD\n0000").is_err());
+        assert_eq!(
+            parse(b"0009HEAD\n0000"),
+            Err(NotAListing::NotARefLine("HEAD\n".into()))
+        );
     }
 
     #[test]

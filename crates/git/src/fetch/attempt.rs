@@ -1,0 +1,405 @@
+//! The fetch as an operation: its input checks, the policy's judge (a ref
+//! git's rules refuse is the fetch's answer), and one attempt in steps —
+//! advertised (the handshake and the ref map), checked (every exact refspec
+//! found, the same object format), received (negotiation and the pack
+//! stored), refs written (pruned, then updated), finished (the `.keep`
+//! gone, progress told).
+
+use gix::bstr::ByteSlice;
+use gix::protocol::fetch::refmap::{Source, SpecIndex};
+use gix::protocol::fetch::RefMap;
+use gix::protocol::transport::{Protocol, Service};
+use gix::protocol::Handshake;
+use gix::ObjectId;
+use sluice_policy::text::error_chain;
+use sluice_policy::{AttemptError, Effect, Outcome, Rejection};
+
+use super::indexer::EntryGuard;
+use super::{FetchOptions, FetchStatus, FetchedRef, Received, TagMode};
+use crate::attempt::{shielded, Attempt};
+use crate::client::{no_auth, CallOptions, GitClient, InputError};
+use crate::connect::{ssh_config, Meta, Session};
+use crate::error::{GitError, Phase};
+use crate::progress::{Progress, Sink};
+use crate::remote::Remote;
+use crate::view::fresh_view;
+
+/// One fetch's arguments, as every attempt reads them.
+struct FetchJob<'a> {
+    remote: &'a Remote,
+    refspecs: &'a [String],
+    /// Whether the server may filter refs by the refspecs' prefixes (not
+    /// for catch-all specs, whose derived prefix a server takes literally).
+    prefix_filter: bool,
+    repo: &'a gix::Repository,
+    fetch: &'a FetchOptions,
+    opts: &'a CallOptions,
+}
+
+/// Advertised: the session, gix's handshake and the ref map (what each
+/// refspec maps to). Awaits the negotiation.
+struct Advertised {
+    s: Session,
+    hs: Handshake,
+    ref_map: RefMap,
+    /// The refspecs as gix parsed them.
+    specs: Vec<gix::refspec::RefSpec>,
+}
+
+impl GitClient {
+    /// Fetch `refspecs` from `url` into `repo`: negotiates with what `repo`
+    /// has, stores the pack, updates the local refs the refspecs name, and
+    /// returns the tips fetched.
+    pub fn fetch(
+        &self,
+        url: &str,
+        refspecs: &[String],
+        repo: &gix::Repository,
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
+        self.fetch_with(url, refspecs, repo, &FetchOptions::default(), opts)
+    }
+
+    /// [`GitClient::fetch`] with `git fetch`'s `--prune`, `--tags` and
+    /// `--no-tags` ([`crate::FetchOptions`]). Pruned refs are reported
+    /// before the fetched ones, as git prints them, status [`crate::FetchStatus::Pruned`], with
+    /// `oid` and `old` the value the deleted ref had.
+    pub fn fetch_with(
+        &self,
+        url: &str,
+        refspecs: &[String],
+        repo: &gix::Repository,
+        fetch: &FetchOptions,
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
+        let remote = Remote::parse(url)?;
+        if refspecs.is_empty() {
+            return Err(InputError::Refspec {
+                spec: String::new(),
+                reason: "at least one refspec is needed".into(),
+            });
+        }
+        for spec in refspecs {
+            gix::refspec::parse(
+                spec.as_bytes().as_bstr(),
+                gix::refspec::parse::Operation::Fetch,
+            )
+            .map_err(|e| InputError::Refspec {
+                spec: spec.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+        // gix's prefix derivation turns `refs/*` into the literal prefix
+        // `refs/*`, which a server matches literally (0 refs): filter locally
+        // for such catch-all specs.
+        let prefix_filter = !refspecs.iter().any(|s| {
+            let src = s.trim_start_matches('+');
+            let src = src.split(':').next().unwrap_or(src);
+            src.starts_with("refs/*") || src == "*" || src.starts_with('*')
+        });
+        let job = FetchJob {
+            remote: &remote,
+            refspecs,
+            prefix_filter,
+            repo,
+            fetch,
+            opts,
+        };
+        let op = self.operation("fetch", Effect::Read, &remote, opts);
+        // A ref refused by git's rules is the fetch's answer (exit 1), the
+        // others still updated: decided by the policy, so its events say so.
+        Ok(self.policy.run_judged(
+            op,
+            |ctx| shielded(ctx, |at| self.fetch_attempt(&job, at)).map_err(|e| e.to_attempt()),
+            |refs: &Vec<FetchedRef>| {
+                let r = refs.iter().find(|r| r.is_rejected())?;
+                Some(Rejection {
+                    error: AttemptError::answered(
+                        Phase::Done.as_str(),
+                        format!(
+                            "{} -> {}: {}",
+                            r.remote_ref,
+                            r.local_ref.as_deref().unwrap_or("?"),
+                            r.reason.as_deref().unwrap_or("rejected")
+                        ),
+                    ),
+                    may_have_applied: false,
+                })
+            },
+        ))
+    }
+
+    /// One attempt, step by step.
+    fn fetch_attempt(
+        &self,
+        job: &FetchJob<'_>,
+        at: &mut Attempt<'_, '_>,
+    ) -> Result<Vec<FetchedRef>, GitError> {
+        // gix's object store has a fixed number of pack slots, sized when
+        // the repository was opened (1.1× the packs then on disk, at least
+        // 32), and every fetch adds a pack: a handle kept open runs out of
+        // slots and no longer sees new packs (the soak's fetches failed in
+        // negotiation once a repository held 33). The fetch works on a view
+        // opened now, sized for the packs on disk.
+        let fresh = fresh_view(job.repo)?;
+        let repo = &fresh;
+        let mut adv = self.fetch_advertised(job, repo, at)?;
+        check_mapped(&adv, repo)?;
+        let received = self.fetch_receive(job, repo, &mut adv, at)?;
+        // Following tags (git's default): a tag comes along only when what
+        // it points to is here now — the history fetched reached it, or the
+        // server sent the tag object with `include-tag`. A tag on history
+        // nothing fetched is not written (its object is not here).
+        if job.fetch.tags == TagMode::Follow {
+            adv.ref_map.mappings.retain(|m| {
+                !matches!(m.spec_index, SpecIndex::Implicit(_))
+                    || m.remote.as_id().is_some_and(|id| repo.has_object(id))
+            });
+        }
+        let refs = write_refs(job.fetch, repo, &adv)?;
+        if let Some(keep) = &received.keep {
+            std::fs::remove_file(keep).map_err(|e| {
+                adv.s
+                    .meta
+                    .read_fail(format!("cannot remove {}: {e}", keep.display()))
+            })?;
+        }
+        if received.pack {
+            let (objects, bytes) = (received.objects, received.bytes);
+            tracing::debug!(objects, bytes, remote = %job.remote.display, "fetch received a pack");
+            if let Some(cb) = &job.opts.progress {
+                cb(&Progress {
+                    stage: "received".into(),
+                    objects,
+                    bytes,
+                });
+            }
+            at.reached(Phase::PackReceived);
+        }
+        at.reached(Phase::Done);
+        Ok(refs)
+    }
+
+    /// Connected, then advertised: the session opened, the handshake read
+    /// and the refspecs mapped over what the remote listed.
+    fn fetch_advertised(
+        &self,
+        job: &FetchJob<'_>,
+        repo: &gix::Repository,
+        at: &mut Attempt<'_, '_>,
+    ) -> Result<Advertised, GitError> {
+        let local = |e: &(dyn std::error::Error + 'static)| GitError::Local {
+            phase: Phase::Connect,
+            detail: error_chain(e),
+        };
+        let mut dial =
+            self.connector
+                .dial(job.remote, Service::UploadPack, Protocol::V2, at, false);
+        dial.ssh_config = ssh_config(job.remote, repo);
+        let mut s = Session::open(dial)?;
+        let gremote = repo
+            .remote_at_without_url_rewrite(job.remote.url.to_bstring().as_bstr())
+            .map_err(|e| local(&e))?
+            .with_refspecs(
+                job.refspecs.iter().map(|s| s.as_bytes().as_bstr()),
+                gix::remote::Direction::Fetch,
+            )
+            .map_err(|e| local(&e))?;
+        let specs = gremote.refspecs(gix::remote::Direction::Fetch).to_vec();
+        let mut hs = gix::protocol::handshake(
+            &mut s.transport,
+            Service::UploadPack,
+            no_auth,
+            Vec::new(),
+            &mut gix::progress::Discard,
+        )
+        .map_err(|e| s.meta.read_fail(error_chain(&e)))?;
+        let context = gix::protocol::fetch::refmap::init::Context {
+            fetch_refspecs: specs.clone(),
+            extra_refspecs: job
+                .fetch
+                .tags
+                .to_gix()
+                .to_refspec()
+                .map(|s| s.to_owned())
+                .into_iter()
+                .collect(),
+        };
+        let ref_map = hs
+            .prepare_lsrefs_or_extract_refmap(
+                ("agent", Some(self.agent.clone())),
+                job.prefix_filter,
+                context,
+            )
+            .and_then(|m| m.fetch_blocking(gix::progress::Discard, &mut s.transport, false))
+            .map_err(|e| s.meta.read_fail(error_chain(&e)))?;
+        at.reached(Phase::Advertised);
+        Ok(Advertised {
+            s,
+            hs,
+            ref_map,
+            specs,
+        })
+    }
+
+    /// Negotiated and received: gix-protocol's negotiation, then the pack
+    /// stored by our indexer; the conversation ended (v2).
+    fn fetch_receive(
+        &self,
+        job: &FetchJob<'_>,
+        repo: &gix::Repository,
+        adv: &mut Advertised,
+        at: &mut Attempt<'_, '_>,
+    ) -> Result<Received, GitError> {
+        let guard = EntryGuard::new();
+        let received = super::receive(
+            super::Receive {
+                repo,
+                handshake: &mut adv.hs,
+                ref_map: &adv.ref_map,
+                tags: job.fetch.tags.to_gix(),
+                agent: &self.agent,
+                progress: Sink::new(job.opts.progress.clone()),
+                interrupt: at.cancel_flag().as_atomic(),
+                guard: &guard,
+            },
+            &mut adv.s.transport,
+        );
+        if adv.hs.server_protocol_version == Protocol::V2 {
+            gix::protocol::indicate_end_of_interaction(&mut adv.s.transport, false).ok();
+        }
+        received.map_err(|e| {
+            // A pack entry no valid pack holds (bug D2): the server's fault,
+            // stopped as it arrived; asking again gets the same pack.
+            if let Some(why) = guard.tripped.borrow().clone() {
+                return GitError::BadPack {
+                    phase: Phase::Negotiated,
+                    detail: why,
+                };
+            }
+            if unsupported_before_request(&adv.s.meta, &e) {
+                return GitError::Unsupported {
+                    phase: Phase::Advertised,
+                    detail: error_chain(&e),
+                };
+            }
+            adv.s.meta.read_fail(error_chain(&e))
+        })
+    }
+}
+
+/// Checked: a refspec naming one ref (no glob, not an object id) whose ref
+/// the remote did not advertise is the remote's answer, as git's "couldn't
+/// find remote ref": asking again gets the same list. So is an object
+/// format that is not ours.
+fn check_mapped(adv: &Advertised, repo: &gix::Repository) -> Result<(), GitError> {
+    for (i, spec) in adv.specs.iter().enumerate() {
+        let gix::refspec::Instruction::Fetch(
+            gix::refspec::instruction::Fetch::Only { src }
+            | gix::refspec::instruction::Fetch::AndUpdate { src, .. },
+        ) = spec.to_ref().instruction()
+        else {
+            continue;
+        };
+        let exact =
+            src.find_byteset(b"*?[]\\").is_none() && ObjectId::from_hex(src.as_ref()).is_err();
+        let matched = adv
+            .ref_map
+            .mappings
+            .iter()
+            .any(|m| m.spec_index == SpecIndex::ExplicitInRemote(i));
+        if exact && !matched {
+            return Err(GitError::NotAdvertised {
+                phase: Phase::Advertised,
+                name: src.to_string(),
+            });
+        }
+    }
+    if adv.ref_map.object_hash != repo.object_hash() {
+        return Err(GitError::Unsupported {
+            phase: Phase::Advertised,
+            detail: format!(
+                "the remote uses {} object ids, the local repository {}",
+                adv.ref_map.object_hash,
+                repo.object_hash()
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// The refs written: pruned first (as git's `--prune` does: a stale
+/// `origin/a` must not stand in the way of a new `origin/a/b`), then
+/// updated by git's rules. The pack is stored; what is left is this side's:
+/// a ref that cannot be written is a local error, never the remote's.
+/// Pruned refs come first in the result, as git prints them.
+fn write_refs(
+    fetch: &FetchOptions,
+    repo: &gix::Repository,
+    adv: &Advertised,
+) -> Result<Vec<FetchedRef>, GitError> {
+    let ref_map = &adv.ref_map;
+    let mut mappings: Vec<FetchedRef> = ref_map
+        .mappings
+        .iter()
+        .filter_map(|m| {
+            let oid = m.remote.as_id()?.to_owned();
+            let name = match &m.remote {
+                Source::Ref(r) => r.unpack().0.to_string(),
+                Source::ObjectId(id) => id.to_string(),
+            };
+            Some(FetchedRef {
+                remote_ref: name,
+                local_ref: m.local.as_ref().map(|l| l.to_string()),
+                oid,
+                old: None,
+                status: FetchStatus::UpToDate,
+                reason: None,
+            })
+        })
+        .collect();
+    let pruned = if fetch.prune {
+        super::prune_refs(repo, ref_map, &adv.specs).map_err(|e| GitError::Local {
+            phase: Phase::PackReceived,
+            detail: format!("pruning the local refs: {}", error_chain(&e)),
+        })?
+    } else {
+        Vec::new()
+    };
+    let outcomes = super::update_refs(repo, ref_map).map_err(|e| GitError::Local {
+        phase: Phase::PackReceived,
+        detail: format!("updating the local refs: {}", error_chain(&e)),
+    })?;
+    for (m, o) in mappings.iter_mut().zip(outcomes) {
+        m.old = o.old;
+        m.status = o.status;
+        m.reason = o.reason;
+    }
+    Ok(pruned
+        .into_iter()
+        .map(|p| FetchedRef {
+            remote_ref: p.remote,
+            local_ref: Some(p.local),
+            oid: p.old,
+            old: Some(p.old),
+            status: FetchStatus::Pruned,
+            reason: None,
+        })
+        .chain(mappings)
+        .collect())
+}
+
+/// gix refused to go on after reading a whole advertisement, before writing
+/// the request, because the server lacks what it needs (v0/v1 without
+/// `multi_ack_detailed` or side-band): the advertisement is the remote's
+/// answer, and asking again gets the same one. Decided from gix's typed
+/// classification and the wire, not from the message.
+fn unsupported_before_request(s: &Meta, e: &(dyn std::error::Error + 'static)) -> bool {
+    let st = s.wire.lock();
+    st.advertised
+        && !st.request_complete
+        && !st.timed_out
+        && !st.cancelled
+        && !st.garbled
+        && gix_error::classify(e).is_unsupported()
+}

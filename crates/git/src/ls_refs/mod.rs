@@ -1,0 +1,152 @@
+//! ls-refs: the remote's refs, listed (protocol v2 `ls-refs` where offered,
+//! the v0/v1 advertisement otherwise), as an operation under the policy and
+//! as the one conversation a push's settling read holds.
+//!
+//! Over HTTP a remote seen speaking v2 lately is asked in one POST
+//! ([`one_request`]); anything unexpected there goes the long way in the
+//! same attempt: gix-protocol's handshake, then its `LsRefsCommand`.
+
+pub(crate) mod one_request;
+
+use std::time::Duration;
+
+use gix::bstr::{BString, ByteSlice};
+use gix::protocol::transport::{Protocol, Service};
+use sluice_policy::{CancelFlag, Effect, Outcome};
+
+use crate::attempt::{shielded, Attempt};
+use crate::client::{no_auth, CallOptions, GitClient, InputError};
+use crate::connect::{Dial, Session};
+use crate::error::{GitError, Phase};
+use crate::remote::{Remote, TransportKind};
+use crate::remote_ref::RemoteRef;
+use one_request::Miss;
+
+impl GitClient {
+    /// List the remote's refs (protocol v2 `ls-refs` where offered, the
+    /// v0/v1 advertisement otherwise), with peeled tags and symrefs.
+    ///
+    /// `prefixes` are literal (`refs/heads/`); empty lists everything.
+    pub fn ls_refs(
+        &self,
+        url: &str,
+        prefixes: &[String],
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<RemoteRef>>, InputError> {
+        let remote = Remote::parse(url)?;
+        for p in prefixes {
+            if p.contains('*') {
+                return Err(InputError::Prefix(p.clone()));
+            }
+        }
+        let op = self.operation("ls-refs", Effect::Read, &remote, opts);
+        Ok(self.policy.run(op, |ctx| {
+            shielded(ctx, |at| self.ls_refs_attempt(&remote, prefixes, at))
+                .map_err(|e| e.to_attempt())
+        }))
+    }
+
+    fn ls_refs_attempt(
+        &self,
+        remote: &Remote,
+        prefixes: &[String],
+        at: &mut Attempt<'_, '_>,
+    ) -> Result<Vec<RemoteRef>, GitError> {
+        let refs = self.ls_refs_once(
+            remote,
+            prefixes,
+            at.timeout,
+            at.cancel_flag(),
+            at.credential().map(|c| c.secret()),
+        )?;
+        at.reached(Phase::Done);
+        Ok(refs)
+    }
+
+    /// One ls-refs conversation, outside any policy (settling reads call it
+    /// under the push's budget).
+    pub(crate) fn ls_refs_once(
+        &self,
+        remote: &Remote,
+        prefixes: &[String],
+        timeout: Duration,
+        cancel: &CancelFlag,
+        secret: Option<&secrecy::SecretString>,
+    ) -> Result<Vec<RemoteRef>, GitError> {
+        let dial = |timeout| self.connector.listing(remote, timeout, cancel, secret);
+        let mut timeout = timeout;
+        let http = remote.kind == TransportKind::Http;
+        if let Some(unborn) = http.then(|| self.v2_http.get(&remote.display)).flatten() {
+            let started = std::time::Instant::now();
+            match one_request::ls_refs(dial(timeout), prefixes, &self.agent, unborn) {
+                Ok(refs) => return Ok(refs),
+                Err(miss) => {
+                    self.v2_http.forget(&remote.display);
+                    match miss {
+                        Miss::Failed(e) => return Err(e),
+                        Miss::NotAListing(why) => {
+                            tracing::debug!(remote = %remote.display, why = %why, "one-request ls-refs missed; asking the long way");
+                            timeout = timeout.saturating_sub(started.elapsed());
+                        }
+                    }
+                }
+            }
+        }
+        self.ls_refs_long_way(dial(timeout), prefixes)
+    }
+
+    /// The handshake, then (v2) the `ls-refs` command; a v2 answer over
+    /// HTTP is remembered for the one-request path.
+    fn ls_refs_long_way(
+        &self,
+        dial: Dial<'_>,
+        prefixes: &[String],
+    ) -> Result<Vec<RemoteRef>, GitError> {
+        let remote = dial.remote;
+        let mut s = Session::open(dial)?;
+        let hs = gix::protocol::handshake(
+            &mut s.transport,
+            Service::UploadPack,
+            no_auth,
+            Vec::new(),
+            &mut gix::progress::Discard,
+        )
+        .map_err(|e| s.meta.read_fail(sluice_policy::text::error_chain(&e)))?;
+        if remote.kind == TransportKind::Http && hs.server_protocol_version == Protocol::V2 {
+            let unborn = hs
+                .capabilities
+                .capability("ls-refs")
+                .and_then(|c| c.supports("unborn"))
+                .unwrap_or(false);
+            self.v2_http.put(&remote.display, unborn);
+        }
+        let refs = match hs.refs {
+            Some(refs) => refs
+                .into_iter()
+                .filter(|r| {
+                    prefixes.is_empty() || {
+                        let name = r.unpack().0.to_str_lossy();
+                        prefixes.iter().any(|p| name.starts_with(p.as_str()))
+                    }
+                })
+                .collect(),
+            None => {
+                let pfx = if prefixes.is_empty() {
+                    None
+                } else {
+                    let mut p = gix::protocol::ls_refs::RefPrefixes::new();
+                    p.extend(prefixes.iter().map(|s| BString::from(s.as_str())));
+                    Some(p)
+                };
+                gix::protocol::LsRefsCommand::new(
+                    pfx,
+                    &hs.capabilities,
+                    ("agent", Some(self.agent.clone())),
+                )
+                .invoke_blocking(&mut s.transport, &mut gix::progress::Discard, false)
+                .map_err(|e| s.meta.read_fail(sluice_policy::text::error_chain(&e)))?
+            }
+        };
+        Ok(refs.into_iter().map(RemoteRef::from_gix).collect())
+    }
+}
