@@ -66,7 +66,10 @@ mod tests {
     #[test]
     fn a_chain_is_joined_once_each_and_redacted() {
         let inner = E("connection refused", None);
-        let mid = E("connect to https://u:p@h/r: connection refused", Some(Box::new(inner)));
+        let mid = E(
+            "connect to https://u:p@h/r: connection refused",
+            Some(Box::new(inner)),
+        );
         let top = E("request failed", Some(Box::new(mid)));
         assert_eq!(
             error_chain(&top),
