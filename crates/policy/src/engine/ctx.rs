@@ -13,7 +13,7 @@ use crate::credential::Credential;
 use crate::outcome::Verdict;
 
 /// A value that is the remote's answer rather than success (see
-/// [`Policy::run_write_judged`]).
+/// [`Policy::run_write_judged`](crate::Policy::run_write_judged)).
 #[derive(Clone, Debug)]
 pub struct Rejection {
     /// The answer, as the outcome's error (class `answered`).
