@@ -702,7 +702,7 @@ fn check_fetch_refspec(spec: &str) -> Result<(), UsageError> {
 }
 
 /// Validate a parsed command line into a [`Config`]: the flags every
-/// command takes first ([`validate_common`]), then the command's own
+/// command takes first (`validate_common`), then the command's own
 /// arguments, each command by a function of its own.
 pub fn validate(cli: Cli) -> Result<Config, UsageError> {
     let g = cli.global;
