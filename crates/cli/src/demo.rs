@@ -19,7 +19,7 @@
 
 use std::io::Write;
 use std::net::TcpListener;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -138,30 +138,66 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
          (real clock; backoff 100 ms doubling to 800 ms, jittered).\n",
         daemon.addr()
     ));
-    let client = GitClient::new(Arc::new(Policy::default()));
-    let opts = CallOptions {
-        bounds: Bounds::new(Duration::from_secs(10), Duration::from_secs(5), 4)
-            .with_backoff(BACKOFF)
-            .with_reconcile_reserve(Duration::from_secs(1)),
-        ..CallOptions::default()
+    let scene = Scene {
+        dir,
+        server,
+        proxy,
+        url,
+        client: GitClient::new(Arc::new(Policy::default())),
+        opts: CallOptions {
+            bounds: Bounds::new(Duration::from_secs(10), Duration::from_secs(5), 4)
+                .with_backoff(BACKOFF)
+                .with_reconcile_reserve(Duration::from_secs(1)),
+            ..CallOptions::default()
+        },
     };
-    let mut all = true;
+    let mut all = refused_fetch(&scene)?;
+    let (landed, work) = lost_report(&scene)?;
+    all &= landed;
+    all &= stale_lease(&scene, &work)?;
+    all &= dead_remote(&scene)?;
+    drop(scene);
+    drop(daemon);
+    Ok(all)
+}
 
+/// What every step uses: the temporary directory, the served fixture, the
+/// fault proxy in front of its daemon, and the client with its options.
+struct Scene<'a> {
+    dir: &'a Path,
+    server: PathBuf,
+    proxy: FaultProxy,
+    url: String,
+    client: GitClient,
+    opts: CallOptions,
+}
+
+/// The working clone steps 2 and 3 push from, and the commit step 2 pushed.
+struct Work {
+    path: PathBuf,
+    repo: gix::Repository,
+    tip: String,
+}
+
+type Demo<T> = Result<T, Box<dyn std::error::Error>>;
+
+/// Step 1: a fetch whose first connection is refused.
+fn refused_fetch(scene: &Scene<'_>) -> Demo<bool> {
     // 1. A refused connection is never judged: tried again.
     say(
         "1. Fetch, with the first connection refused. The proxy accepts and drops the\n   \
          first connection before the server says a word: the remote never judged the\n   \
          call, so it is tried again after a short backoff, and the second attempt fetches.",
     );
-    let local = dir.join("local.git");
+    let local = scene.dir.join("local.git");
     repo::init_bare(&local)?;
     let local_repo = gix::open(&local)?;
-    proxy.set_fault(Fault::Refuse, 1);
-    let out = client.fetch(
-        &url,
+    scene.proxy.set_fault(Fault::Refuse, 1);
+    let out = scene.client.fetch(
+        &scene.url,
         &["+refs/heads/*:refs/remotes/origin/*".to_string()],
         &local_repo,
-        &opts,
+        &scene.opts,
     )?;
     say(&indent(&human::summary(&out)));
     let mut s = Step::new();
@@ -181,11 +217,15 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
     );
     s.check(
         repo::rev_parse(&local, "refs/remotes/origin/main")
-            == repo::rev_parse(&server, "refs/heads/main"),
+            == repo::rev_parse(&scene.server, "refs/heads/main"),
         "origin/main is not the server's main",
     );
-    all &= s.verdict();
 
+    Ok(s.verdict())
+}
+
+/// Step 2: a push whose report is lost, settled by reading.
+fn lost_report(scene: &Scene<'_>) -> Demo<(bool, Work)> {
     // 2. A push whose report is lost: settled by reading.
     say(
         "2. Push, with the report cut after the pack reached the server. The request was\n   \
@@ -193,28 +233,34 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
          is never sent again blind. The client reads the ref instead (ls-refs): it holds\n   \
          the new commit, so the push landed, with one push attempt.",
     );
-    let work = dir.join("work.git");
+    let work = scene.dir.join("work.git");
     repo::git(
-        dir,
+        scene.dir,
         &[
             "clone",
             "-q",
             "--bare",
-            &server.display().to_string(),
+            &scene.server.display().to_string(),
             &work.display().to_string(),
         ],
     );
     let tip = repo::commit_on(&work, "main", "Demo: a change whose report is lost");
     let work_repo = gix::open(&work)?;
-    let before = receive_packs(&proxy);
-    proxy.set_fault(Fault::CutBeforeReport, 1);
+    let before = receive_packs(&scene.proxy);
+    scene.proxy.set_fault(Fault::CutBeforeReport, 1);
     let update = RefUpdate {
         src: oid(&tip),
         dst: "refs/heads/main".into(),
         expect: Lease::Any,
         force: false,
     };
-    let out = client.push(&url, &[update], &PushOptions::default(), &work_repo, &opts)?;
+    let out = scene.client.push(
+        &scene.url,
+        &[update],
+        &PushOptions::default(),
+        &work_repo,
+        &scene.opts,
+    )?;
     say(&indent(&human::summary(&out)));
     let mut s = Step::new();
     s.check(
@@ -238,34 +284,51 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
         "not settled by reading as landed",
     );
     s.check(
-        receive_packs(&proxy) - before == 1,
+        receive_packs(&scene.proxy) - before == 1,
         format!(
             "{} receive-pack connections, not 1",
-            receive_packs(&proxy) - before
+            receive_packs(&scene.proxy) - before
         ),
     );
     s.check(
-        repo::rev_parse(&server, "refs/heads/main").as_deref() == Some(tip.as_str()),
+        repo::rev_parse(&scene.server, "refs/heads/main").as_deref() == Some(tip.as_str()),
         "the server's main is not the pushed commit",
     );
-    all &= s.verdict();
 
+    Ok((
+        s.verdict(),
+        Work {
+            path: work,
+            repo: work_repo,
+            tip,
+        },
+    ))
+}
+
+/// Step 3: a push leased on a value somebody else moved.
+fn stale_lease(scene: &Scene<'_>, work: &Work) -> Demo<bool> {
     // 3. A stale lease is the remote's answer: not tried again.
     say(
         "3. Push leased on a stale value. Somebody else moves main on the server; we push\n   \
          a new commit leased on the value we last saw. The lease does not hold: that is an\n   \
          answer (`stale info`), never tried again, and the other commit stays.",
     );
-    let theirs = repo::commit_on(&server, "main", "Somebody else's change");
-    let ours = repo::commit_on(&work, "main", "Demo: a change leased on a stale value");
-    let before = receive_packs(&proxy);
+    let theirs = repo::commit_on(&scene.server, "main", "Somebody else's change");
+    let ours = repo::commit_on(&work.path, "main", "Demo: a change leased on a stale value");
+    let before = receive_packs(&scene.proxy);
     let update = RefUpdate {
         src: oid(&ours),
         dst: "refs/heads/main".into(),
-        expect: oid(&tip).map_or(Lease::Any, Lease::Oid),
+        expect: oid(&work.tip).map_or(Lease::Any, Lease::Oid),
         force: false,
     };
-    let out = client.push(&url, &[update], &PushOptions::default(), &work_repo, &opts)?;
+    let out = scene.client.push(
+        &scene.url,
+        &[update],
+        &PushOptions::default(),
+        &work.repo,
+        &scene.opts,
+    )?;
     if let Some(report) = &out.value {
         let specs = [sluice_git::PushSpec {
             force: false,
@@ -301,18 +364,22 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
         "main was not rejected as stale info",
     );
     s.check(
-        receive_packs(&proxy) - before == 1,
+        receive_packs(&scene.proxy) - before == 1,
         format!(
             "{} receive-pack connections, not 1",
-            receive_packs(&proxy) - before
+            receive_packs(&scene.proxy) - before
         ),
     );
     s.check(
-        repo::rev_parse(&server, "refs/heads/main").as_deref() == Some(theirs.as_str()),
+        repo::rev_parse(&scene.server, "refs/heads/main").as_deref() == Some(theirs.as_str()),
         "the other commit was overwritten",
     );
-    all &= s.verdict();
 
+    Ok(s.verdict())
+}
+
+/// Step 4: a read of a dead remote under a 3 s deadline.
+fn dead_remote(scene: &Scene<'_>) -> Demo<bool> {
     // 4. A dead remote: unknown, never a claim that it failed.
     let dead = {
         let l = TcpListener::bind("127.0.0.1:0")?;
@@ -330,7 +397,7 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
             .with_backoff(BACKOFF),
         ..CallOptions::default()
     };
-    let out = client.ls_refs(&dead_url, &[], &dead_opts)?;
+    let out = scene.client.ls_refs(&dead_url, &[], &dead_opts)?;
     say(&indent(&human::summary(&out)));
     let mut s = Step::new();
     s.check(
@@ -355,9 +422,6 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
         out.elapsed_ms <= 3_500,
         format!("took {} ms", out.elapsed_ms),
     );
-    all &= s.verdict();
 
-    drop(proxy);
-    drop(daemon);
-    Ok(all)
+    Ok(s.verdict())
 }

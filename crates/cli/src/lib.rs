@@ -31,6 +31,29 @@
 //!     .unwrap_err();
 //! assert!(err.to_string().starts_with("invalid value for --max-attempts"));
 //! ```
+//!
+//! # Modules
+//!
+//! * this file — the command line: [`Cli`] (clap's raw view), [`validate`]
+//!   (one function per command's checks) into [`Config`], [`open_repo`],
+//!   [`https_for_repo`], [`resolve_updates`], the exit codes;
+//! * [`contract`] — the JSON document of the CLI contract;
+//! * [`human`] — the human output (git's forms, the summary on stderr).
+//!
+//! The binary (`src/main.rs`) adds what only a process needs: `progress`
+//! (the progress line), `summary` (`-v`'s metrics recorder), and `demo`
+//! (`sluice-remote demo`, with the default `demo` feature; `no_demo.rs`
+//! stands in for it without, so the service's build links no test kit).
+//!
+//! # The contract
+//!
+//! The product's contract is the command line itself — its arguments, the
+//! JSON document ([`contract::document`], its keys [`contract::KEYS`]) and the exit codes
+//! ([`EXIT_SUCCEEDED`] … [`EXIT_LOCAL_ERROR`]) — as the design's CLI
+//! contract states them. This library is public for the fuzz targets and
+//! the tests ([`parse`], [`validate`], [`check_git_url`],
+//! [`check_http_url`], [`parse_duration`]); its Rust items are not a
+//! stable API for other callers.
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -678,9 +701,89 @@ fn check_fetch_refspec(spec: &str) -> Result<(), UsageError> {
     .map_err(|e| UsageError::new("<REFSPEC>", format!("{spec:?}: {e}")))
 }
 
-/// Validate a parsed command line into a [`Config`].
+/// Validate a parsed command line into a [`Config`]: the flags every
+/// command takes first (`validate_common`), then the command's own
+/// arguments, each command by a function of its own.
 pub fn validate(cli: Cli) -> Result<Config, UsageError> {
     let g = cli.global;
+    let common = validate_common(&g)?;
+    let action = match cli.command {
+        CommandArgs::LsRefs { url, prefixes } => validate_ls_refs(&common, url, prefixes)?,
+        CommandArgs::Fetch {
+            url,
+            refspecs,
+            repo,
+            prune,
+            tags,
+            no_tags,
+        } => {
+            let kind = check_git_url(&url)?;
+            check_token_transport(&common, &url, kind)?;
+            for s in &refspecs {
+                check_fetch_refspec(s)?;
+            }
+            let tags = if tags {
+                sluice_git::TagMode::All
+            } else if no_tags {
+                sluice_git::TagMode::None
+            } else {
+                sluice_git::TagMode::Follow
+            };
+            Action::Fetch {
+                url,
+                refspecs,
+                repo,
+                options: sluice_git::FetchOptions { prune, tags },
+            }
+        }
+        CommandArgs::Push {
+            url,
+            specs,
+            repo,
+            leases,
+            atomic,
+            push_options,
+            dry_run,
+            porcelain,
+        } => {
+            check_push_outputs(&g, dry_run, porcelain)?;
+            let kind = check_git_url(&url)?;
+            check_token_transport(&common, &url, kind)?;
+            let specs = validate_push_specs(&specs)?;
+            let leases = validate_leases(&leases, &specs)?;
+            check_push_options(&push_options)?;
+            Action::Push {
+                url,
+                specs,
+                leases,
+                repo,
+                options: PushOptions {
+                    atomic,
+                    push_options,
+                    dry_run,
+                },
+                porcelain,
+            }
+        }
+        CommandArgs::Http {
+            method: HttpArgs::Get { url },
+        } => {
+            check_http_url(&url)?;
+            Action::HttpGet { url }
+        }
+        CommandArgs::Ledger { what } => validate_ledger(&g, what)?,
+        CommandArgs::Demo => {
+            check_demo_flags(&g)?;
+            Action::Demo
+        }
+    };
+    Ok(Config { common, action })
+}
+
+/// The flags every command takes: the profile and the explicit figures
+/// over it, the settle pause, the operation id, the ledger, the token
+/// command, the https settings, the outputs.
+fn validate_common(g: &GlobalArgs) -> Result<Common, UsageError> {
     let profile = match &g.profile {
         Some(p) => p
             .parse::<Profile>()
@@ -712,22 +815,8 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             return Err(UsageError::new("--token-command", "empty command"));
         }
     }
-    let mut https = sluice_git::HttpsConfig::new();
-    for f in &g.ca_files {
-        https = https
-            .with_ca_file(f)
-            .map_err(|e| UsageError::new("--ca-file", e.to_string()))?;
-    }
-    if let Some(p) = &g.proxy {
-        https = https
-            .with_proxy(sluice_git::ProxyChoice::Url(p.clone()))
-            .map_err(|e| UsageError::new("--proxy", e.to_string()))?;
-    } else if g.no_proxy {
-        https = https
-            .with_proxy(sluice_git::ProxyChoice::Direct)
-            .map_err(|e| UsageError::new("--no-proxy", e.to_string()))?;
-    }
-    let common = Common {
+    let https = validate_https(g)?;
+    Ok(Common {
         bounds,
         profile,
         operation_id: g.operation_id.clone(),
@@ -744,204 +833,199 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         } else {
             None
         },
-    };
-    let needs_http_for_token = |url: &str, kind: TransportKind| {
-        if common.token_command.is_some() && kind != TransportKind::Http {
-            Err(UsageError::new(
-                "--token-command",
-                format!(
-                    "only http(s) remotes take a token; {:?} is not one",
-                    sluice_git::redact(url)
-                ),
-            ))
-        } else {
-            Ok(())
+    })
+}
+
+/// `--ca-file` (each file read now), `--proxy` or `--no-proxy`.
+fn validate_https(g: &GlobalArgs) -> Result<sluice_git::HttpsConfig, UsageError> {
+    let mut https = sluice_git::HttpsConfig::new();
+    for f in &g.ca_files {
+        https = https
+            .with_ca_file(f)
+            .map_err(|e| UsageError::new("--ca-file", e.to_string()))?;
+    }
+    if let Some(p) = &g.proxy {
+        https = https
+            .with_proxy(sluice_git::ProxyChoice::Url(p.clone()))
+            .map_err(|e| UsageError::new("--proxy", e.to_string()))?;
+    } else if g.no_proxy {
+        https = https
+            .with_proxy(sluice_git::ProxyChoice::Direct)
+            .map_err(|e| UsageError::new("--no-proxy", e.to_string()))?;
+    }
+    Ok(https)
+}
+
+/// `--token-command` takes only an http(s) remote.
+fn check_token_transport(
+    common: &Common,
+    url: &str,
+    kind: TransportKind,
+) -> Result<(), UsageError> {
+    if common.token_command.is_some() && kind != TransportKind::Http {
+        return Err(UsageError::new(
+            "--token-command",
+            format!(
+                "only http(s) remotes take a token; {:?} is not one",
+                sluice_git::redact(url)
+            ),
+        ));
+    }
+    Ok(())
+}
+
+/// `ls-refs <URL> [--prefix P]...`: literal prefixes.
+fn validate_ls_refs(
+    common: &Common,
+    url: String,
+    prefixes: Vec<String>,
+) -> Result<Action, UsageError> {
+    let kind = check_git_url(&url)?;
+    check_token_transport(common, &url, kind)?;
+    for p in &prefixes {
+        if p.contains('*') {
+            return Err(UsageError::new(
+                "--prefix",
+                format!("{p:?}: a prefix is literal and may not contain '*'"),
+            ));
         }
-    };
-    let action = match cli.command {
-        CommandArgs::LsRefs { url, prefixes } => {
-            let kind = check_git_url(&url)?;
-            needs_http_for_token(&url, kind)?;
-            for p in &prefixes {
-                if p.contains('*') {
-                    return Err(UsageError::new(
-                        "--prefix",
-                        format!("{p:?}: a prefix is literal and may not contain '*'"),
-                    ));
-                }
-                if p.chars().any(char::is_control) {
-                    return Err(UsageError::new(
-                        "--prefix",
-                        format!("{p:?}: contains control characters"),
-                    ));
-                }
-            }
-            Action::LsRefs { url, prefixes }
+        if p.chars().any(char::is_control) {
+            return Err(UsageError::new(
+                "--prefix",
+                format!("{p:?}: contains control characters"),
+            ));
         }
-        CommandArgs::Fetch {
-            url,
-            refspecs,
-            repo,
-            prune,
-            tags,
-            no_tags,
-        } => {
-            let kind = check_git_url(&url)?;
-            needs_http_for_token(&url, kind)?;
-            for s in &refspecs {
-                check_fetch_refspec(s)?;
-            }
-            Action::Fetch {
-                url,
-                refspecs,
-                repo,
-                options: sluice_git::FetchOptions {
-                    prune,
-                    tags: if tags {
-                        sluice_git::TagMode::All
-                    } else if no_tags {
-                        sluice_git::TagMode::None
-                    } else {
-                        sluice_git::TagMode::Follow
-                    },
-                },
-            }
+    }
+    Ok(Action::LsRefs { url, prefixes })
+}
+
+/// A push's outputs and id: `--dry-run` takes no operation id,
+/// `--porcelain` is not with `--json`.
+fn check_push_outputs(g: &GlobalArgs, dry_run: bool, porcelain: bool) -> Result<(), UsageError> {
+    if dry_run && g.operation_id.is_some() {
+        return Err(UsageError::new(
+            "--operation-id",
+            "--dry-run is a read that may be asked again: it takes no operation id",
+        ));
+    }
+    if porcelain && g.json {
+        return Err(UsageError::new(
+            "--porcelain",
+            "--porcelain and --json are two outputs: choose one",
+        ));
+    }
+    Ok(())
+}
+
+/// The push specs, parsed in order; a destination named twice is refused.
+fn validate_push_specs(specs: &[String]) -> Result<Vec<PushSpec>, UsageError> {
+    let mut parsed = Vec::with_capacity(specs.len());
+    for s in specs {
+        let spec = PushSpec::parse(s)
+            .map_err(|e| UsageError::new("[+]SRC:DST", strip_invalid_prefix(&e.to_string())))?;
+        if parsed.iter().any(|p: &PushSpec| p.dst == spec.dst) {
+            return Err(UsageError::new(
+                "[+]SRC:DST",
+                format!("{s:?}: {} is named twice", spec.dst),
+            ));
         }
-        CommandArgs::Push {
-            url,
-            specs,
-            repo,
-            leases,
-            atomic,
-            push_options,
-            dry_run,
-            porcelain,
-        } => {
-            if dry_run && g.operation_id.is_some() {
-                return Err(UsageError::new(
-                    "--operation-id",
-                    "--dry-run is a read that may be asked again: it takes no operation id",
-                ));
-            }
-            if porcelain && g.json {
-                return Err(UsageError::new(
-                    "--porcelain",
-                    "--porcelain and --json are two outputs: choose one",
-                ));
-            }
-            let kind = check_git_url(&url)?;
-            needs_http_for_token(&url, kind)?;
-            let mut parsed = Vec::with_capacity(specs.len());
-            for s in &specs {
-                let spec = PushSpec::parse(s).map_err(|e| {
-                    UsageError::new("[+]SRC:DST", strip_invalid_prefix(&e.to_string()))
-                })?;
-                if parsed.iter().any(|p: &PushSpec| p.dst == spec.dst) {
-                    return Err(UsageError::new(
-                        "[+]SRC:DST",
-                        format!("{s:?}: {} is named twice", spec.dst),
-                    ));
-                }
-                parsed.push(spec);
-            }
-            let mut by_dst = BTreeMap::new();
-            for l in &leases {
-                let (dst, lease) = sluice_git::parse_lease_spec(l).map_err(|e| {
-                    UsageError::new("--lease", strip_invalid_prefix(&e.to_string()))
-                })?;
-                // Full names on both sides can be matched now; a short one
-                // once the specs' destinations are expanded.
-                let all_full =
-                    dst.starts_with("refs/") && parsed.iter().all(|p| p.dst.starts_with("refs/"));
-                if all_full && !parsed.iter().any(|p| p.dst == dst) {
-                    return Err(UsageError::new(
-                        "--lease",
-                        format!("{l:?}: {dst} is not the destination of any push spec"),
-                    ));
-                }
-                if by_dst.insert(dst.clone(), lease).is_some() {
-                    return Err(UsageError::new(
-                        "--lease",
-                        format!("{l:?}: {dst} has two leases"),
-                    ));
-                }
-            }
-            for o in &push_options {
-                if o.contains('\n') || o.contains('\0') {
-                    return Err(UsageError::new(
-                        "--push-option",
-                        format!("{o:?}: may not contain a newline or NUL"),
-                    ));
-                }
-            }
-            Action::Push {
-                url,
-                specs: parsed,
-                leases: by_dst,
-                repo,
-                options: PushOptions {
-                    atomic,
-                    push_options,
-                    dry_run,
-                },
-                porcelain,
-            }
+        parsed.push(spec);
+    }
+    Ok(parsed)
+}
+
+/// The leases by destination: each parsed, at most one per destination,
+/// and — when its name and every spec's destination are full — naming a
+/// destination of the specs (a short one is matched once the specs'
+/// destinations are expanded, in [`resolve_updates`]).
+fn validate_leases(
+    leases: &[String],
+    specs: &[PushSpec],
+) -> Result<BTreeMap<String, LeaseSpec>, UsageError> {
+    let mut by_dst = BTreeMap::new();
+    for l in leases {
+        let (dst, lease) = sluice_git::parse_lease_spec(l)
+            .map_err(|e| UsageError::new("--lease", strip_invalid_prefix(&e.to_string())))?;
+        let all_full = dst.starts_with("refs/") && specs.iter().all(|p| p.dst.starts_with("refs/"));
+        if all_full && !specs.iter().any(|p| p.dst == dst) {
+            return Err(UsageError::new(
+                "--lease",
+                format!("{l:?}: {dst} is not the destination of any push spec"),
+            ));
         }
-        CommandArgs::Http {
-            method: HttpArgs::Get { url },
-        } => {
-            check_http_url(&url)?;
-            Action::HttpGet { url }
+        if by_dst.insert(dst.clone(), lease).is_some() {
+            return Err(UsageError::new(
+                "--lease",
+                format!("{l:?}: {dst} has two leases"),
+            ));
         }
-        CommandArgs::Ledger { what } => {
-            if g.ledger.is_none() {
-                return Err(UsageError::new(
-                    "--ledger",
-                    "`ledger show` and `ledger list` read a ledger: give --ledger FILE",
-                ));
-            }
-            match what {
-                LedgerArgs::Show { id } => {
-                    if id.trim().is_empty() {
-                        return Err(UsageError::new("<ID>", "empty operation id"));
-                    }
-                    Action::LedgerShow { id }
-                }
-                LedgerArgs::List { since } => Action::LedgerList {
-                    since: match since {
-                        Some(t) => parse_duration("--since", &t, false)?,
-                        None => Duration::from_secs(24 * 3600),
-                    },
-                },
-            }
+    }
+    Ok(by_dst)
+}
+
+/// `--push-option`s hold no newline and no NUL.
+fn check_push_options(push_options: &[String]) -> Result<(), UsageError> {
+    for o in push_options {
+        if o.contains('\n') || o.contains('\0') {
+            return Err(UsageError::new(
+                "--push-option",
+                format!("{o:?}: may not contain a newline or NUL"),
+            ));
         }
-        CommandArgs::Demo => {
-            let given = [
-                ("--deadline", g.deadline.is_some()),
-                ("--attempt-timeout", g.attempt_timeout.is_some()),
-                ("--max-attempts", g.max_attempts.is_some()),
-                ("--profile", g.profile.is_some()),
-                ("--operation-id", g.operation_id.is_some()),
-                ("--ledger", g.ledger.is_some()),
-                ("--token-command", g.token_command.is_some()),
-                ("--settle", g.settle.is_some()),
-                ("--ca-file", !g.ca_files.is_empty()),
-                ("--proxy", g.proxy.is_some()),
-                ("--no-proxy", g.no_proxy),
-                ("--json", g.json),
-                ("--progress", g.progress),
-                ("--no-progress", g.no_progress),
-            ];
-            if let Some((flag, _)) = given.iter().find(|(_, on)| *on) {
-                return Err(UsageError::new(
-                    *flag,
-                    "demo chooses its own bounds and prints prose; only -v applies",
-                ));
+    }
+    Ok(())
+}
+
+/// `ledger show <ID>` | `ledger list [--since DUR]`: both need `--ledger`.
+fn validate_ledger(g: &GlobalArgs, what: LedgerArgs) -> Result<Action, UsageError> {
+    if g.ledger.is_none() {
+        return Err(UsageError::new(
+            "--ledger",
+            "`ledger show` and `ledger list` read a ledger: give --ledger FILE",
+        ));
+    }
+    Ok(match what {
+        LedgerArgs::Show { id } => {
+            if id.trim().is_empty() {
+                return Err(UsageError::new("<ID>", "empty operation id"));
             }
-            Action::Demo
+            Action::LedgerShow { id }
         }
-    };
-    Ok(Config { common, action })
+        LedgerArgs::List { since } => Action::LedgerList {
+            since: match since {
+                Some(t) => parse_duration("--since", &t, false)?,
+                None => Duration::from_secs(24 * 3600),
+            },
+        },
+    })
+}
+
+/// `demo` chooses its own bounds and prints prose: every flag but `-v` is
+/// refused.
+fn check_demo_flags(g: &GlobalArgs) -> Result<(), UsageError> {
+    let given = [
+        ("--deadline", g.deadline.is_some()),
+        ("--attempt-timeout", g.attempt_timeout.is_some()),
+        ("--max-attempts", g.max_attempts.is_some()),
+        ("--profile", g.profile.is_some()),
+        ("--operation-id", g.operation_id.is_some()),
+        ("--ledger", g.ledger.is_some()),
+        ("--token-command", g.token_command.is_some()),
+        ("--settle", g.settle.is_some()),
+        ("--ca-file", !g.ca_files.is_empty()),
+        ("--proxy", g.proxy.is_some()),
+        ("--no-proxy", g.no_proxy),
+        ("--json", g.json),
+        ("--progress", g.progress),
+        ("--no-progress", g.no_progress),
+    ];
+    match given.iter().find(|(_, on)| *on) {
+        Some((flag, _)) => Err(UsageError::new(
+            *flag,
+            "demo chooses its own bounds and prints prose; only -v applies",
+        )),
+        None => Ok(()),
+    }
 }
 
 /// `invalid refspec "x": why` → `"x": why` (the argument is named already).

@@ -6,6 +6,13 @@
 //! · 5 local-error.
 #![forbid(unsafe_code)]
 
+// `demo` runs against the test kit's daemon and fault proxy, so it is
+// built only with the `demo` feature (on by default); without it, `demo`
+// says so (see `no_demo.rs`) and the binary links no test kit.
+#[cfg(feature = "demo")]
+mod demo;
+#[cfg(not(feature = "demo"))]
+#[path = "no_demo.rs"]
 mod demo;
 mod progress;
 mod summary;
@@ -76,7 +83,9 @@ fn run_action(config: &Config) -> ExitCode {
         Err(e) => match e.downcast_ref::<UsageError>() {
             Some(u) => usage(u),
             None => {
-                eprintln!("error: {e:#}");
+                // The workspace's one chain joiner: each cause once, and
+                // no URL's user info.
+                eprintln!("error: {}", sluice_policy::text::error_chain(e.as_ref()));
                 ExitCode::from(sluice_cli::EXIT_USAGE)
             }
         },

@@ -1,7 +1,9 @@
-//! The demo runs to exit 0 from a clean checkout, with nothing but git.
+//! The demo runs to exit 0 from a clean checkout, with nothing but git; a
+//! build without the `demo` feature (the service's) says it has none.
 
 mod common;
 
+#[cfg(feature = "demo")]
 #[test]
 fn the_demo_runs_every_step_as_described_and_exits_0() {
     let run = common::sluice(&["demo"]);
@@ -29,4 +31,17 @@ fn the_demo_runs_every_step_as_described_and_exits_0() {
         .trim_start_matches("The temporary files were in ")
         .trim_end_matches("; removing them.");
     assert!(!std::path::Path::new(dir).exists(), "{dir} was not removed");
+}
+
+#[cfg(not(feature = "demo"))]
+#[test]
+fn a_build_without_the_demo_feature_says_so_and_exits_2() {
+    let run = common::sluice(&["demo"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.stdout.is_empty(), "{run:?}");
+    assert!(
+        run.stderr.contains("built without its demo"),
+        "{}",
+        run.stderr
+    );
 }

@@ -49,21 +49,18 @@ fn assert_hidden(token: &str, run: &Run, ledger: Option<&std::path::Path>) {
 /// lighttpd + git http-backend requiring `x-access-token:<TOKEN>` to push,
 /// serving a copy of the small fixture. A missing lighttpd fails the test
 /// (`scripts/test.sh` installs it): nothing is skipped.
-fn backend(w: &World) -> Option<HttpBackend> {
+fn backend(w: &World) -> HttpBackend {
     assert!(
         http_backend::find_lighttpd().is_some(),
         "lighttpd is not installed (apt-get install -y lighttpd; scripts/test.sh does)"
     );
-    Some(
-        HttpBackend::start_with_auth(&w.path("srv"), "x-access-token", TOKEN)
-            .expect("lighttpd starts"),
-    )
+    HttpBackend::start_with_auth(&w.path("srv"), "x-access-token", TOKEN).expect("lighttpd starts")
 }
 
 #[test]
 fn a_token_bought_by_the_command_pushes_over_http_and_never_shows_even_with_v() {
     let w = World::new();
-    let Some(http) = backend(&w) else { return };
+    let http = backend(&w);
     let local = w.clone_bare("local.git");
     let tip = repo::commit_on(&local, "main", "pushed with a token");
     let ledger = w.path("ledger.db");
@@ -105,7 +102,7 @@ fn a_token_bought_by_the_command_pushes_over_http_and_never_shows_even_with_v() 
 #[test]
 fn a_refused_token_stands_and_only_its_fingerprint_is_shown() {
     let w = World::new();
-    let Some(http) = backend(&w) else { return };
+    let http = backend(&w);
     let wrong = "tok-wrong-0000-SECRET";
     let local = w.clone_bare("local.git");
     repo::commit_on(&local, "main", "refused");
@@ -157,7 +154,7 @@ fn a_refused_token_stands_and_only_its_fingerprint_is_shown() {
 #[test]
 fn user_info_in_an_http_url_is_a_credential_and_appears_in_no_output() {
     let w = World::new();
-    let Some(http) = backend(&w) else { return };
+    let http = backend(&w);
     let local = w.clone_bare("local.git");
     let tip = repo::commit_on(&local, "main", "pushed with user info");
     let url = http.url_with_credentials("small.git");

@@ -29,6 +29,29 @@
 //! into the binary (webpki-roots) is not used: a CA the machine's owner
 //! installed must be trusted, and one they removed must not be.
 //! [`HttpsConfig::with_ca_file`] adds roots on top of those.
+//!
+//! # Modules
+//!
+//! One: this file (the config, the proxies, the roots, the TLS table).
+//! URLs lose their user info through the workspace's one
+//! [`sluice_policy::text::redact`].
+//!
+//! # The contract
+//!
+//! Every public item is the library's contract, for sluice-git and
+//! sluice-forge and for a service building its own clients:
+//! [`HttpsConfig`] (and [`ProxyChoice`], [`HttpsError`]), [`Proxies`],
+//! [`platform_roots`] and [`read_pem_certs`], the TLS table
+//! ([`tls_refusal`], [`refusal_of`], [`find_rustls_error`], [`TlsRefusal`]),
+//! [`proxy_auth_required`] and [`proxy_name`].
+//!
+//! # Classes from types, with one exception here
+//!
+//! A class is decided from types and the wire, never from error text. The
+//! workspace has two exceptions, each because the signal has no type: a
+//! proxy's 407 to CONNECT ([`proxy_auth_required`], hyper-util's private
+//! error type: its words are matched) and GitHub's secondary rate limit
+//! (its message, in sluice-forge).
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -39,6 +62,7 @@ use std::sync::{Arc, OnceLock};
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::CertificateDer;
 use rustls::{AlertDescription, CertificateError, RootCertStore};
+use sluice_policy::text::redact;
 
 /// Why an https configuration cannot be used.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -402,6 +426,12 @@ pub fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, Https
 /// hyper-util reports it: an error whose type is private
 /// (`TunnelError::ProxyAuthRequired`), so its words are the one signal.
 /// Tests against a real proxy (tinyproxy with basic auth) pin them.
+///
+/// One of the workspace's two text-matching exceptions (the other is
+/// GitHub's secondary rate limit, in sluice-forge): it walks the chain
+/// itself, matching each error's own words exactly, rather than joining the
+/// chain with [`sluice_policy::text::error_chain`], whose line could match
+/// words a server put in a deeper error.
 pub fn proxy_auth_required(e: &(dyn std::error::Error + 'static)) -> bool {
     let mut src: Option<&(dyn std::error::Error + 'static)> = Some(e);
     while let Some(inner) = src {
@@ -579,23 +609,10 @@ fn alert_name(a: AlertDescription) -> String {
 }
 
 /// A proxy URL without its user info: `http://u:p@host:3128` →
-/// `http://host:3128`.
+/// `http://host:3128`, as every error and `Debug` output names a proxy.
+/// The workspace's one [`redact`], under the name this crate's callers know.
 pub fn proxy_name(url: &str) -> String {
-    let r = redact(url);
-    r.replacen("***@", "", 1)
-}
-
-/// A URL with anything between `://` and `@` replaced by `***`, for
-/// messages about a proxy.
-pub fn redact(url: &str) -> String {
-    if let Some(start) = url.find("://").map(|i| i + 3) {
-        let rest = &url[start..];
-        let end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
-        if let Some(at) = rest[..end].rfind('@') {
-            return format!("{}***@{}", &url[..start], &rest[at + 1..]);
-        }
-    }
-    url.to_string()
+    redact(url)
 }
 
 #[cfg(test)]
@@ -712,10 +729,10 @@ mod tests {
     #[test]
     fn proxy_user_info_is_never_shown() {
         assert_eq!(
-            redact("http://u:secret@proxy.example:3128"),
-            "http://***@proxy.example:3128"
+            proxy_name("http://u:secret@proxy.example:3128"),
+            "http://proxy.example:3128"
         );
-        assert_eq!(redact("http://proxy:3128/x@y"), "http://proxy:3128/x@y");
+        assert_eq!(proxy_name("http://proxy:3128/x@y"), "http://proxy:3128/x@y");
         let c = HttpsConfig::new()
             .with_proxy(ProxyChoice::Url("http://u:secret@127.0.0.1:9".into()))
             .expect("valid proxy");

@@ -28,6 +28,36 @@
 //! This crate does no I/O of its own except the ledger file and the token
 //! command; the clock and the sleeper are injectable.
 //!
+//! # Modules
+//!
+//! * `engine` — the run of one operation as named steps (claim, attempt,
+//!   classify, wait, settle, finish) and the [`Policy`] value;
+//! * `bounds` — [`Bounds`], [`BackoffShape`] and the named [`Profile`]s;
+//! * `class` — [`Class`], [`Effect`], [`AttemptError`]: what a layer hands back;
+//! * `outcome` — [`Outcome`] and its evidence, the design's JSON document;
+//! * `ledger` — the [`Ledger`] trait, [`MemoryLedger`] and [`FileLedger`];
+//! * `bucket` — the per-host retry budget ([`BudgetStore`], [`LocalBudgets`]);
+//! * `credential` — [`CredentialSource`]s, fingerprints, user info in URLs;
+//! * `clock` — the injectable [`Clock`] and [`Sleeper`], the [`CancelFlag`];
+//! * `hint` — `Retry-After` and rate-limit resets;
+//! * `refusal_log` — when a standing credential refusal is logged;
+//! * [`metric`] — the metric names and their descriptions;
+//! * [`text`] — the one `redact` and the one error-chain joiner of the
+//!   workspace.
+//!
+//! The binary `ledger-probe` (`src/bin/`) is a fixture of this crate's
+//! cross-process tests, not part of the library.
+//!
+//! # The contract
+//!
+//! What callers may rely on is what the crate root exports (the modules
+//! above are private but for [`metric`] and [`text`]): [`Policy`] and its
+//! `run*` methods, [`Operation`], [`Bounds`], [`AttemptError`] and the
+//! closures' contexts ([`AttemptCtx`], [`ReconcileCtx`], [`Settlement`],
+//! [`Rejection`]), [`Outcome`] with its JSON shape (versioned by
+//! [`SCHEMA`]), the [`Ledger`], [`BudgetStore`] and [`CredentialSource`]
+//! traits, and the metric names. Which file a step lives in is not.
+//!
 //! ```
 //! use sluice_policy::{AttemptError, Bounds, Effect, Operation, OutcomeKind, Policy};
 //! use std::time::Duration;

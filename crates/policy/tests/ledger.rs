@@ -1,13 +1,11 @@
 //! Operation ids: asked again, an id is rejected without any call, in one
 //! process and across processes sharing a ledger file.
 //!
-//! The cross-process tests run this very test binary again as the second
-//! process: `child_probe_claims_only_when_a_parent_asks` does nothing unless
-//! the `SLUICE_PROBE_LEDGER` variable names a ledger file.
+//! The cross-process tests run the `ledger-probe` binary of this package
+//! (`src/bin/ledger_probe.rs`) as the second process.
 
 mod common;
 
-use std::io::{Read, Write};
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
@@ -135,54 +133,21 @@ fn a_file_ledger_claims_an_id_once_and_keeps_the_outcome() {
     assert!(names.iter().all(|n| !n.contains(".tmp")), "{names:?}");
 }
 
-/// The second process's side: claim the id in the ledger file by running an
-/// operation whose every call is appended to the calls file; write the
-/// outcome as JSON to the output file.
-#[test]
-fn child_probe_claims_only_when_a_parent_asks() {
-    let Some(ledger) = std::env::var_os("SLUICE_PROBE_LEDGER") else {
-        return;
-    };
-    let id = std::env::var("SLUICE_PROBE_ID").unwrap();
-    let calls = std::env::var_os("SLUICE_PROBE_CALLS").unwrap();
-    let output = std::env::var_os("SLUICE_PROBE_OUT").unwrap();
-    if std::env::var_os("SLUICE_PROBE_WAIT").is_some() {
-        // The start line: the parent releases every child at once by
-        // closing its stdin.
-        let mut sink = Vec::new();
-        std::io::stdin().read_to_end(&mut sink).unwrap();
-    }
-    let (builder, _clock) = manual_builder();
-    let policy: Policy = builder.ledger(Arc::new(FileLedger::new(ledger))).build();
-    let out = policy.run(read_op(Bounds::default()).id(id), |_ctx| {
-        let mut f = std::fs::OpenOptions::new()
-            .create(true)
-            .append(true)
-            .open(&calls)
-            .unwrap();
-        writeln!(f, "{}", std::process::id()).unwrap();
-        Ok("child")
-    });
-    std::fs::write(output, serde_json::to_vec(&out).unwrap()).unwrap();
-}
+/// The probe binary: the second process of the cross-process tests.
+const PROBE: &str = env!("CARGO_BIN_EXE_ledger-probe");
 
 fn spawn_probe(ledger: &Path, id: &str, calls: &Path, out: &Path, wait: bool) -> Child {
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args([
-        "child_probe_claims_only_when_a_parent_asks",
-        "--exact",
-        "--test-threads=1",
-    ])
-    .env("SLUICE_PROBE_LEDGER", ledger)
-    .env("SLUICE_PROBE_ID", id)
-    .env("SLUICE_PROBE_CALLS", calls)
-    .env("SLUICE_PROBE_OUT", out)
-    .stdin(if wait { Stdio::piped() } else { Stdio::null() })
-    .stdout(Stdio::null());
+    let mut cmd = Command::new(PROBE);
+    cmd.arg(ledger)
+        .arg(id)
+        .arg(calls)
+        .arg(out)
+        .stdin(if wait { Stdio::piped() } else { Stdio::null() })
+        .stdout(Stdio::null());
     if wait {
-        cmd.env("SLUICE_PROBE_WAIT", "1");
+        cmd.arg("--wait");
     }
-    cmd.spawn().unwrap()
+    cmd.spawn().expect("the probe starts")
 }
 
 fn finish_probe(mut child: Child, out: &Path) -> serde_json::Value {

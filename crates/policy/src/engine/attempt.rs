@@ -1,0 +1,155 @@
+//! The attempt step: check the cancel flag and the budget, buy a
+//! credential when one is needed, run the caller's attempt inside its
+//! `attempt` span, and hand its result to the classify step (and an unknown
+//! write to the settle step).
+
+use std::borrow::Cow;
+use std::time::Duration;
+
+use tracing::field::Empty;
+use tracing::Span;
+
+use super::ctx::{AttemptCtx, ReconcileCtx, Rejection, Settlement};
+use super::state::{ms, usable, Run, Step, Tried};
+use crate::class::{AttemptError, Class};
+use crate::outcome::{AttemptRecord, Stopped};
+
+impl Run<'_> {
+    /// One attempt, as backon's retry loop calls it: `Ok` is the value the
+    /// operation ends with; `Err` says why it did not (a failure the `when`
+    /// predicate judges, a stop, or a settled or unsettled write).
+    pub(super) fn attempt<T, A, R>(
+        &self,
+        n: &mut u32,
+        attempt: &mut A,
+        reconcile: &mut Option<R>,
+        judge: &impl Fn(&T) -> Option<Rejection>,
+    ) -> Result<T, Step<T>>
+    where
+        A: FnMut(&mut AttemptCtx<'_>) -> Result<T, AttemptError>,
+        R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
+    {
+        if self.cancel.is_cancelled() {
+            return Err(Step::Stop(Stopped::Cancelled));
+        }
+        let now = self.policy.clock.now();
+        let remaining = self.remaining_at(now);
+        if usable(remaining, self.reserve).is_zero() {
+            return Err(Step::Stop(Stopped::Deadline));
+        }
+        // Everything the attempt does, on this thread and on the threads
+        // it starts (they enter `Span::current()`), is inside this span;
+        // its phase and class are recorded when it ends.
+        let span = tracing::info_span!("attempt", n = *n + 1, phase = Empty, class = Empty);
+        let entered = span.enter();
+        let now = self.buy_credential(&span, n, now, remaining)?;
+        // Buying takes time: the budget is computed again.
+        let remaining = self.remaining_at(now);
+        let usable = usable(remaining, self.reserve);
+        if usable.is_zero() {
+            return Err(Step::Stop(Stopped::Deadline));
+        }
+        *n += 1;
+        let timeout = self.bounds.attempt_timeout.min(usable);
+        let credential = self.state().current.clone();
+        let mut ctx = AttemptCtx {
+            n: *n,
+            timeout,
+            remaining,
+            limit: usable,
+            credential: credential.as_ref().map(|(c, _)| c),
+            cancel: &self.cancel,
+            clock: &*self.policy.clock,
+            phase: Cow::Borrowed("connect"),
+            messages: Vec::new(),
+        };
+        let result = attempt(&mut ctx);
+        let phase = ctx.phase.clone();
+        let messages = std::mem::take(&mut ctx.messages);
+        let end = self.policy.clock.now();
+        let tried = Tried {
+            n: *n,
+            phase,
+            remaining,
+            timeout,
+            end,
+            elapsed: end.saturating_sub(now),
+        };
+        let mut st = self.state();
+        st.remote_messages.extend(messages);
+        match result {
+            Ok(v) => {
+                self.succeeded(&span, &mut st, tried, judge(&v).is_some());
+                Ok(v)
+            }
+            Err(e) => {
+                let e = self.classify(&span, &mut st, tried, e);
+                if e.class == Class::Unknown && self.write {
+                    st.unsettled_complete = true;
+                    drop(st);
+                    // The settling reads are not this attempt: each has
+                    // a span of its own.
+                    drop(entered);
+                    return self.settle(e, reconcile.as_mut());
+                }
+                Err(Step::Failed(e))
+            }
+        }
+    }
+
+    /// Buy a credential when the operation needs one and holds none (the
+    /// first attempt, or a purchase after a refusal failed). The purchase
+    /// is bounded by what remains and by the cancel flag; a failed one is
+    /// an attempt of its own, phase `credential`. `Ok` is the clock after
+    /// the purchase (`now` when nothing was bought).
+    fn buy_credential<T>(
+        &self,
+        span: &Span,
+        n: &mut u32,
+        now: Duration,
+        remaining: Duration,
+    ) -> Result<Duration, Step<T>> {
+        let Some(source) = &self.credentials else {
+            return Ok(now);
+        };
+        let mut st = self.state();
+        if st.current.is_some() {
+            return Ok(now);
+        }
+        let limit = usable(remaining, self.reserve);
+        match source.credential_within(limit, &self.cancel) {
+            Ok(c) => {
+                if st.refused.iter().any(|f| f == c.fingerprint()) {
+                    return Err(Step::Stop(Stopped::CredentialRefused));
+                }
+                let now = self.policy.clock.now();
+                st.current = Some((c, now));
+                Ok(now)
+            }
+            Err(e) => {
+                *n += 1;
+                let err = if e.local {
+                    AttemptError::local("credential", e.message.clone())
+                } else {
+                    AttemptError::unjudged("credential", e.message.clone())
+                }
+                .with_source(e);
+                let took = self.policy.clock.now().saturating_sub(now);
+                self.ended(span, err.class.as_str(), "credential", took);
+                tracing::debug!(op = %self.id(), n = *n, class = err.class.as_str(), cause = %err.cause, "credential purchase failed");
+                st.attempts.push(AttemptRecord {
+                    n: *n,
+                    phase: "credential".into(),
+                    class: Some(err.class),
+                    cause: Some(err.cause.clone()),
+                    remaining_ms: ms(remaining),
+                    timeout_ms: ms(limit),
+                    delay_ms: None,
+                    elapsed_ms: ms(took),
+                });
+                st.last_error = Some(err.clone());
+                Err(Step::Failed(err))
+            }
+        }
+    }
+}

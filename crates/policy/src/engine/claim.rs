@@ -1,0 +1,57 @@
+//! The first step: claim the operation id in the ledger. A taken id is
+//! `rejected` with no call; a claim that cannot be made is `local-error`.
+
+use super::state::Run;
+use crate::class::AttemptError;
+use crate::ledger::Claim;
+use crate::outcome::{Outcome, OutcomeKind, PreviousRun, Stopped};
+
+impl Run<'_> {
+    /// Claim the operation's id. `Err` is the whole outcome when the run
+    /// must not go on: the id was taken (`rejected`, carrying the earlier
+    /// run when there is one) or the ledger could not claim it
+    /// (`local-error`). A generated id needs no claim (it is unique by
+    /// construction), unless this policy generated it before.
+    pub(super) fn claim<T>(&self) -> Result<(), Box<Outcome<T>>> {
+        let policy = self.policy;
+        let id = self.id();
+        let known_here = policy.generated_before(id) && !policy.ledger.keeps_generated_ids();
+        let claim = if self.generated {
+            Ok(Claim::Claimed)
+        } else if known_here {
+            Ok(Claim::Taken(None))
+        } else {
+            policy.ledger.claim(id)
+        };
+        match claim {
+            Ok(Claim::Claimed) => Ok(()),
+            Ok(Claim::Taken(previous)) => {
+                tracing::debug!(op = %id, "operation id already claimed: rejected");
+                let mut o = self.blank(OutcomeKind::Rejected, self.info.clone());
+                // A claim without a finished run is still running (or its
+                // process died): a write may have applied.
+                o.previous = previous.or_else(|| {
+                    (!known_here).then(|| PreviousRun {
+                        result: OutcomeKind::Running,
+                        may_have_applied: self.write.then_some(true),
+                        elapsed_ms: 0,
+                        attempts: Vec::new(),
+                    })
+                });
+                o.error = Some(AttemptError::answered(
+                    "connect",
+                    format!("operation id {id:?} was claimed before"),
+                ));
+                Err(Box::new(o))
+            }
+            Err(e) => {
+                // Nothing ran: the claim could not be made on this side.
+                tracing::warn!(op = %id, error = %e, "the ledger could not claim the operation id");
+                let mut o = self.blank(OutcomeKind::LocalError, self.info.clone());
+                o.stopped = Some(Stopped::LocalError);
+                o.error = Some(AttemptError::local("connect", e.to_string()).with_source(e));
+                Err(Box::new(o))
+            }
+        }
+    }
+}

@@ -1,0 +1,159 @@
+//! What the engine hands the caller's closures and what it takes back:
+//! [`AttemptCtx`] (one attempt), [`ReconcileCtx`] (one settling read),
+//! [`Settlement`] (what a settling read found) and [`Rejection`] (a value
+//! that is the remote's answer).
+
+use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use crate::class::AttemptError;
+use crate::clock::{CancelFlag, Clock};
+use crate::credential::Credential;
+use crate::outcome::Verdict;
+
+/// A value that is the remote's answer rather than success (see
+/// [`Policy::run_write_judged`](crate::Policy::run_write_judged)).
+#[derive(Clone, Debug)]
+pub struct Rejection {
+    /// The answer, as the outcome's error (class `answered`).
+    pub error: AttemptError,
+    /// Whether part of the write applied (a ref updated beside one rejected).
+    pub may_have_applied: bool,
+}
+
+/// What one attempt is given.
+pub struct AttemptCtx<'a> {
+    /// The attempt number, from 1.
+    pub n: u32,
+    /// The attempt's hard deadline, capped by what remains of the budget.
+    pub timeout: Duration,
+    /// What remained of the budget when the attempt started.
+    pub remaining: Duration,
+    /// The most this attempt may run while a transfer keeps moving: the
+    /// operation's deadline less the reconcile reserve (see "What an attempt
+    /// timeout covers": waits and stalls end at `timeout`, a moving pack
+    /// runs on to this limit).
+    pub limit: Duration,
+    pub(super) credential: Option<&'a Credential>,
+    pub(super) cancel: &'a CancelFlag,
+    pub(super) clock: &'a dyn Clock,
+    pub(super) phase: Cow<'static, str>,
+    pub(super) messages: Vec<String>,
+}
+
+impl AttemptCtx<'_> {
+    /// Keep a line the server said beside the protocol (side-band 2, a
+    /// hook's words): the outcome's `remote_messages`, in order.
+    pub fn remote_message(&mut self, line: impl Into<String>) {
+        self.messages.push(line.into());
+    }
+
+    /// The credential bought for this attempt, when the operation has a source.
+    pub fn credential(&self) -> Option<&Credential> {
+        self.credential
+    }
+
+    /// The caller's cancel flag (for watchdogs).
+    pub fn cancel_flag(&self) -> &CancelFlag {
+        self.cancel
+    }
+
+    /// The policy's clock.
+    pub fn clock(&self) -> &dyn Clock {
+        self.clock
+    }
+
+    /// Record that the attempt completed `phase`.
+    pub fn reached(&mut self, phase: impl Into<Cow<'static, str>>) {
+        self.phase = phase.into();
+    }
+
+    /// The last phase recorded.
+    pub fn phase(&self) -> &str {
+        &self.phase
+    }
+}
+
+/// What a settling read is given.
+pub struct ReconcileCtx<'a> {
+    /// What remains of the operation's budget.
+    pub remaining: Duration,
+    /// This read's hard deadline: the attempt timeout, capped by what
+    /// remains. A read that stalls is cut here and read again, so one stalled
+    /// read cannot spend the whole operation.
+    pub timeout: Duration,
+    /// The number of the settling read, from 1.
+    pub n: u32,
+    pub(super) cancel: &'a CancelFlag,
+    pub(super) credential: Option<Credential>,
+}
+
+impl ReconcileCtx<'_> {
+    /// The caller's cancel flag (a cancelled write is still settled).
+    pub fn cancel_flag(&self) -> &CancelFlag {
+        self.cancel
+    }
+
+    /// The credential of the attempt being settled, when the operation has
+    /// a source (the read goes to the same remote with the same right).
+    pub fn credential(&self) -> Option<&Credential> {
+        self.credential.as_ref()
+    }
+}
+
+/// What a settling read found.
+#[derive(Clone, Debug)]
+pub struct Settlement<T> {
+    /// Landed, not landed, or moved.
+    pub verdict: Verdict,
+    /// The value of a landed write (and optionally of a moved one).
+    pub value: Option<T>,
+    /// What the read observed.
+    pub observed: BTreeMap<String, String>,
+    /// For `Moved`: what was found instead, in words.
+    pub cause: Option<String>,
+}
+
+impl<T> Settlement<T> {
+    /// The write is on the remote.
+    pub fn landed(value: T, observed: BTreeMap<String, String>) -> Self {
+        Settlement {
+            verdict: Verdict::Landed,
+            value: Some(value),
+            observed,
+            cause: None,
+        }
+    }
+
+    /// The remote still holds what the write expected.
+    pub fn not_landed(observed: BTreeMap<String, String>) -> Self {
+        Settlement {
+            verdict: Verdict::NotLanded,
+            value: None,
+            observed,
+            cause: None,
+        }
+    }
+
+    /// Keep a value beside a verdict that is not success (a push's per-ref
+    /// results with their verdicts): the outcome carries it.
+    pub fn with_value(mut self, value: T) -> Self {
+        self.value = Some(value);
+        self
+    }
+
+    /// Somebody else changed it.
+    pub fn moved(
+        value: Option<T>,
+        observed: BTreeMap<String, String>,
+        cause: impl Into<String>,
+    ) -> Self {
+        Settlement {
+            verdict: Verdict::Moved,
+            value,
+            observed,
+            cause: Some(cause.into()),
+        }
+    }
+}

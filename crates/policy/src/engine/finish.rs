@@ -1,0 +1,180 @@
+//! The finish step: the retry loop's result and the run's state become the
+//! [`Outcome`] — its kind, `stopped`, `may_have_applied` and evidence — a
+//! refusal that stands is logged (once per cause and host while it stands),
+//! and the outcome is recorded in the ledger.
+
+use std::time::Duration;
+
+use super::ctx::Rejection;
+use super::state::{ms, Run, Step};
+use crate::class::{AttemptError, Class};
+use crate::outcome::{Outcome, OutcomeKind, Stopped};
+use crate::refusal_log::Line;
+
+/// The failures the run saw last, which the outcome's error is chosen from.
+struct LastErrors {
+    /// The last failure that was a credential refusal.
+    refusal: Option<AttemptError>,
+    /// The last failure.
+    error: Option<AttemptError>,
+}
+
+impl Run<'_> {
+    /// The outcome of the run, from the retry loop's `result`; recorded in
+    /// the ledger unless the id was generated and the ledger keeps none.
+    pub(super) fn finish<T>(
+        self,
+        result: Result<T, Step<T>>,
+        judge: &impl Fn(&T) -> Option<Rejection>,
+    ) -> Outcome<T> {
+        let st = std::mem::take(&mut *self.state());
+        let ended = match (&result, st.succeeded_at) {
+            (Ok(_), Some(at)) => at,
+            _ => self.policy.clock.now(),
+        };
+        let elapsed = ended.saturating_sub(self.start);
+        let mut out = self.blank(OutcomeKind::Unknown, self.info.clone());
+        out.elapsed_ms = ms(elapsed);
+        out.attempts = st.attempts;
+        out.reconciled = st.reconciled;
+        out.refused_credentials = st.refused;
+        out.stopped = st.stopped;
+        out.remote_messages = st.remote_messages;
+        let last = LastErrors {
+            refusal: st.last_refusal,
+            error: st.last_error,
+        };
+        let rejected_applied = self.conclude(&mut out, result, last, judge, ended);
+        if self.write && out.kind != OutcomeKind::Succeeded {
+            out.may_have_applied = Some(st.unsettled_complete || rejected_applied == Some(true));
+        }
+        if out.kind == OutcomeKind::Answered && out.stopped == Some(Stopped::CredentialRefused) {
+            self.log_standing_refusal(&out, ended);
+        }
+        let record = !self.generated || self.policy.ledger.keeps_generated_ids();
+        if record {
+            out.recorded = Some(self.policy.record(self.id(), &out, self.end()));
+        }
+        out
+    }
+
+    /// Set the outcome's kind, value, error and `stopped` from the retry
+    /// loop's result. `Some(applied)` when a value was the remote's answer
+    /// ([`Rejection::may_have_applied`]).
+    fn conclude<T>(
+        &self,
+        out: &mut Outcome<T>,
+        result: Result<T, Step<T>>,
+        last: LastErrors,
+        judge: &impl Fn(&T) -> Option<Rejection>,
+        ended: Duration,
+    ) -> Option<bool> {
+        let cancelled = self.cancel.is_cancelled();
+        match result {
+            Ok(v) => match judge(&v) {
+                None => {
+                    out.kind = OutcomeKind::Succeeded;
+                    out.value = Some(v);
+                    out.stopped = None;
+                    if self.write {
+                        out.may_have_applied = Some(true);
+                    }
+                    self.policy.with_bucket(&self.host, |s, host, budget| {
+                        ((), s.credit(host, budget, ended))
+                    });
+                }
+                Some(r) => {
+                    // The remote's answer, with the value kept: the attempt
+                    // that read it (or the read that found it) is answered.
+                    out.kind = OutcomeKind::Answered;
+                    out.value = Some(v);
+                    out.stopped = None;
+                    if out.reconciled.is_none() {
+                        if let Some(last) = out.attempts.last_mut() {
+                            last.class = Some(Class::Answered);
+                            last.cause = Some(r.error.cause.clone());
+                        }
+                    }
+                    out.error = Some(r.error);
+                    return Some(r.may_have_applied);
+                }
+            },
+            Err(Step::Failed(e)) => {
+                let refusal_stands =
+                    e.class == Class::Unjudged && last.refusal.as_ref() == Some(&e);
+                if e.class == Class::Answered {
+                    out.kind = OutcomeKind::Answered;
+                    out.stopped = None;
+                } else if e.class == Class::Local {
+                    out.kind = OutcomeKind::LocalError;
+                    out.stopped = Some(Stopped::LocalError);
+                } else if refusal_stands {
+                    out.kind = OutcomeKind::Answered;
+                    out.stopped = Some(Stopped::CredentialRefused);
+                } else if cancelled {
+                    out.stopped = Some(Stopped::Cancelled);
+                }
+                out.error = Some(e);
+            }
+            Err(Step::Stop(reason)) => {
+                // Stopping right after a refusal (no time or no token left
+                // for a fresh credential) is a refusal that stands.
+                let after_refusal = last.refusal.is_some() && last.refusal == last.error;
+                if reason == Stopped::CredentialRefused
+                    || (after_refusal && reason != Stopped::Cancelled)
+                {
+                    out.kind = OutcomeKind::Answered;
+                    out.stopped = Some(Stopped::CredentialRefused);
+                    out.error = last.refusal.or(last.error);
+                } else {
+                    out.stopped = Some(reason);
+                    out.error = last.error;
+                }
+            }
+            Err(Step::Settled(e, value)) => {
+                // A read cannot tell "moved before the write" from "landed,
+                // then built upon", nor "not landed" from "not landed yet":
+                // never sent again, never called a failure.
+                out.kind = OutcomeKind::Unknown;
+                out.stopped = if cancelled {
+                    Some(Stopped::Cancelled)
+                } else {
+                    None
+                };
+                out.value = value;
+                out.error = Some(e);
+            }
+            Err(Step::Unsettled(e, why)) => {
+                out.stopped = if cancelled {
+                    Some(Stopped::Cancelled)
+                } else {
+                    why
+                };
+                out.error = Some(e);
+            }
+        }
+        None
+    }
+
+    /// A refusal stands: warn once when it starts, then at most once per
+    /// [`crate::REFUSAL_LOG_INTERVAL`] of the policy's clock while it lasts.
+    fn log_standing_refusal<T>(&self, out: &Outcome<T>, ended: Duration) {
+        let cause = out
+            .error
+            .as_ref()
+            .map(|e| e.cause.clone())
+            .unwrap_or_default();
+        match self.policy.refusals.stood(&self.host, &cause, ended) {
+            Line::Started => tracing::warn!(
+                host = %self.host, cause = %cause, refused = ?out.refused_credentials,
+                "credential refusal stands"
+            ),
+            Line::Repeats { repeats, standing } => tracing::warn!(
+                host = %self.host, cause = %cause, refused = ?out.refused_credentials,
+                repeats, standing_s = standing.as_secs(),
+                "credential refusal stands"
+            ),
+            Line::Quiet => {}
+        }
+    }
+}

@@ -1,0 +1,212 @@
+//! One operation's run as a value: what every step reads ([`Run`]: the
+//! policy, the operation's id, host, bounds, start and reserve) and what the
+//! steps write as they go ([`RunState`], behind a mutex the retry loop and
+//! its backoff share). The steps are methods of [`Run`], one file each:
+//! `claim`, `attempt`, `classify`, `wait`, `settle`, `finish`.
+
+use std::borrow::Cow;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tracing::Span;
+
+use super::operation::Operation;
+use super::policy::Policy;
+use crate::bounds::Bounds;
+use crate::class::{AttemptError, Effect};
+use crate::clock::CancelFlag;
+use crate::credential::{Credential, CredentialSource};
+use crate::metric;
+use crate::outcome::{AttemptRecord, OperationInfo, Outcome, OutcomeKind, Reconciled, Stopped};
+
+/// Why the retry loop stopped calling, beyond an ordinary failure.
+pub(super) enum Step<T> {
+    /// An attempt failed; `when` decides.
+    Failed(AttemptError),
+    /// Stop before another attempt.
+    Stop(Stopped),
+    /// A settling read found the write moved (or still not landed after the
+    /// second read): never sent again, and it may have landed (or may still
+    /// land). The value is what the read made of it, when the layer kept one.
+    Settled(AttemptError, Option<T>),
+    /// A write's answer is unknown and no read settled it; why the reads
+    /// stopped (none when there was no reconciler or a read was answered).
+    Unsettled(AttemptError, Option<Stopped>),
+}
+
+/// What the steps of one run write as they go.
+#[derive(Default)]
+pub(super) struct RunState {
+    /// Every attempt so far, a failed credential purchase included.
+    pub(super) attempts: Vec<AttemptRecord>,
+    /// The remote's retry hint from the last failed attempt.
+    pub(super) retry_after: Option<Duration>,
+    /// A credential was refused: the next pause is at least the settle time.
+    pub(super) settle_needed: bool,
+    /// Why the backoff stopped, when it did.
+    pub(super) stopped: Option<Stopped>,
+    /// The credential held, and when it was bought.
+    pub(super) current: Option<(Credential, Duration)>,
+    /// Fingerprints of the credentials refused.
+    pub(super) refused: Vec<String>,
+    /// The last attempt failure that was a credential refusal.
+    pub(super) last_refusal: Option<AttemptError>,
+    /// The last attempt failure.
+    pub(super) last_error: Option<AttemptError>,
+    /// What the settling reads found.
+    pub(super) reconciled: Option<Reconciled>,
+    /// A write's request was complete and its answer never read (nor
+    /// settled as landed).
+    pub(super) unsettled_complete: bool,
+    /// When the attempt that succeeded ended: the operation ended then too
+    /// (nothing runs after a success), so the clock is not read again.
+    pub(super) succeeded_at: Option<Duration>,
+    /// The server's words beside the protocol, from every attempt.
+    pub(super) remote_messages: Vec<String>,
+}
+
+/// One operation's run: what its steps read, and its [`RunState`].
+pub(super) struct Run<'p> {
+    /// The policy the operation runs under.
+    pub(super) policy: &'p Policy,
+    /// The operation as the outcome shows it (its id, kind, effect, remote).
+    pub(super) info: OperationInfo,
+    /// The id was generated: it needs no claim, only its record at the end.
+    pub(super) generated: bool,
+    /// The host whose retry budget the operation spends.
+    pub(super) host: String,
+    /// The operation is a write.
+    pub(super) write: bool,
+    /// The policy's clock when the operation started.
+    pub(super) start: Duration,
+    /// The operation's bounds.
+    pub(super) bounds: Bounds,
+    /// What a write keeps for its settling reads (zero for a read).
+    pub(super) reserve: Duration,
+    /// Where credentials are bought.
+    pub(super) credentials: Option<Arc<dyn CredentialSource>>,
+    /// The caller's cancel flag.
+    pub(super) cancel: CancelFlag,
+    /// What the steps wrote so far.
+    pub(super) state: Mutex<RunState>,
+}
+
+/// What one attempt was, for its record and its class: the numbers every
+/// [`AttemptRecord`] of it carries.
+pub(super) struct Tried {
+    /// The attempt number.
+    pub(super) n: u32,
+    /// The last phase the attempt reached.
+    pub(super) phase: Cow<'static, str>,
+    /// What remained of the budget when it started.
+    pub(super) remaining: Duration,
+    /// Its timeout.
+    pub(super) timeout: Duration,
+    /// The clock when it ended.
+    pub(super) end: Duration,
+    /// How long it took.
+    pub(super) elapsed: Duration,
+}
+
+impl<'p> Run<'p> {
+    /// The run of `op` under `policy`, starting now, with the id `id`
+    /// (`generated` when the policy made it).
+    pub(super) fn new(policy: &'p Policy, mut op: Operation, id: String, generated: bool) -> Self {
+        let start = policy.clock.now();
+        let info = OperationInfo {
+            id,
+            kind: std::mem::take(&mut op.kind),
+            effect: op.effect,
+            remote: std::mem::take(&mut op.remote),
+        };
+        let write = op.effect == Effect::Write;
+        let reserve = if write {
+            op.bounds.reconcile_reserve
+        } else {
+            Duration::ZERO
+        };
+        Run {
+            policy,
+            info,
+            generated,
+            host: op.host,
+            write,
+            start,
+            bounds: op.bounds,
+            reserve,
+            credentials: op.credentials,
+            cancel: op.cancel,
+            state: Mutex::new(RunState::default()),
+        }
+    }
+
+    /// The operation's id.
+    pub(super) fn id(&self) -> &str {
+        &self.info.id
+    }
+
+    /// The operation's deadline on the policy's clock.
+    pub(super) fn end(&self) -> Duration {
+        self.start + self.bounds.deadline
+    }
+
+    /// What remains of the budget at `now`.
+    pub(super) fn remaining_at(&self, now: Duration) -> Duration {
+        self.end().saturating_sub(now)
+    }
+
+    /// An outcome of `kind` for `info` with nothing in it yet: no attempt,
+    /// and for a write `may_have_applied: false`.
+    pub(super) fn blank<T>(&self, kind: OutcomeKind, info: OperationInfo) -> Outcome<T> {
+        Outcome {
+            kind,
+            value: None,
+            error: None,
+            operation: info,
+            deadline_ms: ms(self.bounds.deadline),
+            elapsed_ms: 0,
+            may_have_applied: if self.write { Some(false) } else { None },
+            stopped: None,
+            attempts: Vec::new(),
+            reconciled: None,
+            refused_credentials: Vec::new(),
+            previous: None,
+            remote_messages: Vec::new(),
+            recorded: None,
+        }
+    }
+
+    /// An attempt ended with `class` at `phase`: its span records both, and
+    /// its metrics count it.
+    pub(super) fn ended(&self, span: &Span, class: &str, phase: &str, elapsed: Duration) {
+        span.record("phase", phase);
+        span.record("class", class);
+        metrics::counter!(
+            metric::ATTEMPTS_TOTAL,
+            "host" => self.host.clone(), "kind" => self.info.kind.clone(), "class" => class.to_string()
+        )
+        .increment(1);
+        metrics::histogram!(
+            metric::ATTEMPT_DURATION_SECONDS,
+            "host" => self.host.clone(), "kind" => self.info.kind.clone()
+        )
+        .record(elapsed.as_secs_f64());
+    }
+
+    /// Lock the run's state.
+    pub(super) fn state(&self) -> std::sync::MutexGuard<'_, RunState> {
+        self.state.lock().expect("run state lock")
+    }
+}
+
+/// What an attempt may use of `remaining`: for writes, less the reserve for
+/// settling reads, but never more than half of what remains, so a write
+/// whose deadline is shorter than the reserve is still tried.
+pub(super) fn usable(remaining: Duration, reserve: Duration) -> Duration {
+    remaining.saturating_sub(reserve.min(remaining / 2))
+}
+
+/// Whole milliseconds, saturating.
+pub(super) fn ms(d: Duration) -> u64 {
+    u64::try_from(d.as_millis()).unwrap_or(u64::MAX)
+}
