@@ -56,8 +56,10 @@
 //! A claim is one insert-if-absent carrying a per-claim token (so a claim
 //! whose answer was lost can be tried again and know itself), plus a read
 //! when the id was taken; a budget take is one upsert. Credentials come
-//! from the URL, `PGPASSWORD` or `.pgpass` and are never printed; there is
-//! no TLS to the database (`sslmode=require` is refused saying so). See
+//! from the URL, `PGPASSWORD` or `.pgpass` and are never printed. TLS is
+//! rustls, read from the URL's `sslmode` as libpq reads it; every call is
+//! bounded by the time its caller has left; a bounded pool survives the
+//! server's restart and works behind PgBouncer in transaction pooling. See
 //! [`PostgresLedger`] and [`PostgresBudgets`].
 //!
 //! # Example
@@ -84,16 +86,20 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod entry;
 mod import;
 mod postgres;
 mod sqlite;
+mod sqlite_schema;
 
+pub use entry::{LedgerEntry, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL};
 pub use postgres::{
-    is_postgres_url, PostgresBudgets, PostgresLedger, DEFAULT_CONNECT_TIMEOUT, PG_SCHEMA_VERSION,
+    is_postgres_url, PostgresBudgets, PostgresLedger, BUDGET_WAIT, DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT, MAX_CONNECTIONS, PG_SCHEMA_VERSION,
 };
 pub use sqlite::{
-    LedgerEntry, SqliteLedger, SqliteOptions, SyncMode, CHECKPOINT_EVERY, DEFAULT_BUSY_TIMEOUT,
-    DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL, SQLITE_PRUNE_SLICE,
+    SqliteLedger, SqliteOptions, SyncMode, CHECKPOINT_EVERY, DEFAULT_BUSY_TIMEOUT,
+    SQLITE_PRUNE_SLICE,
 };
 
 use std::sync::Arc;
