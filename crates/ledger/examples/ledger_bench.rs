@@ -261,15 +261,16 @@ fn main() {
 /// to each size in turn with finished rows (ids: md5 of a number, random
 /// hex like the others), timed beside a floor of two one-row commits.
 fn postgres_rows(sizes: &[u64], run: &PreviousRun) {
-    let pg =
-        match sluice_testkit::Postgres::start_with(sluice_testkit::PostgresOptions { fsync: true })
-        {
-            Ok(pg) => pg,
-            Err(e) => {
-                eprintln!("PostgreSQL rows left out: {e}");
-                return;
-            }
-        };
+    let pg = match sluice_testkit::Postgres::start_with(sluice_testkit::PostgresOptions {
+        fsync: true,
+        ..Default::default()
+    }) {
+        Ok(pg) => pg,
+        Err(e) => {
+            eprintln!("PostgreSQL rows left out: {e}");
+            return;
+        }
+    };
     let url = pg.url_with_password();
     let ledger = PostgresLedger::open(&url).expect("the PostgreSQL ledger opens");
     let mut raw = postgres::Client::connect(&url, postgres::NoTls).expect("a raw connection");

@@ -90,8 +90,11 @@ fn answered(e: &tokio_postgres::Error) -> bool {
     }
 }
 
-fn round_ms(d: Duration) -> Duration {
-    Duration::from_millis(u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+/// A bound as a message gives it: to the nearest tenth of a second (a
+/// claim's bound less the microseconds already spent reads as the bound).
+fn shown_bound(d: Duration) -> Duration {
+    let ms = u64::try_from(d.as_millis()).unwrap_or(u64::MAX);
+    Duration::from_millis(ms.saturating_add(50) / 100 * 100)
 }
 
 impl Pool {
@@ -149,7 +152,7 @@ impl Pool {
             io::ErrorKind::TimedOut,
             format!(
                 "no answer within {} ({waiting_for}; {})",
-                humantime::format_duration(round_ms(left)),
+                humantime::format_duration(shown_bound(left)),
                 self.tls.described
             ),
         ))
