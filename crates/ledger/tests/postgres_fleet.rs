@@ -101,6 +101,17 @@ fn each_sslmode_reaches_a_tls_server_as_libpq_reads_it() {
         .as_deref(),
         Ok("true")
     );
+    // The login is bound to the TLS connection (SCRAM-SHA-256-PLUS): the
+    // server checks the binding, the driver refuses to log in without it.
+    assert_eq!(
+        claim_over(
+            &pg,
+            "m_bound",
+            &format!("sslmode=verify-full&sslrootcert={ca}&channel_binding=require")
+        )
+        .as_deref(),
+        Ok("true")
+    );
     // The key=value form reads the same keys.
     let kv = format!(
         "host=127.0.0.1 port={} user=sluice password={} dbname=postgres \

@@ -16,8 +16,9 @@
 //! libpq's default files for them (`~/.postgresql/postgresql.crt`) are not
 //! read: a client certificate is sent only when the URL names one.
 //!
-//! No channel binding is offered (SCRAM-SHA-256, not `-PLUS`), so a URL
-//! with `channel_binding=require` cannot log in.
+//! Over TLS the login is bound to the connection (SCRAM-SHA-256-PLUS with
+//! `tls-server-end-point`) when the server offers it, as libpq does with
+//! `channel_binding=prefer`; `channel_binding=require` demands it.
 
 use std::fmt;
 use std::future::Future;
@@ -334,9 +335,85 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncWrite for RustlsStream<S> {
 }
 
 impl<S: AsyncRead + AsyncWrite + Unpin> TlsStream for RustlsStream<S> {
+    /// `tls-server-end-point` (RFC 5929), which SCRAM-SHA-256-PLUS binds
+    /// the login to: the hash of the server's certificate.
     fn channel_binding(&self) -> ChannelBinding {
-        ChannelBinding::none()
+        self.0
+            .get_ref()
+            .1
+            .peer_certificates()
+            .and_then(|chain| chain.first())
+            .and_then(|cert| end_point_hash(cert))
+            .map_or_else(ChannelBinding::none, ChannelBinding::tls_server_end_point)
     }
+}
+
+/// The certificate's hash as `tls-server-end-point` takes it: by the hash
+/// of its signature algorithm, SHA-256 for MD5 and SHA-1 (RFC 5929, 4.1);
+/// `None` for an algorithm whose hash is not read here (RSA-PSS, EdDSA:
+/// no binding is offered then).
+fn end_point_hash(cert: &[u8]) -> Option<Vec<u8>> {
+    use sha2::Digest;
+    // sha{1,256,384,512}WithRSAEncryption, md5WithRSAEncryption:
+    // 1.2.840.113549.1.1.{5,11,12,13,4}; ecdsa-with-SHA{1,256,384,512}:
+    // 1.2.840.10045.4.1, 1.2.840.10045.4.3.{2,3,4}.
+    const RSA: &[u8] = &[0x2a, 0x86, 0x48, 0x86, 0xf7, 0x0d, 0x01, 0x01];
+    const ECDSA_SHA1: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x01];
+    const ECDSA_SHA2: &[u8] = &[0x2a, 0x86, 0x48, 0xce, 0x3d, 0x04, 0x03];
+    let oid = signature_algorithm(cert)?;
+    let (prefix, last) = oid.split_at(oid.len().checked_sub(1)?);
+    let bits = match (prefix, last[0]) {
+        (RSA, 0x04 | 0x05 | 0x0b) => 256,
+        (RSA, 0x0c) => 384,
+        (RSA, 0x0d) => 512,
+        (_, _) if oid == ECDSA_SHA1 => 256,
+        (ECDSA_SHA2, 0x02) => 256,
+        (ECDSA_SHA2, 0x03) => 384,
+        (ECDSA_SHA2, 0x04) => 512,
+        _ => return None,
+    };
+    Some(match bits {
+        256 => sha2::Sha256::digest(cert).to_vec(),
+        384 => sha2::Sha384::digest(cert).to_vec(),
+        _ => sha2::Sha512::digest(cert).to_vec(),
+    })
+}
+
+/// The OID of a DER certificate's `signatureAlgorithm` (the second field
+/// of its outer SEQUENCE).
+fn signature_algorithm(cert: &[u8]) -> Option<&[u8]> {
+    let (0x30, body, _) = der(cert)? else {
+        return None;
+    };
+    let (_tbs, _, rest) = der(body)?;
+    let (0x30, algorithm, _) = der(rest)? else {
+        return None;
+    };
+    let (0x06, oid, _) = der(algorithm)? else {
+        return None;
+    };
+    Some(oid)
+}
+
+/// One DER element: its tag, its content, and what follows it.
+fn der(b: &[u8]) -> Option<(u8, &[u8], &[u8])> {
+    let tag = *b.first()?;
+    let first = *b.get(1)?;
+    let (len, header) = if first < 0x80 {
+        (usize::from(first), 2)
+    } else {
+        let n = usize::from(first & 0x7f);
+        if n == 0 || n > 4 {
+            return None;
+        }
+        let mut len = 0usize;
+        for i in 0..n {
+            len = len << 8 | usize::from(*b.get(2 + i)?);
+        }
+        (len, 2 + n)
+    };
+    let end = header.checked_add(len)?;
+    Some((tag, b.get(header..end)?, b.get(end..)?))
 }
 
 /// `prefer` and `require` without roots: the handshake is TLS (its
