@@ -534,3 +534,19 @@ fn claims_and_finishes_through_pgbouncer_in_transaction_mode_from_eight_threads(
     );
     assert!(!budgets.is_degraded());
 }
+
+#[test]
+fn a_unix_socket_url_connects_under_the_default_sslmode() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    // The host is the socket's directory, percent-encoded; `local` lines
+    // of pg_hba trust it, and PostgreSQL has no TLS there.
+    let dir = pg
+        .socket_dir()
+        .to_str()
+        .expect("a UTF-8 temporary path")
+        .replace('/', "%2F");
+    let url = format!("postgres://sluice@{dir}:{}/postgres", pg.addr().port());
+    let ledger = PostgresLedger::open(&url).expect("opens over the Unix socket");
+    assert_eq!(ledger.claim("u-1").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim("u-1").expect("claim"), Claim::Taken(None));
+}

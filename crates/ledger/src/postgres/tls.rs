@@ -269,12 +269,14 @@ where
     type TlsConnect = RustlsConnect;
     type Error = io::Error;
 
+    /// Called for every connection, TLS or not (a Unix socket's host is
+    /// `""`): a name rustls cannot take fails the handshake, if one is
+    /// tried, not the connection.
     fn make_tls_connect(&mut self, domain: &str) -> io::Result<RustlsConnect> {
-        let name = ServerName::try_from(domain.to_string())
-            .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
         Ok(RustlsConnect {
             connector: tokio_rustls::TlsConnector::from(self.config.clone()),
-            name,
+            name: ServerName::try_from(domain.to_string())
+                .map_err(|e| format!("{domain:?} cannot be checked by TLS: {e}")),
         })
     }
 }
@@ -282,7 +284,7 @@ where
 /// One connection's TLS handshake.
 pub(crate) struct RustlsConnect {
     connector: tokio_rustls::TlsConnector,
-    name: ServerName<'static>,
+    name: Result<ServerName<'static>, String>,
 }
 
 impl<S> TlsConnect<S> for RustlsConnect
@@ -295,10 +297,10 @@ where
 
     fn connect(self, stream: S) -> Self::Future {
         Box::pin(async move {
-            self.connector
-                .connect(self.name, stream)
-                .await
-                .map(RustlsStream)
+            let name = self
+                .name
+                .map_err(|e| io::Error::new(io::ErrorKind::InvalidInput, e))?;
+            self.connector.connect(name, stream).await.map(RustlsStream)
         })
     }
 }
