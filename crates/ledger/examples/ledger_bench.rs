@@ -11,7 +11,9 @@
 //!
 //! `--quick` leaves out the 1,000,000-id rows; `--only TEXT` runs the rows
 //! whose store name contains TEXT; `--ids N` runs the SQLite, PostgreSQL
-//! and memory rows at N ids only.
+//! and memory rows at N ids only; `--pg-fsync off` runs the PostgreSQL
+//! server without `fsync` (what is left is the round trips, TLS's cost
+//! among them, not the disk's).
 //!
 //! The PostgreSQL rows run against a server the example starts itself (the
 //! testkit's: Debian's `postgresql`, a throwaway data directory, `fsync`
@@ -225,7 +227,11 @@ fn main() {
     }
 
     if wanted("PostgresLedger") {
-        postgres_rows(&sizes, &run);
+        let fsync = args
+            .iter()
+            .position(|a| a == "--pg-fsync")
+            .is_none_or(|i| args.get(i + 1).map(String::as_str) != Some("off"));
+        postgres_rows(&sizes, &run, fsync);
     }
 
     for &n in sizes.iter().filter(|_| wanted("MemoryLedger")) {
@@ -259,15 +265,15 @@ fn main() {
     }
 }
 
-/// The PostgreSQL rows: one server (fsync on, TLS on with a certificate of
+/// The PostgreSQL rows: one server (fsync on unless `--pg-fsync off`, TLS on with a certificate of
 /// a per-run CA), the ledger's tables filled to each size in turn with
 /// finished rows (ids: md5 of a number, random hex like the others), timed
 /// beside a floor of two one-row commits in plain TCP: the store in plain
 /// TCP (`sslmode=disable`) and over TLS (`sslmode=verify-full`).
-fn postgres_rows(sizes: &[u64], run: &PreviousRun) {
+fn postgres_rows(sizes: &[u64], run: &PreviousRun, fsync: bool) {
     let pki = sluice_testkit::TestPki::new().expect("a per-run CA");
     let pg = match sluice_testkit::Postgres::start_with(sluice_testkit::PostgresOptions {
-        fsync: true,
+        fsync,
         tls: Some(sluice_testkit::PostgresTls {
             cert: pki.server(sluice_testkit::ServerCert::Good),
             client_ca: None,

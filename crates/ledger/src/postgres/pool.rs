@@ -8,10 +8,13 @@
 //! Here each call is a future run by [`Pool::with`] under
 //! `tokio::time::timeout_at`; when the bound passes, the connection is
 //! dropped (its task aborted, closing the socket) and a cancel request is
-//! sent for the statement it was running, so the server stops it too. The
-//! runtime has one worker thread, which drives the connections between
-//! calls (a server's notice, a cancel sent after its caller has gone);
-//! callers block on their own threads.
+//! sent for the statement it was running (from a thread of its own: the
+//! caller's time is up), so the server stops it too. The runtime is a
+//! current-thread one: a caller's thread drives the connections itself
+//! while it waits (no hop to another thread per round trip: a third less
+//! time per claim and finish than with a worker thread, measured without
+//! `fsync`); callers on several threads take turns driving it, as tokio's
+//! `block_on` does.
 //!
 //! Nothing outlives a transaction on a connection — statements are unnamed
 //! (`query_typed`/`execute_typed`: one round trip each, nothing prepared),
@@ -20,7 +23,7 @@
 //! server closed (a restart) is replaced by a new one on the next call.
 
 use std::io;
-use std::sync::{Condvar, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
 use sluice_policy::LedgerError;
@@ -66,7 +69,7 @@ struct State {
 
 /// The connections of one store.
 pub(crate) struct Pool {
-    rt: tokio::runtime::Runtime,
+    rt: Arc<tokio::runtime::Runtime>,
     config: tokio_postgres::Config,
     tls: MakeRustls,
     /// The database as it may be printed.
@@ -104,11 +107,11 @@ impl Pool {
         tls: MakeRustls,
         shown: String,
     ) -> io::Result<Pool> {
-        let rt = tokio::runtime::Builder::new_multi_thread()
-            .worker_threads(1)
-            .thread_name("sluice-ledger-pg")
-            .enable_all()
-            .build()?;
+        let rt = Arc::new(
+            tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()?,
+        );
         Ok(Pool {
             rt,
             config,
@@ -366,11 +369,21 @@ impl Pool {
     /// server, send a cancel request for it.
     fn drop_conn(&self, conn: Conn, cancel: bool) {
         if cancel {
+            // On a thread of its own: the caller's time is up, and the
+            // runtime runs only inside some caller's `block_on`.
             let token = conn.client.cancel_token();
             let tls = self.tls.clone();
-            self.rt.spawn(async move {
-                let _ = tokio::time::timeout(CANCEL_WAIT, token.cancel_query(tls)).await;
-            });
+            let rt = self.rt.clone();
+            let spawned = std::thread::Builder::new()
+                .name("sluice-ledger-cancel".into())
+                .spawn(move || {
+                    rt.block_on(async {
+                        let _ = tokio::time::timeout(CANCEL_WAIT, token.cancel_query(tls)).await;
+                    })
+                });
+            if let Err(e) = spawned {
+                tracing::debug!(database = %self.shown, error = %e, "no thread to cancel a statement");
+            }
         }
         conn.task.abort();
     }
