@@ -300,6 +300,10 @@ fn postgres_rows(sizes: &[u64], run: &PreviousRun, fsync: bool) {
     let floor = raw
         .prepare("INSERT INTO floor (v) VALUES ($1)")
         .expect("prepare");
+    // The same commits sent as the store sends its statements: unnamed,
+    // parsed and planned by the server each time (PgBouncer's transaction
+    // pooling allows nothing else).
+    let mut unnamed = postgres::Client::connect(&url, postgres::NoTls).expect("a raw connection");
     let text = serde_json::to_string(run).expect("run as JSON");
     let mut filled = 0u64;
     let ops = 200;
@@ -326,12 +330,23 @@ fn postgres_rows(sizes: &[u64], run: &PreviousRun, fsync: bool) {
                     raw.execute(&floor, &[&"claim"]).expect("commit 1");
                     raw.execute(&floor, &[&"finish"]).expect("commit 2");
                 },
+                &mut |_| {
+                    for v in ["claim", "finish"] {
+                        unnamed
+                            .execute_typed(
+                                "INSERT INTO floor (v) VALUES ($1)",
+                                &[(&v, postgres::types::Type::TEXT)],
+                            )
+                            .expect("an unnamed commit");
+                    }
+                },
                 &mut |i| claim_finish(&ledger, &id(offset + i), run),
                 &mut |i| claim_finish(&tls_ledger, &id(offset + (1 << 19) + i), run),
             ],
         );
         let over_tls = t.pop().expect("the ledger's times over TLS");
         let ours = t.pop().expect("the ledger's times");
+        let unnamed_t = t.pop().expect("the unnamed floor's times");
         let floor_t = t.pop().expect("the floor's times");
         let ratio = |v: &[Duration]| {
             let mut r: Vec<f64> = v
@@ -343,7 +358,15 @@ fn postgres_rows(sizes: &[u64], run: &PreviousRun, fsync: bool) {
             r[r.len() / 2]
         };
         let (plain_ratio, tls_ratio) = (ratio(&ours), ratio(&over_tls));
+        let unnamed_ratio = ratio(&unnamed_t);
         row("floor, 2 commits, PG", 0, ops, stats(floor_t), None);
+        row(
+            "floor, 2 unnamed, PG",
+            0,
+            ops,
+            stats(unnamed_t),
+            Some(unnamed_ratio),
+        );
         row("PostgresLedger", n, ops, stats(ours), Some(plain_ratio));
         row(
             "PostgresLedger TLS",
