@@ -3,17 +3,17 @@
 //! replicas behind `--ledger postgres://…` together with their retry budget
 //! ([`PostgresBudgets`]). [`Store`] opens either from what `--ledger` names.
 //!
-//! The policy crate keeps the [`Ledger`](sluice_policy::Ledger) trait and the
+//! The policy crate keeps the [`Ledger`] trait and the
 //! in-memory store; this crate keeps the stores that outlive a process. A
 //! store claims an operation id atomically when the operation starts and
 //! records how it ended; asking again for a claimed id — finished or still
-//! running — is answered [`Claim::Taken`](sluice_policy::Claim::Taken),
+//! running — is answered [`Claim::Taken`],
 //! carrying the earlier run when there is one.
 //!
 //! # The SQLite store
 //!
 //! One file, one row per id: `(id, claimed_at, finished_at, run)`, where `run`
-//! is the [`PreviousRun`](sluice_policy::PreviousRun) as JSON text and a row
+//! is the [`PreviousRun`] as JSON text and a row
 //! whose `run` is NULL is a claim still running (or whose process died —
 //! nothing tells them apart, and nothing may start it again).
 //!
@@ -29,7 +29,7 @@
 //!   connection waits up to a busy timeout (default 5 s) for another
 //!   process's write to end, and SQLite's locks make a claim atomic across
 //!   processes: of several processes claiming one id at once, exactly one
-//!   gets [`Claim::Claimed`](sluice_policy::Claim::Claimed).
+//!   gets [`Claim::Claimed`].
 //! - **Durability** ([`SyncMode`]): `Full` (the default) syncs every commit,
 //!   so a claim that returned survives a power cut; `Normal` syncs only at
 //!   checkpoints and may lose the last commits before a power cut (never the
