@@ -232,7 +232,11 @@ async fn ensure_schema(c: &mut Client) -> Result<Result<(), String>, tokio_postg
 /// `claim` and `finish` use [`DEFAULT_CALL_TIMEOUT`] until the trait passes
 /// it. A database that accepts a connection and then says nothing, or
 /// holds a statement, makes the call an error when the bound passes (the
-/// statement is cancelled on the server, the connection dropped).
+/// statement is cancelled on the server, the connection dropped). A claim
+/// whose insert the server committed just as its bound passed is an error
+/// here and a claim there: the id reads as running (and is rejected when
+/// asked again), as after a process that died past its claim — nothing
+/// ran, and nothing will run it twice.
 ///
 /// # Connections
 ///
