@@ -10,7 +10,8 @@
 # Needs (Debian): lighttpd (smart HTTP) with lighttpd-mod-openssl (https),
 # tinyproxy (a real forward proxy), postgresql (the PostgreSQL ledger's
 # tests start their own server; as root, as the `postgres` user the package
-# makes), openssh-server (ssh://), jgit-cli
+# makes), pgbouncer (in front of it, in transaction pooling mode; as root,
+# started as that same user), openssh-server (ssh://), jgit-cli
 # (JGit), python3-dulwich (dulwich), and Debian's git package, whose git
 # 2.39 lives under /usr/lib/git-core next to the git 2.47 on PATH. Each is
 # installed with apt-get only when it is absent; nothing is skipped.
@@ -27,6 +28,7 @@ if [ ! -e /usr/lib/lighttpd/mod_openssl.so ]; then missing+=(lighttpd-mod-openss
 if ! have tinyproxy && [ ! -x /usr/sbin/tinyproxy ]; then missing+=(tinyproxy); fi
 if ! have sshd && [ ! -x /usr/sbin/sshd ]; then missing+=(openssh-server); fi
 if ! compgen -G '/usr/lib/postgresql/*/bin/initdb' >/dev/null; then missing+=(postgresql); fi
+if ! have pgbouncer && [ ! -x /usr/sbin/pgbouncer ]; then missing+=(pgbouncer); fi
 if ! have ssh || ! have ssh-keygen; then missing+=(openssh-client); fi
 if ! have jgit; then missing+=(jgit-cli); fi
 # Debian's python3 (not a pyenv or venv one) is where python3-dulwich lives.

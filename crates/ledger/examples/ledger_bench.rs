@@ -11,12 +11,16 @@
 //!
 //! `--quick` leaves out the 1,000,000-id rows; `--only TEXT` runs the rows
 //! whose store name contains TEXT; `--ids N` runs the SQLite, PostgreSQL
-//! and memory rows at N ids only.
+//! and memory rows at N ids only; `--pg-fsync off` runs the PostgreSQL
+//! server without `fsync` (what is left is the round trips, TLS's cost
+//! among them, not the disk's).
 //!
 //! The PostgreSQL rows run against a server the example starts itself (the
 //! testkit's: Debian's `postgresql`, a throwaway data directory, `fsync`
-//! on, loopback TCP), beside a floor of two one-row commits on the same
-//! server; they are left out when PostgreSQL is not installed.
+//! on, loopback TCP, TLS on), beside a floor of two one-row commits on the
+//! same server in plain TCP: the store in plain TCP (`PostgresLedger`) and
+//! over TLS, the certificate checked (`PostgresLedger TLS`); they are left
+//! out when PostgreSQL is not installed.
 //!
 //! Each figure is the median of 7 rounds of a batch of operations on fresh
 //! ids (ids look like UUIDs: random, so a claim lands anywhere in the
@@ -223,7 +227,11 @@ fn main() {
     }
 
     if wanted("PostgresLedger") {
-        postgres_rows(&sizes, &run);
+        let fsync = args
+            .iter()
+            .position(|a| a == "--pg-fsync")
+            .is_none_or(|i| args.get(i + 1).map(String::as_str) != Some("off"));
+        postgres_rows(&sizes, &run, fsync);
     }
 
     for &n in sizes.iter().filter(|_| wanted("MemoryLedger")) {
@@ -257,27 +265,45 @@ fn main() {
     }
 }
 
-/// The PostgreSQL rows: one server (fsync on), the ledger's tables filled
-/// to each size in turn with finished rows (ids: md5 of a number, random
-/// hex like the others), timed beside a floor of two one-row commits.
-fn postgres_rows(sizes: &[u64], run: &PreviousRun) {
-    let pg =
-        match sluice_testkit::Postgres::start_with(sluice_testkit::PostgresOptions { fsync: true })
-        {
-            Ok(pg) => pg,
-            Err(e) => {
-                eprintln!("PostgreSQL rows left out: {e}");
-                return;
-            }
-        };
-    let url = pg.url_with_password();
+/// The PostgreSQL rows: one server (fsync on unless `--pg-fsync off`, TLS on with a certificate of
+/// a per-run CA), the ledger's tables filled to each size in turn with
+/// finished rows (ids: md5 of a number, random hex like the others), timed
+/// beside a floor of two one-row commits in plain TCP: the store in plain
+/// TCP (`sslmode=disable`) and over TLS (`sslmode=verify-full`).
+fn postgres_rows(sizes: &[u64], run: &PreviousRun, fsync: bool) {
+    let pki = sluice_testkit::TestPki::new().expect("a per-run CA");
+    let pg = match sluice_testkit::Postgres::start_with(sluice_testkit::PostgresOptions {
+        fsync,
+        tls: Some(sluice_testkit::PostgresTls {
+            cert: pki.server(sluice_testkit::ServerCert::Good),
+            client_ca: None,
+            auth: sluice_testkit::TlsAuth::PasswordAnyTransport,
+        }),
+    }) {
+        Ok(pg) => pg,
+        Err(e) => {
+            eprintln!("PostgreSQL rows left out: {e}");
+            return;
+        }
+    };
+    let url = format!("{}?sslmode=disable", pg.url_with_password());
     let ledger = PostgresLedger::open(&url).expect("the PostgreSQL ledger opens");
+    let tls_url = format!(
+        "{}?sslmode=verify-full&sslrootcert={}",
+        pg.url_with_password(),
+        pki.ca_file().display()
+    );
+    let tls_ledger = PostgresLedger::open(&tls_url).expect("the PostgreSQL ledger opens over TLS");
     let mut raw = postgres::Client::connect(&url, postgres::NoTls).expect("a raw connection");
     raw.batch_execute("CREATE TABLE floor (id bigserial PRIMARY KEY, v text)")
         .expect("floor table");
     let floor = raw
         .prepare("INSERT INTO floor (v) VALUES ($1)")
         .expect("prepare");
+    // The same commits sent as the store sends its statements: unnamed,
+    // parsed and planned by the server each time (PgBouncer's transaction
+    // pooling allows nothing else).
+    let mut unnamed = postgres::Client::connect(&url, postgres::NoTls).expect("a raw connection");
     let text = serde_json::to_string(run).expect("run as JSON");
     let mut filled = 0u64;
     let ops = 200;
@@ -304,24 +330,50 @@ fn postgres_rows(sizes: &[u64], run: &PreviousRun) {
                     raw.execute(&floor, &[&"claim"]).expect("commit 1");
                     raw.execute(&floor, &[&"finish"]).expect("commit 2");
                 },
+                &mut |_| {
+                    for v in ["claim", "finish"] {
+                        unnamed
+                            .execute_typed(
+                                "INSERT INTO floor (v) VALUES ($1)",
+                                &[(&v, postgres::types::Type::TEXT)],
+                            )
+                            .expect("an unnamed commit");
+                    }
+                },
                 &mut |i| claim_finish(&ledger, &id(offset + i), run),
+                &mut |i| claim_finish(&tls_ledger, &id(offset + (1 << 19) + i), run),
             ],
         );
+        let over_tls = t.pop().expect("the ledger's times over TLS");
         let ours = t.pop().expect("the ledger's times");
+        let unnamed_t = t.pop().expect("the unnamed floor's times");
         let floor_t = t.pop().expect("the floor's times");
-        let mut ratios: Vec<f64> = ours
-            .iter()
-            .zip(&floor_t)
-            .map(|(o, f)| o.as_secs_f64() / f.as_secs_f64())
-            .collect();
-        ratios.sort_by(f64::total_cmp);
+        let ratio = |v: &[Duration]| {
+            let mut r: Vec<f64> = v
+                .iter()
+                .zip(&floor_t)
+                .map(|(o, f)| o.as_secs_f64() / f.as_secs_f64())
+                .collect();
+            r.sort_by(f64::total_cmp);
+            r[r.len() / 2]
+        };
+        let (plain_ratio, tls_ratio) = (ratio(&ours), ratio(&over_tls));
+        let unnamed_ratio = ratio(&unnamed_t);
         row("floor, 2 commits, PG", 0, ops, stats(floor_t), None);
         row(
-            "PostgresLedger",
+            "floor, 2 unnamed, PG",
+            0,
+            ops,
+            stats(unnamed_t),
+            Some(unnamed_ratio),
+        );
+        row("PostgresLedger", n, ops, stats(ours), Some(plain_ratio));
+        row(
+            "PostgresLedger TLS",
             n,
             ops,
-            stats(ours),
-            Some(ratios[ratios.len() / 2]),
+            stats(over_tls),
+            Some(tls_ratio),
         );
     }
 }

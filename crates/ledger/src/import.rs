@@ -12,7 +12,8 @@ use rusqlite::{params, Connection};
 use serde::Deserialize;
 use sluice_policy::LedgerError;
 
-use crate::sqlite::{ensure_schema, error, to_ms};
+use crate::entry::{error, to_ms};
+use crate::sqlite_schema::ensure_schema;
 
 /// The first 16 bytes of every SQLite database.
 const SQLITE_HEADER: &[u8; 16] = b"SQLite format 3\0";

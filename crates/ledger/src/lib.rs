@@ -3,17 +3,17 @@
 //! replicas behind `--ledger postgres://…` together with their retry budget
 //! ([`PostgresBudgets`]). [`Store`] opens either from what `--ledger` names.
 //!
-//! The policy crate keeps the [`Ledger`](sluice_policy::Ledger) trait and the
+//! The policy crate keeps the [`Ledger`] trait and the
 //! in-memory store; this crate keeps the stores that outlive a process. A
 //! store claims an operation id atomically when the operation starts and
 //! records how it ended; asking again for a claimed id — finished or still
-//! running — is answered [`Claim::Taken`](sluice_policy::Claim::Taken),
+//! running — is answered [`Claim::Taken`],
 //! carrying the earlier run when there is one.
 //!
 //! # The SQLite store
 //!
 //! One file, one row per id: `(id, claimed_at, finished_at, run)`, where `run`
-//! is the [`PreviousRun`](sluice_policy::PreviousRun) as JSON text and a row
+//! is the [`PreviousRun`] as JSON text and a row
 //! whose `run` is NULL is a claim still running (or whose process died —
 //! nothing tells them apart, and nothing may start it again).
 //!
@@ -29,7 +29,7 @@
 //!   connection waits up to a busy timeout (default 5 s) for another
 //!   process's write to end, and SQLite's locks make a claim atomic across
 //!   processes: of several processes claiming one id at once, exactly one
-//!   gets [`Claim::Claimed`](sluice_policy::Claim::Claimed).
+//!   gets [`Claim::Claimed`].
 //! - **Durability** ([`SyncMode`]): `Full` (the default) syncs every commit,
 //!   so a claim that returned survives a power cut; `Normal` syncs only at
 //!   checkpoints and may lose the last commits before a power cut (never the
@@ -56,8 +56,10 @@
 //! A claim is one insert-if-absent carrying a per-claim token (so a claim
 //! whose answer was lost can be tried again and know itself), plus a read
 //! when the id was taken; a budget take is one upsert. Credentials come
-//! from the URL, `PGPASSWORD` or `.pgpass` and are never printed; there is
-//! no TLS to the database (`sslmode=require` is refused saying so). See
+//! from the URL, `PGPASSWORD` or `.pgpass` and are never printed. TLS is
+//! rustls, read from the URL's `sslmode` as libpq reads it; every call is
+//! bounded by the time its caller has left; a bounded pool survives the
+//! server's restart and works behind PgBouncer in transaction pooling. See
 //! [`PostgresLedger`] and [`PostgresBudgets`].
 //!
 //! # Example
@@ -84,16 +86,20 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+mod entry;
 mod import;
 mod postgres;
 mod sqlite;
+mod sqlite_schema;
 
+pub use entry::{LedgerEntry, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL};
 pub use postgres::{
-    is_postgres_url, PostgresBudgets, PostgresLedger, DEFAULT_CONNECT_TIMEOUT, PG_SCHEMA_VERSION,
+    is_postgres_url, PostgresBudgets, PostgresLedger, BUDGET_WAIT, DEFAULT_CALL_TIMEOUT,
+    DEFAULT_CONNECT_TIMEOUT, MAX_CONNECTIONS, PG_SCHEMA_VERSION,
 };
 pub use sqlite::{
-    LedgerEntry, SqliteLedger, SqliteOptions, SyncMode, CHECKPOINT_EVERY, DEFAULT_BUSY_TIMEOUT,
-    DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL, SQLITE_PRUNE_SLICE,
+    SqliteLedger, SqliteOptions, SyncMode, CHECKPOINT_EVERY, DEFAULT_BUSY_TIMEOUT,
+    SQLITE_PRUNE_SLICE,
 };
 
 use std::sync::Arc;

@@ -4,34 +4,24 @@
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::{params, Connection, OptionalExtension};
-use serde::{Serialize, Serializer};
 use sluice_policy::{Claim, Ledger, LedgerError, PreviousRun};
 
+use crate::entry::{error, from_ms, to_ms, LedgerEntry, DEFAULT_RETENTION, PRUNE_INTERVAL};
 use crate::import;
-
-/// How long ids are kept by default: 7 days.
-pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+use crate::sqlite_schema::ensure_schema;
 
 /// How long a connection waits by default for another process's write to
 /// end before a claim fails: 5 s.
 pub const DEFAULT_BUSY_TIMEOUT: Duration = Duration::from_secs(5);
-
-/// How many rows one pruning transaction deletes at most (PostgreSQL).
-pub const PRUNE_BATCH: u32 = 500;
 
 /// How many rows, in id order, one pruning transaction of the SQLite
 /// ledger examines (and so deletes at most). The SQLite table has no index
 /// on the claim time (see [`SqliteLedger`]'s "Pruning"): a pass walks the
 /// ids in slices of this many rows.
 pub const SQLITE_PRUNE_SLICE: u32 = 5_000;
-
-/// How often a ledger value prunes by itself from `claim`, at most: one
-/// batch of [`PRUNE_BATCH`] expired rows (PostgreSQL) or one slice of
-/// [`SQLITE_PRUNE_SLICE`] rows (SQLite).
-pub const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// After how many commits of a ledger value its checkpointer thread is
 /// woken: about SQLite's default checkpoint of 1,000 WAL pages at the ~2
@@ -42,27 +32,6 @@ pub const CHECKPOINT_EVERY: u32 = 500;
 /// SQLite does by default at 1,000: the backstop should the checkpointer
 /// thread fall behind.
 const AUTOCHECKPOINT_BACKSTOP: u32 = 10_000;
-
-/// `PRAGMA application_id` of a ledger database ("sllg").
-const APPLICATION_ID: i32 = 0x736c_6c67;
-
-/// `PRAGMA user_version` of the schema this crate writes.
-///
-/// 1 had an index on `claimed_at`; 2 dropped it (a claim then writes one
-/// page, not two). A schema-1 file is brought to 2 when it is opened.
-const SCHEMA_VERSION: i32 = 2;
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS claims (
-    id TEXT PRIMARY KEY NOT NULL,
-    claimed_at INTEGER NOT NULL,
-    finished_at INTEGER,
-    run TEXT
-) WITHOUT ROWID;
-";
-
-/// Schema 1 to 2.
-const MIGRATE_1_TO_2: &str = "DROP INDEX IF EXISTS claims_claimed_at";
 
 const CLAIM: &str =
     "INSERT INTO claims (id, claimed_at) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING";
@@ -181,35 +150,6 @@ impl SqliteOptions {
     /// happens to a JSON ledger found there.
     pub fn open(self, path: impl AsRef<Path>) -> Result<SqliteLedger, LedgerError> {
         SqliteLedger::open_with(path.as_ref(), self)
-    }
-}
-
-/// One id's row, as `ledger show` and `ledger list` print it.
-///
-/// Times serialize as RFC 3339 strings in UTC with milliseconds.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
-pub struct LedgerEntry {
-    /// The operation id.
-    pub id: String,
-    /// When it was claimed (or imported).
-    #[serde(serialize_with = "rfc3339")]
-    pub claimed_at: SystemTime,
-    /// When its run was recorded; `None` while it is running (or its
-    /// process died).
-    #[serde(serialize_with = "rfc3339_opt")]
-    pub finished_at: Option<SystemTime>,
-    /// How it ended; `None` while it is running (or its process died).
-    pub run: Option<PreviousRun>,
-}
-
-fn rfc3339<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.collect_str(&humantime::format_rfc3339_millis(*t))
-}
-
-fn rfc3339_opt<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
-    match t {
-        Some(t) => rfc3339(t, s),
-        None => s.serialize_none(),
     }
 }
 
@@ -597,97 +537,4 @@ fn committed(st: &mut State) {
             let _ = wake.try_send(());
         }
     }
-}
-
-/// Check that the database is a ledger of a version this crate reads, and
-/// create the schema in an empty one.
-pub(crate) fn ensure_schema(
-    conn: &Connection,
-) -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-    // The usual case reads two numbers and takes no write lock.
-    if schema_state(conn)? == SchemaState::Current {
-        return Ok(());
-    }
-    conn.execute_batch("BEGIN IMMEDIATE")?;
-    let made = (|| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
-        match schema_state(conn)? {
-            SchemaState::Current => return Ok(()),
-            SchemaState::Version1 => conn.execute_batch(MIGRATE_1_TO_2)?,
-            SchemaState::Empty => {
-                let objects: i64 =
-                    conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
-                if objects > 0 {
-                    return Err("a SQLite database but not a sluice ledger".into());
-                }
-                conn.execute_batch(SCHEMA)?;
-            }
-        }
-        conn.execute_batch(&format!(
-            "PRAGMA application_id = {APPLICATION_ID}; PRAGMA user_version = {SCHEMA_VERSION};"
-        ))?;
-        Ok(())
-    })();
-    match made {
-        Ok(()) => conn.execute_batch("COMMIT").map_err(Into::into),
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
-}
-
-/// Where a database's schema stands.
-#[derive(Debug, PartialEq, Eq)]
-enum SchemaState {
-    /// Not a ledger yet (a new file, or not ours: the caller looks).
-    Empty,
-    /// A ledger of schema 1, brought to the current one on opening.
-    Version1,
-    /// A ledger of this crate's schema.
-    Current,
-}
-
-/// Where the schema stands; an error when the database belongs to something
-/// else or to a newer version.
-fn schema_state(
-    conn: &Connection,
-) -> Result<SchemaState, Box<dyn std::error::Error + Send + Sync>> {
-    let app: i32 = conn.query_row("PRAGMA application_id", [], |r| r.get(0))?;
-    let version: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
-    match app {
-        APPLICATION_ID if version == SCHEMA_VERSION => Ok(SchemaState::Current),
-        APPLICATION_ID if version == 1 => Ok(SchemaState::Version1),
-        APPLICATION_ID if version > SCHEMA_VERSION => Err(format!(
-            "written by a newer sluice (ledger schema {version}; this one reads {SCHEMA_VERSION})"
-        )
-        .into()),
-        APPLICATION_ID => Err(format!("unknown ledger schema {version}").into()),
-        0 => Ok(SchemaState::Empty),
-        _ => Err("a SQLite database but not a sluice ledger".into()),
-    }
-}
-
-pub(crate) fn error(
-    path: &Path,
-    e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
-) -> LedgerError {
-    let e = e.into();
-    let source = match e.downcast::<io::Error>() {
-        Ok(io) => *io,
-        Err(other) => io::Error::other(other),
-    };
-    LedgerError {
-        path: path.display().to_string(),
-        source,
-    }
-}
-
-/// Unix milliseconds (0 before the epoch).
-pub(crate) fn to_ms(t: SystemTime) -> i64 {
-    t.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
-}
-
-pub(crate) fn from_ms(ms: i64) -> SystemTime {
-    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
 }

@@ -1,14 +1,14 @@
 //! The SQLite ledger against real processes, real kills and real files.
 //!
-//! Child processes are this test binary run again: [`child_process`] does
-//! nothing unless `SLUICE_LEDGER_TEST_CHILD` names a role, and the parents
-//! talk to their children through pipes (a line on stdin to start, a line on
-//! stdout per claim), so no test sleeps on a guessed delay.
+//! Child processes are the `ledger-test-child` binary of this package
+//! (`tests/children/sqlite_child.rs`), and the parents talk to their
+//! children through pipes (a line on stdin to start, a line on stdout per
+//! claim), so no test sleeps on a guessed delay.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{BufRead, BufReader, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -17,11 +17,6 @@ use sluice_ledger::{SqliteLedger, SyncMode};
 use sluice_policy::{
     AttemptError, Claim, Effect, FileLedger, Ledger, Operation, Policy, PreviousRun,
 };
-
-const ROLE: &str = "SLUICE_LEDGER_TEST_CHILD";
-const LEDGER: &str = "SLUICE_LEDGER_TEST_PATH";
-const SEED: &str = "SLUICE_LEDGER_TEST_SEED";
-const LOG: &str = "SLUICE_LEDGER_TEST_LOG";
 
 /// A run summary as the policy makes one (built through the policy, so a
 /// change of `PreviousRun`'s fields needs no change here).
@@ -37,116 +32,26 @@ fn a_run() -> PreviousRun {
         .summary()
 }
 
-/// A deterministic shuffle (splitmix64), so a failing seed can be replayed.
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+#[path = "children/shuffle.rs"]
+mod shuffle;
+use shuffle::mix;
 
-fn shuffled(n: u64, seed: u64) -> Vec<u64> {
-    let mut v: Vec<u64> = (0..n).collect();
-    for i in (1..v.len()).rev() {
-        let j =
-            (mix(seed.wrapping_mul(1_000_003).wrapping_add(i as u64)) % (i as u64 + 1)) as usize;
-        v.swap(i, j);
-    }
-    v
-}
+/// The child processes: `tests/children/sqlite_child.rs`.
+const CHILD: &str = env!("CARGO_BIN_EXE_ledger-test-child");
 
-/// Start this test binary again as a child in `role`.
+/// Start the child binary in `role`.
 fn spawn(role: &str, ledger: &Path, seed: u64, log: Option<&Path>) -> Child {
-    let mut cmd = Command::new(std::env::current_exe().expect("the test binary's path"));
-    cmd.args([
-        "--exact",
-        "child_process",
-        "--nocapture",
-        "--test-threads=1",
-        "-q",
-    ])
-    .env(ROLE, role)
-    .env(LEDGER, ledger)
-    .env(SEED, seed.to_string())
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    let mut cmd = Command::new(CHILD);
+    cmd.arg(role)
+        .arg(ledger)
+        .arg(seed.to_string())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     if let Some(log) = log {
-        cmd.env(LOG, log);
+        cmd.arg(log);
     }
-    cmd.spawn()
-        .expect("the test binary starts again as a child")
-}
-
-/// The children's side: does nothing when run as an ordinary test.
-#[test]
-fn child_process() {
-    let Ok(role) = std::env::var(ROLE) else {
-        return;
-    };
-    let path = PathBuf::from(std::env::var_os(LEDGER).expect("the ledger's path"));
-    let seed: u64 = std::env::var(SEED)
-        .expect("a seed")
-        .parse()
-        .expect("a number");
-    match role.as_str() {
-        "claim-all" => claim_all(&path, seed),
-        "claim-and-log" => claim_and_log(&path, seed),
-        other => panic!("unknown child role {other}"),
-    }
-}
-
-/// Open the ledger, wait for the parent's line on stdin, claim `id-0` to
-/// `id-999` (ascending for an even seed, descending for an odd one) and
-/// print `CLAIMED <id>` for each id won.
-fn claim_all(path: &Path, seed: u64) {
-    let ledger = SqliteLedger::open(path).expect("the ledger opens");
-    let mut go = String::new();
-    std::io::stdin()
-        .read_line(&mut go)
-        .expect("the parent's go");
-    let mut out = std::io::stdout().lock();
-    let ids: Vec<u64> = if seed.is_multiple_of(2) {
-        (0..1000).collect()
-    } else {
-        (0..1000).rev().collect()
-    };
-    for i in ids {
-        let id = format!("id-{i}");
-        match ledger.claim(&id).expect("a claim never fails") {
-            Claim::Claimed => writeln!(out, "CLAIMED {id}").expect("stdout"),
-            Claim::Taken(_) => {}
-        }
-    }
-    writeln!(out, "DONE").expect("stdout");
-}
-
-/// Claim `id-0` to `id-1999` in an order given by the seed; log each id won
-/// to the log file (synced) once the claim returned, then finish it. Prints
-/// `TICK` after each claim so the parent can choose when to kill.
-fn claim_and_log(path: &Path, seed: u64) {
-    let log_path = PathBuf::from(std::env::var_os(LOG).expect("a log path"));
-    let ledger = SqliteLedger::open(path).expect("the ledger opens");
-    let mut log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(log_path)
-        .expect("the log opens");
-    let run = a_run();
-    let mut out = std::io::stdout().lock();
-    for i in shuffled(2000, seed) {
-        let id = format!("id-{i}");
-        let claim = ledger.claim(&id).expect("a claim never fails");
-        if claim == Claim::Claimed {
-            writeln!(log, "{id}").expect("log");
-            log.sync_data().expect("log synced");
-        }
-        writeln!(out, "TICK").expect("stdout");
-        out.flush().expect("stdout");
-        if claim == Claim::Claimed {
-            ledger.finish(&id, run.clone()).expect("finish");
-        }
-    }
+    cmd.spawn().expect("the child binary starts")
 }
 
 #[test]

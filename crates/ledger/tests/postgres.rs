@@ -2,13 +2,13 @@
 //! (the testkit's, a throwaway data directory), real processes and real
 //! kills.
 //!
-//! Replicas are this test binary run again: [`replica_process`] does nothing
-//! unless `SLUICE_PG_TEST_CHILD` names a role, and parents talk to their
-//! children through pipes (a line on stdin to start, lines on stdout), so no
-//! test sleeps on a guessed delay.
+//! Replicas are the `pg-test-replica` binary of this package
+//! (`tests/children/pg_replica.rs`), and parents talk to their children
+//! through pipes (a line on stdin to start, lines on stdout), so no test
+//! sleeps on a guessed delay.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::fs::{self, OpenOptions};
+use std::fs;
 use std::io::{BufRead, BufReader, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::Path;
@@ -24,14 +24,13 @@ use sluice_policy::{
 };
 use sluice_testkit::{Capture, Postgres};
 
-const ROLE: &str = "SLUICE_PG_TEST_CHILD";
 const URL: &str = "SLUICE_PG_TEST_URL";
-const SEED: &str = "SLUICE_PG_TEST_SEED";
 const LOG: &str = "SLUICE_PG_TEST_LOG";
 const REMOTE: &str = "SLUICE_PG_TEST_REMOTE";
 
-/// The shared budget of the storm test: 6 tokens, no refill, no credit, so
-/// the bound on connections is exact.
+/// The shared budget of the storm test, as the replicas use it (see
+/// `tests/children/pg_replica.rs`): 6 tokens, no refill, no credit, so the
+/// bound on connections is exact.
 const STORM_BUDGET: RetryBudget = RetryBudget {
     capacity: 6.0,
     refill_per_sec: 0.0,
@@ -40,178 +39,28 @@ const STORM_BUDGET: RetryBudget = RetryBudget {
 /// Operations each replica of the storm test runs.
 const STORM_OPS: u32 = 3;
 
-fn mix(mut x: u64) -> u64 {
-    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
-    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    x ^ (x >> 31)
-}
+#[path = "children/shuffle.rs"]
+mod shuffle;
+use shuffle::mix;
 
-fn shuffled(n: u64, seed: u64) -> Vec<u64> {
-    let mut v: Vec<u64> = (0..n).collect();
-    for i in (1..v.len()).rev() {
-        let j =
-            (mix(seed.wrapping_mul(1_000_003).wrapping_add(i as u64)) % (i as u64 + 1)) as usize;
-        v.swap(i, j);
-    }
-    v
-}
+/// The replicas: `tests/children/pg_replica.rs`.
+const REPLICA: &str = env!("CARGO_BIN_EXE_pg-test-replica");
 
-/// Start this test binary again as a replica in `role`.
+/// Start a replica in `role`.
 fn spawn(role: &str, url: &str, seed: u64, extra: &[(&str, &str)]) -> Child {
-    let mut cmd = Command::new(std::env::current_exe().expect("the test binary's path"));
-    cmd.args([
-        "--exact",
-        "replica_process",
-        "--nocapture",
-        "--test-threads=1",
-        "-q",
-    ])
-    .env(ROLE, role)
-    .env(URL, url)
-    .env(SEED, seed.to_string())
-    .env_remove("PGPASSWORD")
-    .env_remove("PGPASSFILE")
-    .stdin(Stdio::piped())
-    .stdout(Stdio::piped())
-    .stderr(Stdio::inherit());
+    let mut cmd = Command::new(REPLICA);
+    cmd.arg(role)
+        .arg(seed.to_string())
+        .env(URL, url)
+        .env_remove("PGPASSWORD")
+        .env_remove("PGPASSFILE")
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit());
     for (k, v) in extra {
         cmd.env(k, v);
     }
-    cmd.spawn()
-        .expect("the test binary starts again as a child")
-}
-
-/// The replicas' side: does nothing when run as an ordinary test.
-#[test]
-fn replica_process() {
-    let Ok(role) = std::env::var(ROLE) else {
-        return;
-    };
-    let url = std::env::var(URL).expect("the database's URL");
-    let seed: u64 = std::env::var(SEED)
-        .expect("a seed")
-        .parse()
-        .expect("a number");
-    match role.as_str() {
-        "run-all" => run_all(&url, seed),
-        "run-and-log" => run_and_log(&url, seed),
-        "storm" => storm(&url),
-        "open" => match PostgresLedger::open(&url) {
-            Ok(_) => println!("OPENED"),
-            Err(e) => println!("ERROR {e}"),
-        },
-        other => panic!("unknown child role {other}"),
-    }
-}
-
-/// A replica's policy: the PostgreSQL ledger and its shared budget.
-fn replica_policy(url: &str, budget: RetryBudget) -> Policy {
-    let ledger = Arc::new(PostgresLedger::open(url).expect("the ledger opens"));
-    Policy::builder()
-        .budget_store(ledger.budget_store())
-        .retry_budget(budget)
-        .ledger(ledger)
-        .build()
-}
-
-fn wait_for_go() {
-    let mut go = String::new();
-    std::io::stdin()
-        .read_line(&mut go)
-        .expect("the parent's go");
-}
-
-/// Run operations `id-0` to `id-999` (ascending for an even seed, descending
-/// for an odd one) under the policy; print `RAN <id>` from inside each run.
-fn run_all(url: &str, seed: u64) {
-    let policy = replica_policy(url, RetryBudget::DEFAULT);
-    wait_for_go();
-    let mut out = std::io::stdout().lock();
-    let ids: Vec<u64> = if seed.is_multiple_of(2) {
-        (0..1000).collect()
-    } else {
-        (0..1000).rev().collect()
-    };
-    for i in ids {
-        let id = format!("id-{i}");
-        let outcome = policy.run(
-            Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r").id(&id),
-            |ctx| {
-                writeln!(out, "RAN {id}").expect("stdout");
-                ctx.reached("done");
-                Ok::<_, AttemptError>(())
-            },
-        );
-        assert!(
-            matches!(outcome.kind, OutcomeKind::Succeeded | OutcomeKind::Rejected),
-            "{id}: {:?}",
-            outcome.kind
-        );
-    }
-    writeln!(out, "DONE").expect("stdout");
-}
-
-/// Run operations `id-0` to `id-1999` in an order given by the seed; each
-/// run appends its id to the log (synced) before it returns. Prints `TICK`
-/// after each operation, so the parent can choose when to kill.
-fn run_and_log(url: &str, seed: u64) {
-    let policy = replica_policy(url, RetryBudget::DEFAULT);
-    let mut log = OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(std::env::var_os(LOG).expect("a log path"))
-        .expect("the log opens");
-    let mut out = std::io::stdout().lock();
-    for i in shuffled(2000, seed) {
-        let id = format!("id-{i}");
-        policy.run(
-            Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r").id(&id),
-            |ctx| {
-                writeln!(log, "{id}").expect("log");
-                log.sync_data().expect("log synced");
-                ctx.reached("done");
-                Ok::<_, AttemptError>(())
-            },
-        );
-        writeln!(out, "TICK").expect("stdout");
-        out.flush().expect("stdout");
-    }
-}
-
-/// Run `STORM_OPS` operations against a remote that refuses every
-/// connection, under the shared budget; print each operation's attempts
-/// (`ATTEMPTS <n> <stopped>`).
-fn storm(url: &str) {
-    let remote: SocketAddr = std::env::var(REMOTE)
-        .expect("the refusing remote")
-        .parse()
-        .expect("an address");
-    let policy = replica_policy(url, STORM_BUDGET);
-    wait_for_go();
-    let mut out = std::io::stdout().lock();
-    for n in 0..STORM_OPS {
-        let outcome = policy.run(
-            Operation::new("ls-refs", Effect::Read, format!("git://{remote}/r"))
-                .id(format!("storm-{}-{n}", std::process::id()))
-                .bounds(
-                    Bounds::new(Duration::from_secs(10), Duration::from_secs(2), 1000)
-                        .with_backoff(BackoffShape::constant(Duration::from_millis(5))),
-                ),
-            |_| match TcpStream::connect(remote) {
-                Ok(_) => Ok(()),
-                Err(e) => Err(AttemptError::unjudged("connect", e.to_string())),
-            },
-        );
-        writeln!(
-            out,
-            "ATTEMPTS {} {:?}",
-            outcome.attempts.len(),
-            outcome.stopped
-        )
-        .expect("stdout");
-    }
-    writeln!(out, "DONE").expect("stdout");
+    cmd.spawn().expect("the replica binary starts")
 }
 
 /// An address nothing listens on: connections to it are refused.

@@ -18,9 +18,13 @@
 //!   with the spans it was in, for tests of what an operator reads.
 //! * [`tinyproxy::Tinyproxy`] — a real forward proxy (CONNECT for https).
 //! * [`postgres::Postgres`] — a real PostgreSQL server with a throwaway data
-//!   directory (started as the `postgres` user when the tests run as root).
+//!   directory (started as the `postgres` user when the tests run as root),
+//!   with TLS on when asked.
+//! * [`pgbouncer::PgBouncer`] — a real PgBouncer in transaction pooling mode
+//!   in front of it.
 //! * [`tls::TestPki`] — a throwaway CA and server certificates per run
-//!   (good, another CA's, expired, another name's) for https servers.
+//!   (good, another CA's, expired, another name's) for https and PostgreSQL
+//!   servers, and a client certificate.
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
@@ -30,6 +34,7 @@ pub mod daemon;
 pub mod fake_forge;
 pub mod fixtures;
 pub mod http_backend;
+pub mod pgbouncer;
 pub mod pktline;
 pub mod postgres;
 pub mod proxy;
@@ -44,7 +49,8 @@ mod net;
 pub use capture::{Capture, EventSeen, SpanSeen};
 pub use daemon::GitDaemon;
 pub use http_backend::HttpBackend;
-pub use postgres::{Postgres, PostgresOptions};
+pub use pgbouncer::PgBouncer;
+pub use postgres::{Postgres, PostgresOptions, PostgresTls, TlsAuth};
 pub use proxy::{ConnectionRecord, Fault, FaultProxy, HttpExchange, Point, Protocol, Service};
 pub use repo::{BareRepo, RepoBuilder};
 pub use sshd::{Sshd, SshdOptions};

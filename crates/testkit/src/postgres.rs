@@ -7,7 +7,9 @@
 //! stops it (a fast shutdown, SIGKILL if it lingers) and removes the
 //! directory. [`Postgres::stop`] and [`Postgres::restart`] stop and start
 //! the same server on the same port, for tests of a database restarted
-//! under its clients.
+//! under its clients. With [`PostgresOptions::tls`] it runs with `ssl = on`,
+//! presenting a certificate the test made (see [`crate::TestPki`]), and
+//! `pg_hba.conf` says how TCP clients log in ([`TlsAuth`]).
 //!
 //! # Running as root
 //!
@@ -25,6 +27,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use crate::net::free_port;
+use crate::tls::CertFiles;
 
 const START_TIMEOUT: Duration = Duration::from_secs(30);
 const STOP_TIMEOUT: Duration = Duration::from_secs(30);
@@ -36,17 +39,50 @@ pub const PG_USER: &str = "sluice";
 pub const PG_DATABASE: &str = "postgres";
 
 /// How the server is started.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PostgresOptions {
     /// `fsync` on (as in production) or off (faster tests).
     pub fsync: bool,
+    /// TLS (`ssl = on`) and how TCP clients log in; `None`: no TLS,
+    /// passwords (SCRAM) over plain TCP.
+    pub tls: Option<PostgresTls>,
 }
 
 impl Default for PostgresOptions {
-    /// `fsync` off: the tests here are about atomicity, not power loss.
+    /// `fsync` off: the tests here are about atomicity, not power loss; no
+    /// TLS.
     fn default() -> Self {
-        PostgresOptions { fsync: false }
+        PostgresOptions {
+            fsync: false,
+            tls: None,
+        }
     }
+}
+
+/// A server with `ssl = on`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct PostgresTls {
+    /// The certificate chain and key it presents (e.g. from
+    /// [`TestPki::server`](crate::TestPki::server)).
+    pub cert: CertFiles,
+    /// The CA its clients' certificates must come from (`ssl_ca_file`;
+    /// e.g. [`TestPki::ca_file`](crate::TestPki::ca_file)).
+    pub client_ca: Option<PathBuf>,
+    /// How TCP clients log in.
+    pub auth: TlsAuth,
+}
+
+/// How the clients of a [`PostgresTls`] server log in over TCP
+/// (`pg_hba.conf`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TlsAuth {
+    /// A password (SCRAM) over TLS or plain TCP.
+    PasswordAnyTransport,
+    /// A password (SCRAM) over TLS only (`hostssl`); plain TCP refused.
+    PasswordTlsOnly,
+    /// A client certificate over TLS (`hostssl … cert`: its common name is
+    /// the user), no password; plain TCP refused.
+    ClientCert,
 }
 
 /// A running PostgreSQL server.
@@ -83,7 +119,7 @@ pub fn find_postgres_bin() -> Option<PathBuf> {
 }
 
 /// The uid and gid of the `postgres` user, when this process is root.
-fn server_user() -> io::Result<Option<(u32, u32)>> {
+pub(crate) fn server_user() -> io::Result<Option<(u32, u32)>> {
     let me = Command::new("id").arg("-u").output()?;
     if String::from_utf8_lossy(&me.stdout).trim() != "0" {
         return Ok(None);
@@ -104,7 +140,7 @@ fn server_user() -> io::Result<Option<(u32, u32)>> {
 }
 
 /// `program` run as the server's user.
-fn as_server_user(program: &Path) -> io::Result<Command> {
+pub(crate) fn as_server_user(program: &Path) -> io::Result<Command> {
     Ok(match server_user()? {
         Some(_) => {
             let mut c = Command::new("setpriv");
@@ -167,6 +203,9 @@ impl Postgres {
                 String::from_utf8_lossy(&out.stderr)
             )));
         }
+        if let Some(tls) = &options.tls {
+            write_tls(run_dir.path(), &data, tls)?;
+        }
         let mut pg = Postgres {
             child: None,
             bin,
@@ -207,6 +246,7 @@ impl Postgres {
                 &format!("fsync={}", if self.options.fsync { "on" } else { "off" }),
             ])
             .args(["-c", "max_connections=100"])
+            .args(self.tls_args())
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .stderr(log)
@@ -340,6 +380,35 @@ impl Postgres {
         Ok(String::from_utf8_lossy(&out.stdout).into_owned())
     }
 
+    /// The `-c` settings of TLS, when it is on.
+    fn tls_args(&self) -> Vec<String> {
+        let Some(tls) = &self.options.tls else {
+            return Vec::new();
+        };
+        let dir = self.run_dir.path();
+        let mut args = vec![
+            "-c".to_string(),
+            "ssl=on".to_string(),
+            "-c".to_string(),
+            format!("ssl_cert_file={}", dir.join("server.pem").display()),
+            "-c".to_string(),
+            format!("ssl_key_file={}", dir.join("server.key").display()),
+        ];
+        if tls.client_ca.is_some() {
+            args.push("-c".into());
+            args.push(format!(
+                "ssl_ca_file={}",
+                dir.join("client-ca.pem").display()
+            ));
+        }
+        args
+    }
+
+    /// The directory of the server's Unix socket (and its other files).
+    pub fn socket_dir(&self) -> &Path {
+        self.run_dir.path()
+    }
+
     fn log_path(&self) -> PathBuf {
         self.run_dir.path().join("postgres.log")
     }
@@ -354,6 +423,39 @@ impl Drop for Postgres {
     fn drop(&mut self) {
         let _ = self.stop();
     }
+}
+
+/// Copy the server's certificate and key (and the clients' CA) into the
+/// run directory, owned by the server's user with the modes PostgreSQL
+/// demands of a key, and write `pg_hba.conf` for `tls.auth`.
+fn write_tls(run_dir: &Path, data: &Path, tls: &PostgresTls) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let owner = server_user()?;
+    let mut copies = vec![
+        (tls.cert.cert.clone(), run_dir.join("server.pem")),
+        (tls.cert.key.clone(), run_dir.join("server.key")),
+    ];
+    if let Some(ca) = &tls.client_ca {
+        copies.push((ca.clone(), run_dir.join("client-ca.pem")));
+    }
+    for (from, to) in &copies {
+        std::fs::copy(from, to)?;
+        std::fs::set_permissions(to, std::fs::Permissions::from_mode(0o600))?;
+        if let Some((uid, gid)) = owner {
+            std::os::unix::fs::chown(to, Some(uid), Some(gid))?;
+        }
+    }
+    let tcp = match tls.auth {
+        TlsAuth::PasswordAnyTransport => "host all all 127.0.0.1/32 scram-sha-256\n",
+        TlsAuth::PasswordTlsOnly => "hostssl all all 127.0.0.1/32 scram-sha-256\n",
+        TlsAuth::ClientCert => "hostssl all all 127.0.0.1/32 cert\n",
+    };
+    let hba = data.join("pg_hba.conf");
+    std::fs::write(&hba, format!("local all all trust\n{tcp}"))?;
+    if let Some((uid, gid)) = owner {
+        std::os::unix::fs::chown(&hba, Some(uid), Some(gid))?;
+    }
+    Ok(())
 }
 
 /// Some bits that differ per call and per process (no RNG dependency).

@@ -1,7 +1,9 @@
 //! A throwaway public-key infrastructure made per run: a test CA, another
 //! CA nobody trusts, and server certificates for `127.0.0.1` — a good one,
 //! one from the other CA, an expired one, and one for another name — each
-//! written as PEM files (certificate chain, key) a server can load.
+//! written as PEM files (certificate chain, key) a server can load; and a
+//! client certificate from the test CA for the user `sluice` (PostgreSQL's
+//! `cert` authentication reads the user from its common name).
 //!
 //! Made with `rcgen` (ECDSA P-256), so no `openssl` binary is needed; the
 //! server side of the https tests is lighttpd's `mod_openssl`, which reads
@@ -12,9 +14,12 @@ use std::net::{IpAddr, Ipv4Addr};
 use std::path::{Path, PathBuf};
 
 use rcgen::{
-    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, IsCa, KeyPair, KeyUsagePurpose,
-    SanType,
+    BasicConstraints, CertificateParams, CertifiedIssuer, DnType, ExtendedKeyUsagePurpose, IsCa,
+    KeyPair, KeyUsagePurpose, SanType,
 };
+
+/// The user the client certificate is made for (its common name).
+pub const CLIENT_CERT_USER: &str = "sluice";
 
 /// Which server certificate a server presents.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -123,7 +128,27 @@ impl TestPki {
                 key.serialize_pem(),
             )?;
         }
+        let mut client = CertificateParams::new(Vec::<String>::new()).map_err(err)?;
+        client
+            .distinguished_name
+            .push(DnType::CommonName, CLIENT_CERT_USER);
+        client.extended_key_usages = vec![ExtendedKeyUsagePurpose::ClientAuth];
+        client.not_before = rcgen::date_time_ymd(2000, 1, 1);
+        client.not_after = rcgen::date_time_ymd(2999, 1, 1);
+        let key = KeyPair::generate().map_err(err)?;
+        let cert = client.signed_by(&key, &test_ca).map_err(err)?;
+        std::fs::write(dir.path().join("client.pem"), cert.pem())?;
+        std::fs::write(dir.path().join("client.key"), key.serialize_pem())?;
         Ok(TestPki { dir })
+    }
+
+    /// A client certificate from the test CA for the user
+    /// [`CLIENT_CERT_USER`] (the certificate alone, and its key).
+    pub fn client(&self) -> CertFiles {
+        CertFiles {
+            cert: self.dir.path().join("client.pem"),
+            key: self.dir.path().join("client.key"),
+        }
     }
 
     /// The test CA's certificate (PEM): what a client adds with `--ca-file`.

@@ -1,0 +1,78 @@
+//! What both stores share: one id's row as `ledger show` and `ledger list`
+//! print it, the retention and pruning figures, the conversion of times to
+//! the Unix milliseconds both schemas keep, and the one way a store's
+//! failure becomes a [`LedgerError`] naming the ledger.
+
+use std::io;
+use std::path::Path;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use serde::{Serialize, Serializer};
+use sluice_policy::{LedgerError, PreviousRun};
+
+/// How long ids are kept by default: 7 days.
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+
+/// How many rows one pruning transaction deletes at most (PostgreSQL).
+pub const PRUNE_BATCH: u32 = 500;
+
+/// How often a ledger value prunes by itself from `claim`, at most: one
+/// batch of [`PRUNE_BATCH`] expired rows (PostgreSQL) or one slice of
+/// [`SQLITE_PRUNE_SLICE`](crate::SQLITE_PRUNE_SLICE) rows (SQLite).
+pub const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
+
+/// One id's row, as `ledger show` and `ledger list` print it.
+///
+/// Times serialize as RFC 3339 strings in UTC with milliseconds.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct LedgerEntry {
+    /// The operation id.
+    pub id: String,
+    /// When it was claimed (or imported).
+    #[serde(serialize_with = "rfc3339")]
+    pub claimed_at: SystemTime,
+    /// When its run was recorded; `None` while it is running (or its
+    /// process died).
+    #[serde(serialize_with = "rfc3339_opt")]
+    pub finished_at: Option<SystemTime>,
+    /// How it ended; `None` while it is running (or its process died).
+    pub run: Option<PreviousRun>,
+}
+
+fn rfc3339<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.collect_str(&humantime::format_rfc3339_millis(*t))
+}
+
+fn rfc3339_opt<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => rfc3339(t, s),
+        None => s.serialize_none(),
+    }
+}
+
+/// A failure of the ledger at `path` (a file), its cause kept as the
+/// source: an [`io::Error`] as it is, anything else wrapped.
+pub(crate) fn error(
+    path: &Path,
+    e: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+) -> LedgerError {
+    let e = e.into();
+    let source = match e.downcast::<io::Error>() {
+        Ok(io) => *io,
+        Err(other) => io::Error::other(other),
+    };
+    LedgerError {
+        path: path.display().to_string(),
+        source,
+    }
+}
+
+/// Unix milliseconds (0 before the epoch).
+pub(crate) fn to_ms(t: SystemTime) -> i64 {
+    t.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+pub(crate) fn from_ms(ms: i64) -> SystemTime {
+    UNIX_EPOCH + Duration::from_millis(ms.max(0) as u64)
+}

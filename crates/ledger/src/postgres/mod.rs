@@ -1,0 +1,668 @@
+//! The PostgreSQL store: one ledger (and one retry budget per host) shared
+//! by several sluice replicas through a database the operators already run.
+//!
+//! Connections come from a bounded pool of `tokio-postgres` clients on a
+//! runtime of the store's own ([`pool`]), over TLS as the URL's `sslmode`
+//! says ([`tls`]); the URL is read as libpq reads it ([`url`]). Every claim,
+//! finish and budget take is one unnamed statement (a claim that finds the
+//! id taken, two) in its own transaction, bounded by the time the caller
+//! has left; their atomicity is PostgreSQL's (a primary key for claims, a
+//! row lock for a budget's upsert).
+
+mod pool;
+mod tls;
+mod url;
+
+use std::fmt;
+use std::io;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
+
+use sluice_policy::{
+    BudgetStore, Claim, Ledger, LedgerError, LocalBudgets, PreviousRun, RetryBudget,
+};
+use tokio_postgres::types::Type;
+use tokio_postgres::Client;
+
+use crate::entry::{from_ms, to_ms, LedgerEntry, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL};
+use pool::Pool;
+pub use pool::MAX_CONNECTIONS;
+
+/// The version of the schema this crate writes, kept in `sluice_schema`.
+pub const PG_SCHEMA_VERSION: i32 = 1;
+
+/// How long a TCP connect waits when the URL sets no `connect_timeout`:
+/// 5 s (every call is bounded by its own time left as well).
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// The bound of a call that is not given the time left: opening the store,
+/// and a claim or a finish through the [`Ledger`] trait (which does not
+/// pass the time left yet; [`PostgresLedger::claim_within`] and
+/// [`PostgresLedger::finish_within`] take it): 5 s.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
+
+/// How long a take of the shared retry budget waits for the database at
+/// most before this process's own bucket answers: 1 s (less when the
+/// operation has less left).
+pub const BUDGET_WAIT: Duration = Duration::from_secs(1);
+
+/// The bound of `show` and `prune` (a person's question, or housekeeping).
+const READ_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// The bound of `list` (it may read many rows).
+const LIST_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// The server's clock in Unix milliseconds (one clock for every replica).
+const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
+
+/// Serializes the schema's creation between replicas starting at once.
+const SCHEMA_LOCK: i64 = 0x736c_6c67_0001;
+
+/// Whether `spec` names a PostgreSQL database (`postgres://` or
+/// `postgresql://`) rather than a file.
+pub fn is_postgres_url(spec: &str) -> bool {
+    let lower = spec.get(..13).unwrap_or(spec).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
+/// The statements, each sent unnamed with its parameters' types (nothing
+/// prepared on a connection: PgBouncer's transaction pooling may give the
+/// next statement another server connection).
+mod sql {
+    use super::NOW_MS;
+
+    pub(super) fn claim() -> String {
+        format!(
+            "INSERT INTO sluice_ledger (id, claimed_at, token) VALUES ($1, {NOW_MS}, $2)
+             ON CONFLICT (id) DO NOTHING"
+        )
+    }
+
+    pub(super) const READ_CLAIM: &str = "SELECT token, run FROM sluice_ledger WHERE id = $1";
+
+    pub(super) fn finish() -> String {
+        format!(
+            "INSERT INTO sluice_ledger (id, claimed_at, finished_at, run)
+             VALUES ($1, {NOW_MS}, {NOW_MS}, $2)
+             ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, run = excluded.run"
+        )
+    }
+
+    pub(super) fn prune() -> String {
+        format!(
+            "DELETE FROM sluice_ledger WHERE id IN
+             (SELECT id FROM sluice_ledger WHERE claimed_at < {NOW_MS} - $1
+              ORDER BY claimed_at LIMIT $2)"
+        )
+    }
+
+    pub(super) const SHOW: &str =
+        "SELECT id, claimed_at, finished_at, run FROM sluice_ledger WHERE id = $1";
+
+    pub(super) const LIST: &str = "SELECT id, claimed_at, finished_at, run FROM sluice_ledger
+         WHERE claimed_at >= $1 ORDER BY claimed_at, id";
+
+    /// $1 host, $2 capacity, $3 refill per second. `level` is the bucket
+    /// refilled to the server's now; a token is spent when it holds one.
+    pub(super) const SPEND: &str = "INSERT INTO sluice_retry_budget AS b (host, tokens, at, spent)
+         VALUES ($1, CASE WHEN $2::float8 >= 1 THEN $2::float8 - 1 ELSE $2::float8 END, clock_timestamp(), $2::float8 >= 1)
+         ON CONFLICT (host) DO UPDATE SET
+           tokens = CASE
+             WHEN least($2::float8, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3::float8) >= 1
+             THEN least($2::float8, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3::float8) - 1
+             ELSE least($2::float8, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3::float8)
+           END,
+           spent = least($2::float8, b.tokens + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3::float8) >= 1,
+           at = greatest(b.at, clock_timestamp())
+         RETURNING spent, tokens";
+
+    /// $4 the success credit.
+    pub(super) const CREDIT: &str = "INSERT INTO sluice_retry_budget AS b (host, tokens, at, spent)
+         VALUES ($1, $2::float8, clock_timestamp(), false)
+         ON CONFLICT (host) DO UPDATE SET
+           tokens = least($2::float8, b.tokens
+             + greatest(0, extract(epoch from clock_timestamp() - b.at)) * $3::float8 + $4::float8),
+           spent = false,
+           at = greatest(b.at, clock_timestamp())
+         RETURNING tokens";
+
+    pub(super) const DRAIN: &str = "INSERT INTO sluice_retry_budget AS b (host, tokens, at, spent)
+         VALUES ($1, 0, clock_timestamp(), false)
+         ON CONFLICT (host) DO UPDATE SET tokens = 0, spent = false,
+           at = greatest(b.at, clock_timestamp())";
+
+    pub(super) const CREATE: &str = "CREATE TABLE sluice_ledger (
+             id text PRIMARY KEY,
+             claimed_at bigint NOT NULL,
+             finished_at bigint,
+             run text,
+             token text
+         );
+         CREATE INDEX sluice_ledger_claimed_at ON sluice_ledger (claimed_at);
+         CREATE TABLE sluice_retry_budget (
+             host text PRIMARY KEY,
+             tokens double precision NOT NULL,
+             at timestamptz NOT NULL,
+             spent boolean NOT NULL
+         );";
+}
+
+/// Create the schema in a database that has none, or check that the one
+/// there is of a version this crate reads. Replicas starting at once take
+/// turns through a transaction-scoped advisory lock. Simple-protocol
+/// statements in one transaction: nothing is prepared, nothing outlives it.
+async fn ensure_schema(c: &mut Client) -> Result<Result<(), String>, tokio_postgres::Error> {
+    let tx = c.transaction().await?;
+    tx.batch_execute(&format!(
+        "SELECT pg_advisory_xact_lock({SCHEMA_LOCK});
+         CREATE TABLE IF NOT EXISTS sluice_schema (
+             component text PRIMARY KEY,
+             version integer NOT NULL
+         )"
+    ))
+    .await?;
+    let version: Option<i32> = tx
+        .query_typed_opt(
+            "SELECT version FROM sluice_schema WHERE component = 'ledger'",
+            &[],
+        )
+        .await?
+        .map(|r| r.get(0));
+    match version {
+        Some(PG_SCHEMA_VERSION) => {}
+        Some(v) if v > PG_SCHEMA_VERSION => {
+            return Ok(Err(format!(
+                "written by a newer sluice (ledger schema {v}; this one reads {PG_SCHEMA_VERSION})"
+            )))
+        }
+        Some(v) => return Ok(Err(format!("unknown ledger schema {v}"))),
+        None => {
+            tx.batch_execute(sql::CREATE).await?;
+            tx.execute_typed(
+                "INSERT INTO sluice_schema (component, version) VALUES ('ledger', $1)",
+                &[(&PG_SCHEMA_VERSION, Type::INT4)],
+            )
+            .await?;
+        }
+    }
+    tx.commit().await?;
+    Ok(Ok(()))
+}
+
+/// A ledger in a PostgreSQL database, shared by several replicas (and
+/// every process and thread of each).
+///
+/// Opened from a URL (`postgres://user@host:port/db?…`, or PostgreSQL's
+/// `key=value` form), with the password taken, in order, from the URL,
+/// `PGPASSWORD`, or the `.pgpass` file (`PGPASSFILE`, else `~/.pgpass`; its
+/// `host:port:database:user:password` lines, `*` matching anything). The
+/// password is never printed: errors and `Debug` name the database as
+/// `postgres://user@host:port/db`.
+///
+/// # TLS
+///
+/// As libpq reads `sslmode` (the URL's, else `PGSSLMODE`), with rustls
+/// underneath:
+///
+/// - `disable`: plain TCP;
+/// - `allow` and `prefer` (the default): TLS when the server offers it,
+///   plain TCP when it does not; the certificate is not checked;
+/// - `require`: TLS or nothing; the certificate is not checked — unless
+///   `sslrootcert` is given, when it is checked as `verify-ca` (as libpq
+///   does);
+/// - `verify-ca`: TLS, the server's chain checked against the roots;
+/// - `verify-full`: the chain and that the certificate names the host.
+///
+/// The roots are the PEM file `sslrootcert` names (`system`: the
+/// platform's). Without `sslrootcert`, `~/.postgresql/root.crt` when it
+/// exists (as libpq), else the platform's roots (where libpq would refuse).
+/// `sslcert` and `sslkey` give a client certificate (PEM; only when
+/// named). A certificate the roots do not vouch for, a name that does not
+/// match under `verify-full`, or a server without TLS under `require` and
+/// above fails the connection: the claim is an error naming the database
+/// and what failed, and the policy ends the operation `local-error`.
+///
+/// # Bounds
+///
+/// Every call — a connection (TCP, TLS, login), a claim, a finish, a
+/// budget's statement — ends by the time its caller has left:
+/// [`claim_within`](Self::claim_within) and
+/// [`finish_within`](Self::finish_within) take it; the [`Ledger`] trait's
+/// `claim` and `finish` use [`DEFAULT_CALL_TIMEOUT`] until the trait passes
+/// it. A database that accepts a connection and then says nothing, or
+/// holds a statement, makes the call an error when the bound passes (the
+/// statement is cancelled on the server, the connection dropped). A claim
+/// whose insert the server committed just as its bound passed is an error
+/// here and a claim there: the id reads as running (and is rejected when
+/// asked again), as after a process that died past its claim — nothing
+/// ran, and nothing will run it twice.
+///
+/// # Connections
+///
+/// At most [`MAX_CONNECTIONS`] per store, kept between calls; a connection
+/// the server closed (a restart) is replaced on the next call, which then
+/// works without a new store. Nothing depends on a session outliving a
+/// transaction (unnamed statements, transaction-scoped locks, no `SET`),
+/// so the store works behind PgBouncer in transaction pooling mode.
+///
+/// # The schema
+///
+/// Created on first use (three tables: `sluice_schema` with the version,
+/// `sluice_ledger`, `sluice_retry_budget`), under a transaction-scoped
+/// advisory lock so that replicas starting at once take turns; a database
+/// holding a newer version is refused.
+///
+/// # Claims
+///
+/// A claim is one `INSERT … ON CONFLICT DO NOTHING` carrying a token made
+/// for that claim; when nothing was inserted, the row is read. A row whose
+/// token is the claim's own is the claim itself (its first try reached the
+/// server and its answer was lost): [`Claim::Claimed`]. So a claim can be
+/// tried again on a new connection without ever being mistaken for another
+/// replica's, nor taking an id twice.
+///
+/// # Pruning
+///
+/// As the SQLite store: rows claimed more than the retention window ago
+/// (by the server's clock) are deleted in batches of [`PRUNE_BATCH`],
+/// one batch by itself from a claim at most once per [`PRUNE_INTERVAL`]
+/// (within the claim's bound; a prune that does not fit is logged).
+pub struct PostgresLedger {
+    pool: Arc<Pool>,
+    retention: Duration,
+    last_prune: Mutex<Option<Instant>>,
+}
+
+impl fmt::Debug for PostgresLedger {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresLedger")
+            .field("database", &self.pool.shown)
+            .field("retention", &self.retention)
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresLedger {
+    /// Connect, create the schema when the database has none, and keep the
+    /// connection for the first claim, within [`DEFAULT_CALL_TIMEOUT`].
+    /// Retention: [`DEFAULT_RETENTION`].
+    pub fn open(url: &str) -> Result<Self, LedgerError> {
+        Self::open_within(url, DEFAULT_RETENTION, DEFAULT_CALL_TIMEOUT)
+    }
+
+    /// [`PostgresLedger::open`] with another retention window.
+    pub fn open_with_retention(url: &str, retention: Duration) -> Result<Self, LedgerError> {
+        Self::open_within(url, retention, DEFAULT_CALL_TIMEOUT)
+    }
+
+    /// [`PostgresLedger::open`] with another retention window, within
+    /// `left`.
+    pub fn open_within(
+        url: &str,
+        retention: Duration,
+        left: Duration,
+    ) -> Result<Self, LedgerError> {
+        let parsed = url::parse_url(url)?;
+        let tls = tls::MakeRustls::new(&parsed.tls).map_err(|e| LedgerError {
+            path: parsed.shown.clone(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, e),
+        })?;
+        let pool =
+            Pool::new(parsed.config, tls, parsed.shown.clone()).map_err(|e| LedgerError {
+                path: parsed.shown,
+                source: e,
+            })?;
+        match pool.fresh(left, async |c| ensure_schema(c).await)? {
+            Ok(()) => {}
+            Err(refused) => {
+                return Err(pool.err(io::Error::new(io::ErrorKind::InvalidData, refused)))
+            }
+        }
+        Ok(PostgresLedger {
+            pool: Arc::new(pool),
+            retention,
+            last_prune: Mutex::new(None),
+        })
+    }
+
+    /// The database, as printed: `postgres://user@host:port/db`.
+    pub fn database(&self) -> &str {
+        &self.pool.shown
+    }
+
+    /// The retry budget in this database, shared by every replica using
+    /// it; give it to the policy with
+    /// [`PolicyBuilder::budget_store`](sluice_policy::PolicyBuilder::budget_store).
+    pub fn budget_store(&self) -> Arc<PostgresBudgets> {
+        Arc::new(PostgresBudgets {
+            pool: self.pool.clone(),
+            local: LocalBudgets::new(),
+            degraded: AtomicBool::new(false),
+        })
+    }
+
+    /// Claim `id` atomically, within `left` (connecting included). An error
+    /// when the database cannot answer in time: the policy ends the
+    /// operation `local-error` and nothing runs.
+    pub fn claim_within(&self, id: &str, left: Duration) -> Result<Claim, LedgerError> {
+        let started = Instant::now();
+        let token = claim_token();
+        let claim_sql = sql::claim();
+        let claim = loop {
+            let left_now = left.saturating_sub(started.elapsed());
+            let (inserted, row) = self.pool.with(left_now, async |c: &Client| {
+                let n = c
+                    .execute_typed(&claim_sql, &[(&id, Type::TEXT), (&token, Type::TEXT)])
+                    .await?;
+                if n == 1 {
+                    return Ok((true, None));
+                }
+                let row = c
+                    .query_typed_opt(sql::READ_CLAIM, &[(&id, Type::TEXT)])
+                    .await?;
+                Ok((
+                    false,
+                    row.map(|r| (r.get::<_, Option<String>>(0), r.get::<_, Option<String>>(1))),
+                ))
+            })?;
+            match (inserted, row) {
+                (true, _) => break Claim::Claimed,
+                (false, Some((Some(t), _))) if t == token => break Claim::Claimed,
+                (false, Some((_, run))) => break Claim::Taken(self.parse_run(id, run.as_deref())?),
+                // Pruned between the two statements: the id is free again.
+                (false, None) => continue,
+            }
+        };
+        self.prune_now_and_then(left.saturating_sub(started.elapsed()));
+        Ok(claim)
+    }
+
+    /// Record how the operation with `id` ended, within `left`: one upsert
+    /// (an id not claimed here, or pruned since, gets a row of its own).
+    pub fn finish_within(
+        &self,
+        id: &str,
+        run: &PreviousRun,
+        left: Duration,
+    ) -> Result<(), LedgerError> {
+        let text = serde_json::to_string(run).map_err(|e| self.pool.err(e))?;
+        let finish_sql = sql::finish();
+        self.pool.with(left, async |c: &Client| {
+            c.execute_typed(&finish_sql, &[(&id, Type::TEXT), (&text, Type::TEXT)])
+                .await
+        })?;
+        Ok(())
+    }
+
+    /// Delete the rows claimed more than the retention window ago, in
+    /// batches of at most [`PRUNE_BATCH`]; how many were deleted.
+    pub fn prune(&self) -> Result<u64, LedgerError> {
+        let mut total = 0;
+        loop {
+            let n = self.prune_batch(READ_TIMEOUT)?;
+            total += n;
+            if n < u64::from(PRUNE_BATCH) {
+                return Ok(total);
+            }
+        }
+    }
+
+    fn prune_batch(&self, left: Duration) -> Result<u64, LedgerError> {
+        let window = i64::try_from(self.retention.as_millis()).unwrap_or(i64::MAX);
+        let prune_sql = sql::prune();
+        self.pool.with(left, async |c: &Client| {
+            c.execute_typed(
+                &prune_sql,
+                &[(&window, Type::INT8), (&i64::from(PRUNE_BATCH), Type::INT8)],
+            )
+            .await
+        })
+    }
+
+    /// The row of `id`, if it is kept.
+    pub fn show(&self, id: &str) -> Result<Option<LedgerEntry>, LedgerError> {
+        let row = self.pool.with(READ_TIMEOUT, async |c: &Client| {
+            c.query_typed_opt(sql::SHOW, &[(&id, Type::TEXT)]).await
+        })?;
+        row.map(|r| self.entry(&r)).transpose()
+    }
+
+    /// The rows claimed at or after `since`, oldest first (ties by id).
+    pub fn list(&self, since: SystemTime) -> Result<Vec<LedgerEntry>, LedgerError> {
+        let since = to_ms(since);
+        let rows = self.pool.with(LIST_TIMEOUT, async |c: &Client| {
+            c.query_typed(sql::LIST, &[(&since, Type::INT8)]).await
+        })?;
+        rows.iter().map(|r| self.entry(r)).collect()
+    }
+
+    fn entry(&self, r: &tokio_postgres::Row) -> Result<LedgerEntry, LedgerError> {
+        let id: String = r.get(0);
+        let run: Option<String> = r.get(3);
+        Ok(LedgerEntry {
+            run: self.parse_run(&id, run.as_deref())?,
+            claimed_at: from_ms(r.get(1)),
+            finished_at: r.get::<_, Option<i64>>(2).map(from_ms),
+            id,
+        })
+    }
+
+    fn parse_run(&self, id: &str, run: Option<&str>) -> Result<Option<PreviousRun>, LedgerError> {
+        run.map(|text| {
+            serde_json::from_str(text).map_err(|e| {
+                self.pool.err(io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    format!("the recorded run of id {id:?} cannot be read: {e}"),
+                ))
+            })
+        })
+        .transpose()
+    }
+
+    /// One pruning batch, at most once per interval, within `left`; a
+    /// failure is logged, not returned (the claim was made).
+    fn prune_now_and_then(&self, left: Duration) {
+        {
+            let mut last = self.last_prune.lock().unwrap_or_else(|p| p.into_inner());
+            if last.is_some_and(|t| t.elapsed() < PRUNE_INTERVAL) {
+                return;
+            }
+            *last = Some(Instant::now());
+        }
+        if let Err(e) = self.prune_batch(left) {
+            tracing::warn!(ledger = %self.pool.shown, error = %e.source, "pruning the ledger failed");
+        }
+    }
+}
+
+impl Ledger for PostgresLedger {
+    /// [`PostgresLedger::claim_within`] [`DEFAULT_CALL_TIMEOUT`].
+    fn claim(&self, id: &str) -> Result<Claim, LedgerError> {
+        self.claim_within(id, DEFAULT_CALL_TIMEOUT)
+    }
+
+    /// [`PostgresLedger::finish_within`] [`DEFAULT_CALL_TIMEOUT`].
+    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
+        self.finish_within(id, &run, DEFAULT_CALL_TIMEOUT)
+    }
+}
+
+/// The per-host retry budgets in the database: one bucket per host for
+/// every replica, each take one atomic upsert refilled by the server's
+/// clock (the policy's monotonic clock is ignored: it means nothing to
+/// another replica).
+///
+/// A take waits for the database at most min(time left, [`BUDGET_WAIT`])
+/// (the [`BudgetStore`] trait's methods, which are not given the time
+/// left yet: [`BUDGET_WAIT`]). When the database cannot answer in that
+/// time, the take falls back to this process's own bucket
+/// ([`LocalBudgets`]) and a warn event says so, once per outage; an info
+/// event says when the shared budget answers again.
+pub struct PostgresBudgets {
+    pool: Arc<Pool>,
+    local: LocalBudgets,
+    degraded: AtomicBool,
+}
+
+impl fmt::Debug for PostgresBudgets {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("PostgresBudgets")
+            .field("database", &self.pool.shown)
+            .field("degraded", &self.degraded.load(Ordering::Relaxed))
+            .finish_non_exhaustive()
+    }
+}
+
+impl PostgresBudgets {
+    /// Whether the last take fell back to the in-process bucket.
+    pub fn is_degraded(&self) -> bool {
+        self.degraded.load(Ordering::Relaxed)
+    }
+
+    /// [`BudgetStore::try_spend`] waiting for the database at most
+    /// min(`left`, [`BUDGET_WAIT`]).
+    pub fn try_spend_within(
+        &self,
+        host: &str,
+        budget: &RetryBudget,
+        now: Duration,
+        left: Duration,
+    ) -> (bool, f64) {
+        self.shared(
+            host,
+            left,
+            async |c: &Client| {
+                let r = c
+                    .query_typed_one(
+                        sql::SPEND,
+                        &[
+                            (&host, Type::TEXT),
+                            (&budget.capacity, Type::FLOAT8),
+                            (&budget.refill_per_sec, Type::FLOAT8),
+                        ],
+                    )
+                    .await?;
+                Ok((r.get(0), r.get(1)))
+            },
+            |l| l.try_spend(host, budget, now),
+        )
+    }
+
+    /// [`BudgetStore::credit`] waiting for the database at most
+    /// min(`left`, [`BUDGET_WAIT`]).
+    pub fn credit_within(
+        &self,
+        host: &str,
+        budget: &RetryBudget,
+        now: Duration,
+        left: Duration,
+    ) -> f64 {
+        self.shared(
+            host,
+            left,
+            async |c: &Client| {
+                let r = c
+                    .query_typed_one(
+                        sql::CREDIT,
+                        &[
+                            (&host, Type::TEXT),
+                            (&budget.capacity, Type::FLOAT8),
+                            (&budget.refill_per_sec, Type::FLOAT8),
+                            (&budget.success_credit, Type::FLOAT8),
+                        ],
+                    )
+                    .await?;
+                Ok(r.get(0))
+            },
+            |l| l.credit(host, budget, now),
+        )
+    }
+
+    /// [`BudgetStore::drain`] waiting for the database at most
+    /// min(`left`, [`BUDGET_WAIT`]).
+    pub fn drain_within(&self, host: &str, budget: &RetryBudget, now: Duration, left: Duration) {
+        self.shared(
+            host,
+            left,
+            async |c: &Client| {
+                c.execute_typed(sql::DRAIN, &[(&host, Type::TEXT)])
+                    .await
+                    .map(drop)
+            },
+            |l| l.drain(host, budget, now),
+        )
+    }
+
+    fn shared<R>(
+        &self,
+        host: &str,
+        left: Duration,
+        f: impl AsyncFnMut(&Client) -> Result<R, tokio_postgres::Error>,
+        fallback: impl FnOnce(&LocalBudgets) -> R,
+    ) -> R {
+        match self.pool.with(left.min(BUDGET_WAIT), f) {
+            Ok(r) => {
+                if self.degraded.swap(false, Ordering::Relaxed) {
+                    tracing::info!(database = %self.pool.shown, host, "the shared retry budget answers again");
+                }
+                r
+            }
+            Err(e) => {
+                if !self.degraded.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(
+                        database = %self.pool.shown,
+                        host,
+                        error = %e.source,
+                        "the shared retry budget cannot be read: using this process's own bucket until it can"
+                    );
+                }
+                fallback(&self.local)
+            }
+        }
+    }
+}
+
+impl BudgetStore for PostgresBudgets {
+    /// [`PostgresBudgets::try_spend_within`] [`BUDGET_WAIT`].
+    fn try_spend(&self, host: &str, budget: &RetryBudget, now: Duration) -> (bool, f64) {
+        self.try_spend_within(host, budget, now, BUDGET_WAIT)
+    }
+
+    /// [`PostgresBudgets::credit_within`] [`BUDGET_WAIT`].
+    fn credit(&self, host: &str, budget: &RetryBudget, now: Duration) -> f64 {
+        self.credit_within(host, budget, now, BUDGET_WAIT)
+    }
+
+    /// [`PostgresBudgets::drain_within`] [`BUDGET_WAIT`].
+    fn drain(&self, host: &str, budget: &RetryBudget, now: Duration) {
+        self.drain_within(host, budget, now, BUDGET_WAIT)
+    }
+}
+
+/// A token no other claim has: the process, the time and a counter.
+fn claim_token() -> String {
+    use std::sync::atomic::AtomicU64;
+    static N: AtomicU64 = AtomicU64::new(0);
+    let t = SystemTime::now()
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .map_or(0, |d| d.as_nanos());
+    format!(
+        "{}-{t:x}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn postgres_urls_are_told_from_files() {
+        assert!(is_postgres_url("postgres://h/db"));
+        assert!(is_postgres_url("PostgreSQL://h/db"));
+        assert!(!is_postgres_url("ledger.db"));
+        assert!(!is_postgres_url("postgres.db"));
+    }
+}
