@@ -31,6 +31,7 @@ mod connect;
 mod error;
 mod fetch;
 mod http;
+mod local;
 mod lsrefs_http;
 mod progress;
 pub mod push;

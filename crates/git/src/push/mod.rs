@@ -10,6 +10,7 @@
 mod advert;
 mod bitmap;
 pub(crate) mod delta;
+mod odb;
 pub mod pack;
 pub mod report;
 pub mod spec;
@@ -608,7 +609,7 @@ impl GitClient {
                     !caps.contains("no-thin"),
                     ctx.cancel_flag().as_atomic(),
                 )
-                .map_err(|detail| {
+                .map_err(|e| {
                     // Counting stops when the caller cancels: that is the
                     // caller's cancel, not local trouble.
                     if ctx.cancel_flag().is_cancelled() {
@@ -617,10 +618,7 @@ impl GitClient {
                             request_complete: false,
                         }
                     } else {
-                        GitError::Local {
-                            phase: Phase::Advertised,
-                            detail,
-                        }
+                        crate::local::local(Phase::Advertised, e)
                     }
                 })?,
             )
@@ -681,14 +679,16 @@ impl GitClient {
                 });
             }
             let mut sending = pack::ProgressWriter::new(&mut w, objects, opts.progress.clone());
-            let st = pack::write(counted, &mut sending).map_err(|detail| {
-                // An io error while writing is a cut before the request was
-                // complete; anything else is local.
-                meta.fail(
-                    Phase::CommandsSent,
-                    false,
-                    format!("writing the pack: {detail}"),
-                )
+            let st = pack::write(counted, &mut sending).map_err(|e| {
+                // The sink failing is a cut before the request was
+                // complete, classed from the wire; anything else is local.
+                e.into_git(Phase::CommandsSent, |sink| {
+                    meta.fail(
+                        Phase::CommandsSent,
+                        false,
+                        format!("writing the pack: {sink}"),
+                    )
+                })
             })?;
             w.flush()
                 .map_err(|e| meta.fail(Phase::CommandsSent, false, e))?;
