@@ -673,6 +673,13 @@ impl GitClient {
             gix::protocol::indicate_end_of_interaction(&mut s.transport, false).ok();
         }
         let received = received.map_err(|e| {
+            let e = match e {
+                // The disk or the object store: this side's, never retried.
+                crate::fetch::ReceiveError::Local(why) => {
+                    return crate::local::local(Phase::Negotiated, why);
+                }
+                crate::fetch::ReceiveError::Wire(e) => e,
+            };
             // A pack entry no valid pack holds (bug D2): the server's fault,
             // stopped as it arrived; asking again gets the same pack.
             if let Some(why) = guard.tripped.borrow().clone() {
@@ -763,7 +770,10 @@ impl GitClient {
             .collect();
         if let Some(keep) = &received.keep {
             std::fs::remove_file(keep).map_err(|e| {
-                read_fail(&s.meta, &format!("cannot remove {}: {e}", keep.display()))
+                crate::local::local(
+                    Phase::PackReceived,
+                    format_args!("cannot remove {}: {e}", keep.display()),
+                )
             })?;
         }
         if received.pack {
