@@ -55,7 +55,12 @@ fn a_fetch_into_a_repository_its_user_cannot_write_exits_5_after_one_attempt_and
     let home = root.join("home");
     std::fs::create_dir(&home).expect("home");
     let local = repo::init_bare(&root.join("local.git")).expect("init");
-    run_ok(Command::new("chown").args(["-R", "nobody:"]).arg(&home).arg(&local));
+    run_ok(
+        Command::new("chown")
+            .args(["-R", "nobody:"])
+            .arg(&home)
+            .arg(&local),
+    );
     run_ok(Command::new("chmod").args(["-R", "a-w"]).arg(&local));
     let before = snapshot(&local);
 

@@ -29,7 +29,9 @@ impl Mounted {
         std::fs::create_dir_all(at).expect("mount point");
         let opts = format!("size={size}");
         mount(&["-t", "tmpfs", "-o", &opts, "tmpfs"], at);
-        Mounted { at: at.to_path_buf() }
+        Mounted {
+            at: at.to_path_buf(),
+        }
     }
 
     /// `file` bind-mounted over `onto` (an existing file).
@@ -138,7 +140,12 @@ fn a_keep_that_cannot_be_removed_after_a_fetch_is_a_local_error_not_unknown() {
     // repository.
     let first = w.path("first.git");
     let out = client()
-        .fetch(&url, &refspec, &empty_repo(&first), &quick(30_000, 10_000, 1))
+        .fetch(
+            &url,
+            &refspec,
+            &empty_repo(&first),
+            &quick(30_000, 10_000, 1),
+        )
         .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     let packs: Vec<String> = pack_dir_files(&first)

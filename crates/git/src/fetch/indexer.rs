@@ -217,8 +217,8 @@ impl TempFile {
         file.sync_all()
             .map_err(disk("sync the temporary pack", &self.dir))?;
         drop(file);
-        let moved = std::fs::rename(&self.path, to)
-            .map_err(disk("move the pack into place", &self.dir));
+        let moved =
+            std::fs::rename(&self.path, to).map_err(disk("move the pack into place", &self.dir));
         if moved.is_ok() {
             forget(&self.path);
         } else {
@@ -547,7 +547,13 @@ impl<F: gix::objs::Find> Store<'_, F> {
             end: bytes - self.object_hash.len_in_bytes() as u64,
             object_hash: self.object_hash,
         };
-        resolve(&written, &mut entries, self.threads, &index_progress, self.interrupt)?;
+        resolve(
+            &written,
+            &mut entries,
+            self.threads,
+            &index_progress,
+            self.interrupt,
+        )?;
         verify_trailer(&written, bytes, hash)?;
         let idx = self.index(&entries, hash)?;
         let objects = entries.objs.len() as u32;
@@ -1093,10 +1099,12 @@ fn verify_trailer(pack: &Written<'_>, len: u64, want: ObjectId) -> Result<()> {
         .read_exact_at(&mut trailer, len - hash_len)
         .map_err(read_back)?;
     if trailer.as_slice() != want.as_slice() {
-        return Err(disk("read back the temporary pack", pack.dir)(io::Error::new(
-            io::ErrorKind::InvalidData,
-            "the stored pack does not end in its checksum",
-        )));
+        return Err(disk("read back the temporary pack", pack.dir)(
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the stored pack does not end in its checksum",
+            ),
+        ));
     }
     Ok(())
 }

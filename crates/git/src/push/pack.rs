@@ -463,8 +463,7 @@ fn count_all(
             .all()
             .map_err(|e| ObjectStoreError::unreadable("the history to send", &e))?;
         for info in walk {
-            let info =
-                info.map_err(|e| ObjectStoreError::unreadable("the history to send", &e))?;
+            let info = info.map_err(|e| ObjectStoreError::unreadable("the history to send", &e))?;
             ids.push(info.id);
         }
     }
@@ -572,27 +571,26 @@ fn thin_deltas(
     let threads = cores().min(todo.len().div_ceil(LOOSE_PER_THREAD)).max(1);
     let per = todo.len().div_ceil(threads);
     let span = tracing::Span::current();
-    let parts: Result<Vec<Vec<(ObjectId, output::Entry)>>, PackError> = std::thread::scope(|scope| {
-        let handles: Vec<_> = todo
-            .chunks(per)
-            .map(|part| {
-                let mut w = Worker::new(db.clone());
-                let span = span.clone();
-                scope.spawn(move || {
-                    let _attempt = span.enter();
-                    part.iter()
-                        .filter_map(|(id, bases)| Some((*id, w.thin_entry(id, bases)?)))
-                        .collect()
+    let parts: Result<Vec<Vec<(ObjectId, output::Entry)>>, PackError> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = todo
+                .chunks(per)
+                .map(|part| {
+                    let mut w = Worker::new(db.clone());
+                    let span = span.clone();
+                    scope.spawn(move || {
+                        let _attempt = span.enter();
+                        part.iter()
+                            .filter_map(|(id, bases)| Some((*id, w.thin_entry(id, bases)?)))
+                            .collect()
+                    })
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join().map_err(|_| PackError::Panicked("encoding"))
-            })
-            .collect()
-    });
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().map_err(|_| PackError::Panicked("encoding")))
+                .collect()
+        });
     Ok(parts?.into_iter().flatten().collect())
 }
 
@@ -1004,9 +1002,7 @@ fn count_against_parents(
                 .collect();
             handles
                 .into_iter()
-                .map(|h| {
-                    h.join().map_err(|_| PackError::Panicked("counting"))?
-                })
+                .map(|h| h.join().map_err(|_| PackError::Panicked("counting"))?)
                 .collect::<Result<Vec<_>, PackError>>()
         })?
     };
@@ -1180,9 +1176,9 @@ fn resolve_locations(db: &Db, counts: &mut [output::Count]) -> Result<(), PackEr
                 scope.spawn(move || span.in_scope(|| one(db, part)))
             })
             .collect();
-        handles.into_iter().try_for_each(|h| {
-            h.join().map_err(|_| PackError::Panicked("lookup"))?
-        })
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().map_err(|_| PackError::Panicked("lookup"))?)
     })
 }
 
@@ -1310,9 +1306,8 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
             .map_err(|e| ObjectStoreError::unreadable("the packed objects to send", &e))?;
             // gix numbers the packed objects from 0; the loose ones go first.
             Box::new(gix::parallel::InOrderIter::from(entries).map(move |chunk| {
-                let mut entries = chunk.map_err(|e| {
-                    ObjectStoreError::unreadable("the packed objects to send", &e)
-                })?;
+                let mut entries = chunk
+                    .map_err(|e| ObjectStoreError::unreadable("the packed objects to send", &e))?;
                 for e in &mut entries {
                     match &mut e.kind {
                         output::entry::Kind::DeltaRef { object_index } => {
@@ -1478,8 +1473,8 @@ fn delta_entry(
         data: delta,
     };
     let count = output::Count::from_data(*id, None);
-    let mut entry = output::Entry::from_data(&count, &d, Default::default())
-        .map_err(|e| unreadable(id, &e))?;
+    let mut entry =
+        output::Entry::from_data(&count, &d, Default::default()).map_err(|e| unreadable(id, &e))?;
     entry.kind = match base {
         Base::InPack(index, _) => output::entry::Kind::DeltaRef {
             object_index: index,
