@@ -94,7 +94,7 @@ fn a_fetch_into_a_repository_its_user_cannot_write_exits_5_after_one_attempt_and
     assert_eq!(doc["stopped"], "local-error", "{doc}");
     let attempts = doc["attempts"].as_array().expect("attempts");
     assert_eq!(attempts.len(), 1, "{doc}");
-    assert_eq!(attempts[0]["class"], "local", "{doc}");
+    assert_eq!(attempts[0]["class"], "local-error", "{doc}");
     let cause = attempts[0]["cause"].as_str().unwrap_or_default();
     assert!(
         cause.contains("objects/pack") && cause.contains("Permission denied"),

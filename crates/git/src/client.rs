@@ -769,12 +769,18 @@ impl GitClient {
             .chain(mappings)
             .collect();
         if let Some(keep) = &received.keep {
-            std::fs::remove_file(keep).map_err(|e| {
-                crate::local::local(
-                    Phase::PackReceived,
-                    format_args!("cannot remove {}: {e}", keep.display()),
-                )
-            })?;
+            match std::fs::remove_file(keep) {
+                // Another fetch that received the same pack into this
+                // repository removed it once its refs pointed into it.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(crate::local::local(
+                        Phase::PackReceived,
+                        format_args!("cannot remove {}: {e}", keep.display()),
+                    ))
+                }
+                Ok(()) => {}
+            }
         }
         if received.pack {
             let (objects, bytes) = (received.objects, received.bytes);
