@@ -21,6 +21,14 @@
 //!    checked on the way in, the written file's hashed as read back), and
 //!    the pair is moved into place as `pack-<hash>.pack` / `.idx` behind a
 //!    `.keep`, which the caller removes once its refs point into the pack.
+//!
+//! A failure is a `StoreError` that keeps the sides apart: the pack as the
+//! server sent it (the wire's, classed from it), the local disk (a
+//! temporary file that cannot be created, written, read back, synced or
+//! moved; the `.keep`) and the local object store (a thin pack's base):
+//! the last two are `local-error`, never tried again. gix-pack's iterators
+//! give one opaque error for their input and output alike, so the file
+//! they write and the store they read keep their own first failure.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufWriter, Read, Seek, Write};

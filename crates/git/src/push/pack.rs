@@ -24,6 +24,12 @@
 //! remote has are queued. With no remote tips to stop at, a local pack that
 //! the bitmaps show to be exactly what the tips reach is sent as it is
 //! (`push::bitmap`); otherwise gix-pack counts everything.
+//!
+//! Counting and writing fail with a `PackError` that keeps the sides
+//! apart: the local object store (an object missing, of another kind, or
+//! unreadable) and this side's limits are `local-error`, never tried again;
+//! only a failure of the sink — the connection the pack is written to — is
+//! the wire's, classed from it by the caller.
 
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
