@@ -14,7 +14,7 @@ use sluice_policy::{
 
 use crate::connect::Connector;
 use crate::ls_refs::one_request::V2Remotes;
-pub(crate) use crate::progress::ProgressCallback;
+use crate::progress::ProgressCallback;
 use crate::remote::{BadUrl, Remote, TransportKind};
 
 /// What a caller gives one call besides its arguments.

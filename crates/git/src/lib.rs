@@ -75,6 +75,7 @@ mod connect;
 mod error;
 mod fetch;
 mod http;
+mod local;
 mod ls_refs;
 mod pktline;
 mod progress;

@@ -158,11 +158,18 @@ impl GitClient {
         }
         let refs = write_refs(job.fetch, repo, &adv)?;
         if let Some(keep) = &received.keep {
-            std::fs::remove_file(keep).map_err(|e| {
-                adv.s
-                    .meta
-                    .read_fail(format!("cannot remove {}: {e}", keep.display()))
-            })?;
+            match std::fs::remove_file(keep) {
+                // Another fetch that received the same pack into this
+                // repository removed it once its refs pointed into it.
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    return Err(crate::local::local(
+                        Phase::PackReceived,
+                        format_args!("cannot remove {}: {e}", keep.display()),
+                    ))
+                }
+                Ok(()) => {}
+            }
         }
         if received.pack {
             let (objects, bytes) = (received.objects, received.bytes);
@@ -269,6 +276,13 @@ impl GitClient {
             gix::protocol::indicate_end_of_interaction(&mut adv.s.transport, false).ok();
         }
         received.map_err(|e| {
+            let e = match e {
+                // The disk or the object store: this side's, never retried.
+                super::ReceiveError::Local(why) => {
+                    return crate::local::local(Phase::Negotiated, why);
+                }
+                super::ReceiveError::Wire(e) => e,
+            };
             // A pack entry no valid pack holds (bug D2): the server's fault,
             // stopped as it arrived; asking again gets the same pack.
             if let Some(why) = guard.tripped.borrow().clone() {

@@ -21,6 +21,14 @@
 //!    checked on the way in, the written file's hashed as read back), and
 //!    the pair is moved into place as `pack-<hash>.pack` / `.idx` behind a
 //!    `.keep`, which the caller removes once its refs point into the pack.
+//!
+//! A failure is a `StoreError` that keeps the sides apart: the pack as the
+//! server sent it (the wire's, classed from it), the local disk (a
+//! temporary file that cannot be created, written, read back, synced or
+//! moved; the `.keep`) and the local object store (a thin pack's base):
+//! the last two are `local-error`, never tried again. gix-pack's iterators
+//! give one opaque error for their input and output alike, so the file
+//! they write and the store they read keep their own first failure.
 
 use std::fs::File;
 use std::io::{self, BufRead, BufWriter, Read, Seek, Write};
@@ -32,6 +40,8 @@ use gix::hash::ObjectId;
 use gix::progress::{Count, DynNestedProgress, Progress};
 use gix_pack::data::entry::Header;
 use gix_pack::data::input;
+
+use crate::local::{DiskError, ObjectStoreError};
 
 /// Data held along the chain being resolved, at most (the top of the chain
 /// is always held, whatever its size).
@@ -73,15 +83,48 @@ pub(crate) struct Paths {
     pub keep: Option<PathBuf>,
 }
 
-type Result<T> = std::result::Result<T, gix::Error>;
-
-fn fail(what: impl Into<String>) -> gix::Error {
-    let what: String = what.into();
-    gix_error::message!("{what}").into()
+/// Why storing a received pack failed: the pack as the server sent it
+/// (the wire's, classed from it), or this side (the disk, the object
+/// store: `local-error`, never tried again).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum StoreError {
+    /// The pack stream could not be read, or is no valid pack: an entry,
+    /// a delta or the trailer is wrong, a base is missing.
+    #[error("{0}")]
+    Stream(String),
+    /// The local disk refused a step: creating, writing, syncing, reading
+    /// back or moving a temporary pack or index, writing the `.keep`.
+    #[error(transparent)]
+    Disk(#[from] DiskError),
+    /// A thin pack's base could not be read from the local object store.
+    #[error(transparent)]
+    ObjectStore(#[from] ObjectStoreError),
 }
 
-fn io_fail(what: &str, e: io::Error) -> gix::Error {
-    fail(format!("{what}: {e}"))
+impl StoreError {
+    /// Whether this side failed (the disk, the object store), not the
+    /// pack the server sent.
+    pub(crate) fn is_local(&self) -> bool {
+        !matches!(self, StoreError::Stream(_))
+    }
+}
+
+type Result<T> = std::result::Result<T, StoreError>;
+
+/// The pack is not a valid one: `what`.
+fn fail(what: impl Into<String>) -> StoreError {
+    StoreError::Stream(what.into())
+}
+
+/// The pack is not a valid one, in the words of `e` (a gix-pack parser,
+/// the inflater, the hasher).
+fn stream(e: impl std::error::Error + 'static) -> StoreError {
+    StoreError::Stream(sluice_policy::text::error_chain(&e))
+}
+
+/// `action` on the disk in `dir` failed.
+fn disk<'a>(action: &'static str, dir: &'a Path) -> impl FnOnce(io::Error) -> StoreError + 'a {
+    move |e| DiskError::new(action, dir, e).into()
 }
 
 /// One entry of the pack, as the resolver needs it: 24 bytes an object,
@@ -128,6 +171,8 @@ fn forget(path: &Path) {
 /// A temporary file in the pack directory, removed unless persisted.
 struct TempFile {
     path: PathBuf,
+    /// The pack directory it is in.
+    dir: PathBuf,
     file: Option<File>,
 }
 
@@ -157,14 +202,18 @@ impl TempFile {
                         .push(path.clone());
                     return Ok(TempFile {
                         path,
+                        dir: dir.to_path_buf(),
                         file: Some(file),
                     });
                 }
                 Err(e) if e.kind() == io::ErrorKind::AlreadyExists => continue,
-                Err(e) => return Err(io_fail("cannot create a temporary pack file", e)),
+                Err(e) => return Err(disk("create a temporary pack file", dir)(e)),
             }
         }
-        Err(fail("cannot create a temporary pack file: names taken"))
+        Err(disk("create a temporary pack file", dir)(io::Error::new(
+            io::ErrorKind::AlreadyExists,
+            "every name tried is taken",
+        )))
     }
 
     fn file(&self) -> &File {
@@ -174,10 +223,10 @@ impl TempFile {
     fn persist(mut self, to: &Path) -> Result<()> {
         let file = self.file.take().expect("persisted once");
         file.sync_all()
-            .map_err(|e| io_fail("cannot sync the pack", e))?;
+            .map_err(disk("sync the temporary pack", &self.dir))?;
         drop(file);
-        let moved = std::fs::rename(&self.path, to)
-            .map_err(|e| io_fail("cannot move the pack into place", e));
+        let moved =
+            std::fs::rename(&self.path, to).map_err(disk("move the pack into place", &self.dir));
         if moved.is_ok() {
             forget(&self.path);
         } else {
@@ -197,31 +246,75 @@ impl Drop for TempFile {
     }
 }
 
+/// The first failure of a reader, writer or store the gix-pack iterators
+/// call, kept beside their one opaque error.
+type Recorded<E> = std::rc::Rc<std::cell::RefCell<Option<E>>>;
+
 /// The pack being written: `EntriesToBytesIter` writes it, rewinds, and reads
-/// it back for the trailer.
+/// it back for the trailer. Its first failure is kept (a copy), so a full
+/// disk is told from a bad pack in gix-pack's one error.
 struct PackOut<'a> {
     w: BufWriter<&'a File>,
+    failed: Recorded<io::Error>,
+}
+
+impl PackOut<'_> {
+    fn note<T>(&self, r: io::Result<T>) -> io::Result<T> {
+        if let Err(e) = &r {
+            self.failed
+                .borrow_mut()
+                .get_or_insert_with(|| crate::local::copy_io(e));
+        }
+        r
+    }
 }
 
 impl Write for PackOut<'_> {
     fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        self.w.write(buf)
+        let r = self.w.write(buf);
+        self.note(r)
     }
     fn flush(&mut self) -> io::Result<()> {
-        self.w.flush()
+        let r = self.w.flush();
+        self.note(r)
     }
 }
 
 impl Seek for PackOut<'_> {
     fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
-        self.w.seek(pos)
+        let r = self.w.seek(pos);
+        self.note(r)
     }
 }
 
 impl Read for PackOut<'_> {
     fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        self.w.flush()?;
-        self.w.get_mut().read(buf)
+        let r = self.w.flush().and_then(|()| self.w.get_mut().read(buf));
+        self.note(r)
+    }
+}
+
+/// The local object store as a thin pack's bases are found in it, keeping
+/// its first failure (so it is told from a bad pack in gix-pack's one
+/// error).
+struct Bases<F> {
+    find: F,
+    failed: Recorded<ObjectStoreError>,
+}
+
+impl<F: gix::objs::Find> gix::objs::Find for Bases<F> {
+    fn try_find<'a>(
+        &self,
+        id: &gix::oid,
+        buffer: &'a mut Vec<u8>,
+    ) -> std::result::Result<Option<gix::objs::Data<'a>>, gix_error::Error> {
+        let r = self.find.try_find(id, buffer);
+        if let Err(e) = &r {
+            self.failed
+                .borrow_mut()
+                .get_or_insert_with(|| ObjectStoreError::unreadable(format!("base {id}"), e));
+        }
+        r
     }
 }
 
@@ -382,8 +475,8 @@ struct Track<'g, I> {
     guard: &'g EntryGuard,
 }
 
-impl<I: Iterator<Item = Result<input::Entry>>> Iterator for Track<'_, I> {
-    type Item = Result<input::Entry>;
+impl<E, I: Iterator<Item = std::result::Result<input::Entry, E>>> Iterator for Track<'_, I> {
+    type Item = std::result::Result<input::Entry, E>;
 
     fn next(&mut self) -> Option<Self::Item> {
         let e = self.inner.next()?;
@@ -399,168 +492,247 @@ impl<I: Iterator<Item = Result<input::Entry>>> Iterator for Track<'_, I> {
     }
 }
 
-/// Read, check, index and store the pack in `pack` (a whole pack stream,
-/// header to trailer) in `dir`. `thin` finds the bases a thin pack leaves
-/// out; deltas are resolved on up to `threads` threads (each holding at
-/// most its share of [`CACHE_LIMIT`]); `guard` stops an entry no valid
-/// pack holds as it arrives.
-#[allow(clippy::too_many_arguments)]
-pub(crate) fn store(
-    pack: &mut dyn BufRead,
-    dir: &Path,
-    thin: Option<impl gix::objs::Find>,
-    object_hash: gix::hash::Kind,
-    threads: usize,
-    progress: &mut dyn DynNestedProgress,
-    interrupt: &AtomicBool,
-    guard: &EntryGuard,
-) -> Result<Stored> {
-    let tmp = TempFile::new(dir, "pack")?;
-    let mut read_progress = progress.add_child_with_id(
-        "read pack".into(),
-        gix::progress::prodash::progress::UNKNOWN,
-    );
-    read_progress.init(None, gix::progress::bytes());
-    let counted = Counted {
-        inner: pack,
-        progress: &read_progress,
-        interrupt,
-        guard,
-    };
-    let entries = input::BytesToEntriesIter::new_from_header(
-        io::BufReader::with_capacity(64 << 10, counted),
-        input::Mode::Verify,
-        input::EntryDataMode::KeepAndCrc32,
-        object_hash,
-    )?;
-    let version = entries.version();
-    let expected = entries.size_hint().0.min(1 << 20);
-    let entries = Track {
-        inner: entries,
-        guard,
-    };
-    let mut objs: Vec<Obj> = Vec::with_capacity(expected);
-    let mut ids: Vec<ObjectId> = Vec::with_capacity(expected);
-    // REF deltas with their base in the pack: (base id, delta index).
-    let mut ref_bases: Vec<(ObjectId, u32)> = Vec::new();
-    let mut out = PackOut {
-        w: BufWriter::with_capacity(64 << 10, tmp.file()),
-    };
-    let mut hash = None;
-    {
-        let entries: Box<dyn Iterator<Item = Result<input::Entry>>> = match thin {
-            Some(find) => Box::new(input::LookupRefDeltaObjectsIter::new(
-                entries,
-                find,
-                gix::zlib::Compression::DEFAULT,
-            )),
-            None => Box::new(entries),
-        };
-        let mut written = input::EntriesToBytesIter::new(entries, &mut out, version, object_hash);
-        for entry in &mut written {
-            let e = entry?;
-            let index = u32::try_from(objs.len()).map_err(|_| fail("too many objects"))?;
-            let (what, base) = match e.header {
-                Header::OfsDelta { base_distance } => {
-                    let at = Header::verified_base_pack_offset(e.pack_offset, base_distance)
-                        .ok_or_else(|| fail("an OFS delta's base is outside the pack"))?;
-                    let base = objs
-                        .binary_search_by_key(&at, |o| o.offset)
-                        .map_err(|_| fail("an OFS delta's base is not an entry"))?;
-                    (What::Ofs, base as u32)
-                }
-                Header::RefDelta { base_id } => {
-                    ref_bases.push((base_id, index));
-                    (What::Ref, 0)
-                }
-                _ => (What::Whole, 0),
-            };
-            objs.push(Obj {
-                offset: e.pack_offset,
-                crc32: e.crc32.expect("computed"),
-                base,
-                what,
-            });
-            // A null id stands for "not hashed yet".
-            ids.push(object_hash.null());
-        }
-        if let Some(h) = written.digest() {
-            hash = Some(h);
-        }
-    }
-    drop(read_progress);
-    out.flush()
-        .map_err(|e| io_fail("cannot write the pack", e))?;
-    drop(out);
-    let hash = match hash {
-        Some(h) => h,
-        // An empty pack: nothing to store.
-        None => {
+/// Where and how a received pack is stored ([`Store::store`]).
+pub(crate) struct Store<'a, F> {
+    /// The pack directory (`objects/pack`).
+    pub dir: &'a Path,
+    /// Finds the bases a thin pack leaves out (the local object store).
+    pub thin: Option<F>,
+    /// The object format.
+    pub object_hash: gix::hash::Kind,
+    /// Threads resolving deltas, each holding at most its share of
+    /// [`CACHE_LIMIT`].
+    pub threads: usize,
+    /// The caller's cancel.
+    pub interrupt: &'a AtomicBool,
+    /// Stops an entry no valid pack holds as it arrives.
+    pub guard: &'a EntryGuard,
+}
+
+/// The pack's entries as written to the temporary file: 24 bytes an
+/// object, and its id once resolved.
+struct Entries {
+    objs: Vec<Obj>,
+    /// Every object's id, null until resolved.
+    ids: Vec<ObjectId>,
+    /// REF deltas with their base in the pack: (base id, delta index).
+    ref_bases: Vec<(ObjectId, u32)>,
+}
+
+impl<F: gix::objs::Find> Store<'_, F> {
+    /// Read, check, index and store the pack in `pack` (a whole pack
+    /// stream, header to trailer): written to a temporary file as it
+    /// arrives ([`Store::receive`]), its deltas resolved ([`resolve`]),
+    /// its index written ([`Store::index`]), both moved into place behind
+    /// a `.keep` ([`Store::place`]).
+    pub(crate) fn store(
+        self,
+        pack: &mut dyn BufRead,
+        progress: &mut dyn DynNestedProgress,
+    ) -> Result<Stored> {
+        let tmp = TempFile::new(self.dir, "pack")?;
+        let (mut entries, hash) = self.receive(pack, &tmp, progress)?;
+        let Some(hash) = hash else {
+            // An empty pack: nothing to store.
             return Ok(Stored {
                 objects: 0,
                 bytes: 0,
-                hash: object_hash.null(),
+                hash: self.object_hash.null(),
                 paths: None,
-            })
-        }
-    };
-    let bytes = tmp
-        .file()
-        .metadata()
-        .map_err(|e| io_fail("cannot read the pack's size", e))?
-        .len();
+            });
+        };
+        let bytes = tmp
+            .file()
+            .metadata()
+            .map_err(disk("read the temporary pack's size", self.dir))?
+            .len();
+        let mut index_progress = progress
+            .add_child_with_id("indexing".into(), gix::progress::prodash::progress::UNKNOWN);
+        index_progress.init(Some(entries.objs.len()), gix::progress::count("objects"));
+        let written = Written {
+            file: tmp.file(),
+            dir: self.dir,
+            end: bytes - self.object_hash.len_in_bytes() as u64,
+            object_hash: self.object_hash,
+        };
+        resolve(
+            &written,
+            &mut entries,
+            self.threads,
+            &index_progress,
+            self.interrupt,
+        )?;
+        verify_trailer(&written, bytes, hash)?;
+        let idx = self.index(&entries, hash)?;
+        let objects = entries.objs.len() as u32;
+        drop(entries);
+        let paths = self.place(tmp, idx, hash)?;
+        Ok(Stored {
+            objects,
+            bytes,
+            hash,
+            paths: Some(paths),
+        })
+    }
 
-    let mut index_progress =
-        progress.add_child_with_id("indexing".into(), gix::progress::prodash::progress::UNKNOWN);
-    index_progress.init(Some(objs.len()), gix::progress::count("objects"));
-    resolve(
-        tmp.file(),
-        bytes - object_hash.len_in_bytes() as u64,
-        &objs,
-        &mut ids,
-        &mut ref_bases,
-        object_hash,
-        threads,
-        &index_progress,
-        interrupt,
-    )?;
-    verify_trailer(tmp.file(), bytes, hash, object_hash)?;
+    /// Parse the stream entry by entry into `tmp` (with a thin pack's
+    /// bases inserted); the entries, and the pack's checksum (`None` for an
+    /// empty pack). A failure is told apart here: the disk's (`tmp`), the
+    /// object store's (a base), else the stream's.
+    fn receive(
+        &self,
+        pack: &mut dyn BufRead,
+        tmp: &TempFile,
+        progress: &mut dyn DynNestedProgress,
+    ) -> Result<(Entries, Option<ObjectId>)> {
+        let mut read_progress = progress.add_child_with_id(
+            "read pack".into(),
+            gix::progress::prodash::progress::UNKNOWN,
+        );
+        read_progress.init(None, gix::progress::bytes());
+        let counted = Counted {
+            inner: pack,
+            progress: &read_progress,
+            interrupt: self.interrupt,
+            guard: self.guard,
+        };
+        let parsed = input::BytesToEntriesIter::new_from_header(
+            io::BufReader::with_capacity(64 << 10, counted),
+            input::Mode::Verify,
+            input::EntryDataMode::KeepAndCrc32,
+            self.object_hash,
+        )
+        .map_err(stream)?;
+        let version = parsed.version();
+        let expected = parsed.size_hint().0.min(1 << 20);
+        let parsed = Track {
+            inner: parsed,
+            guard: self.guard,
+        };
+        let mut entries = Entries {
+            objs: Vec::with_capacity(expected),
+            ids: Vec::with_capacity(expected),
+            ref_bases: Vec::new(),
+        };
+        let disk_failed: Recorded<io::Error> = std::rc::Rc::default();
+        let base_failed: Recorded<ObjectStoreError> = std::rc::Rc::default();
+        let mut out = PackOut {
+            w: BufWriter::with_capacity(64 << 10, tmp.file()),
+            failed: std::rc::Rc::clone(&disk_failed),
+        };
+        let typed = |e: StoreError| -> StoreError {
+            if let Some(d) = disk_failed.borrow_mut().take() {
+                return disk("write the temporary pack", self.dir)(d);
+            }
+            if let Some(b) = base_failed.borrow_mut().take() {
+                return StoreError::ObjectStore(b);
+            }
+            e
+        };
+        let hash = {
+            let parsed: Box<dyn Iterator<Item = gix_error::Result<input::Entry>>> = match &self.thin
+            {
+                Some(find) => Box::new(input::LookupRefDeltaObjectsIter::new(
+                    parsed,
+                    Bases {
+                        find,
+                        failed: std::rc::Rc::clone(&base_failed),
+                    },
+                    gix::zlib::Compression::DEFAULT,
+                )),
+                None => Box::new(parsed),
+            };
+            let mut written =
+                input::EntriesToBytesIter::new(parsed, &mut out, version, self.object_hash);
+            for entry in &mut written {
+                let e = entry.map_err(|e| typed(stream(e)))?;
+                entries.add(&e, self.object_hash)?;
+            }
+            written.digest()
+        };
+        drop(read_progress);
+        let flushed = out.flush();
+        drop(out);
+        flushed.map_err(disk("write the temporary pack", self.dir))?;
+        Ok((entries, hash))
+    }
 
-    let idx = TempFile::new(dir, "idx")?;
-    {
+    /// The index of the resolved `entries`, written to a temporary file.
+    fn index(&self, entries: &Entries, hash: ObjectId) -> Result<TempFile> {
+        let idx = TempFile::new(self.dir, "idx")?;
         let mut w = BufWriter::with_capacity(64 << 10, idx.file());
-        write_index(&mut w, &objs, &ids, hash, object_hash)?;
-        w.flush()
-            .map_err(|e| io_fail("cannot write the index", e))?;
+        write_index(&mut w, entries, hash, self.object_hash)
+            .and_then(|()| w.flush())
+            .map_err(disk("write the temporary index", self.dir))?;
+        drop(w);
+        Ok(idx)
     }
-    let objects = objs.len() as u32;
-    drop(objs);
-    drop(ids);
 
-    let name = format!("pack-{}", hash.to_hex());
-    let pack_path = dir.join(format!("{name}.pack"));
-    let index_path = dir.join(format!("{name}.idx"));
-    let keep = if pack_path.is_file() {
-        None
-    } else {
-        let keep = dir.join(format!("{name}.keep"));
-        std::fs::write(&keep, b"").map_err(|e| io_fail("cannot write the .keep", e))?;
-        tmp.persist(&pack_path)?;
-        Some(keep)
-    };
-    if !index_path.is_file() {
-        idx.persist(&index_path)?;
-    }
-    Ok(Stored {
-        objects,
-        bytes,
-        hash,
-        paths: Some(Paths {
+    /// Move the pack and its index into place as `pack-<hash>.pack` /
+    /// `.idx`, the pack behind a `.keep` (none when it was already there).
+    fn place(&self, pack: TempFile, idx: TempFile, hash: ObjectId) -> Result<Paths> {
+        let name = format!("pack-{}", hash.to_hex());
+        let pack_path = self.dir.join(format!("{name}.pack"));
+        let index_path = self.dir.join(format!("{name}.idx"));
+        let keep = if pack_path.is_file() {
+            None
+        } else {
+            let keep = self.dir.join(format!("{name}.keep"));
+            std::fs::write(&keep, b"").map_err(disk("write the .keep", self.dir))?;
+            pack.persist(&pack_path)?;
+            Some(keep)
+        };
+        if !index_path.is_file() {
+            idx.persist(&index_path)?;
+        }
+        Ok(Paths {
             pack: pack_path,
             index: index_path,
             keep,
-        }),
-    })
+        })
+    }
+}
+
+impl Entries {
+    /// Note the entry `e` just written.
+    fn add(&mut self, e: &input::Entry, object_hash: gix::hash::Kind) -> Result<()> {
+        let index = u32::try_from(self.objs.len()).map_err(|_| fail("too many objects"))?;
+        let (what, base) = match e.header {
+            Header::OfsDelta { base_distance } => {
+                let at = Header::verified_base_pack_offset(e.pack_offset, base_distance)
+                    .ok_or_else(|| fail("an OFS delta's base is outside the pack"))?;
+                let base = self
+                    .objs
+                    .binary_search_by_key(&at, |o| o.offset)
+                    .map_err(|_| fail("an OFS delta's base is not an entry"))?;
+                (What::Ofs, base as u32)
+            }
+            Header::RefDelta { base_id } => {
+                self.ref_bases.push((base_id, index));
+                (What::Ref, 0)
+            }
+            _ => (What::Whole, 0),
+        };
+        self.objs.push(Obj {
+            offset: e.pack_offset,
+            crc32: e.crc32.expect("computed"),
+            base,
+            what,
+        });
+        // A null id stands for "not hashed yet".
+        self.ids.push(object_hash.null());
+        Ok(())
+    }
+}
+
+/// The temporary pack as written, read back to resolve and check it.
+struct Written<'a> {
+    file: &'a File,
+    /// The pack directory (for messages).
+    dir: &'a Path,
+    /// Where the last entry ends (the trailer starts).
+    end: u64,
+    object_hash: gix::hash::Kind,
 }
 
 /// Inflate one zlib stream of known output size into `out`.
@@ -574,7 +746,7 @@ fn inflate_into(
     out.clear();
     out.resize(size, 0);
     inflate.reset();
-    let (_, _, produced) = inflate.once(data, out)?;
+    let (_, _, produced) = inflate.once(data, out).map_err(stream)?;
     if produced != size {
         return Err(fail(
             "an entry inflates to another size than its header says",
@@ -585,10 +757,7 @@ fn inflate_into(
 
 /// Reads entries back with positioned reads and inflates them.
 struct Reader<'a> {
-    file: &'a File,
-    /// Where the last entry ends (the trailer starts).
-    end: u64,
-    object_hash: gix::hash::Kind,
+    pack: &'a Written<'a>,
     inflate: gix::zlib::Inflate,
     packed: Vec<u8>,
 }
@@ -597,17 +766,19 @@ impl Reader<'_> {
     /// Inflate entry `i` into `out`; returns its header.
     fn read(&mut self, objs: &[Obj], i: usize, out: &mut Vec<u8>) -> Result<Header> {
         let start = objs[i].offset;
-        let end = objs.get(i + 1).map_or(self.end, |o| o.offset);
+        let end = objs.get(i + 1).map_or(self.pack.end, |o| o.offset);
         let n = end
             .checked_sub(start)
             .and_then(|n| usize::try_from(n).ok())
             .ok_or_else(|| fail("entries overlap"))?;
         self.packed.clear();
         self.packed.resize(n, 0);
-        self.file
+        self.pack
+            .file
             .read_exact_at(&mut self.packed, start)
-            .map_err(|e| io_fail("cannot read the pack", e))?;
-        let entry = gix_pack::data::Entry::from_bytes(&self.packed, start, self.object_hash)?;
+            .map_err(disk("read back the temporary pack", self.pack.dir))?;
+        let entry = gix_pack::data::Entry::from_bytes(&self.packed, start, self.pack.object_hash)
+            .map_err(stream)?;
         let body = self
             .packed
             .get(entry.header_size()..)
@@ -632,18 +803,19 @@ struct Frame {
 
 /// Give every delta its id: each whole object's descendants, depth first,
 /// on `threads` threads that take whole objects in turn.
-#[allow(clippy::too_many_arguments)]
 fn resolve(
-    file: &File,
-    end: u64,
-    objs: &[Obj],
-    ids: &mut Vec<ObjectId>,
-    ref_bases: &mut [(ObjectId, u32)],
-    object_hash: gix::hash::Kind,
+    pack: &Written<'_>,
+    entries: &mut Entries,
     threads: usize,
     progress: &dyn Count,
     interrupt: &AtomicBool,
 ) -> Result<()> {
+    let Entries {
+        objs,
+        ids,
+        ref_bases,
+    } = entries;
+    let objs: &[Obj] = objs;
     // OFS deltas as (base, delta), ordered by base (in pack order within a
     // base).
     let mut ofs: Vec<(u32, u32)> = (0..objs.len() as u32)
@@ -668,9 +840,7 @@ fn resolve(
         resolved: std::sync::atomic::AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         interrupt,
-        file,
-        end,
-        object_hash,
+        pack,
         limit: cache_limit() / threads,
     };
     let span = tracing::Span::current();
@@ -720,9 +890,7 @@ struct Shared<'a> {
     /// Set when a thread failed: the others stop.
     stop: AtomicBool,
     interrupt: &'a AtomicBool,
-    file: &'a File,
-    end: u64,
-    object_hash: gix::hash::Kind,
+    pack: &'a Written<'a>,
     /// Each thread's cap on the data it holds.
     limit: usize,
 }
@@ -763,9 +931,7 @@ impl Shared<'_> {
     fn work_inner(&self, progress: Option<&dyn Count>) -> Result<()> {
         let objs = self.objs;
         let mut reader = Reader {
-            file: self.file,
-            end: self.end,
-            object_hash: self.object_hash,
+            pack: self.pack,
             inflate: gix::zlib::Inflate::default(),
             packed: Vec::new(),
         };
@@ -809,7 +975,7 @@ impl Shared<'_> {
             .read(objs, root, &mut data)?
             .as_kind()
             .ok_or_else(|| fail("a whole object changed into a delta"))?;
-        let id = gix::objs::compute_hash(self.object_hash, kind, &data)?;
+        let id = gix::objs::compute_hash(self.pack.object_hash, kind, &data).map_err(stream)?;
         self.ids.lock().unwrap_or_else(|p| p.into_inner())[root] = id;
         self.resolved.fetch_add(1, Ordering::Relaxed);
         let (o, r) = self.children(root as u32, &id);
@@ -839,10 +1005,10 @@ impl Shared<'_> {
             let (base, rebuilt) = data_of(stack, at, objs, reader, delta)?;
             reader.read(objs, child as usize, delta)?;
             let mut target = Vec::new();
-            crate::fetch::apply::apply(base, delta, &mut target)
-                .map_err(|e| fail(e.to_string()))?;
+            crate::fetch::apply::apply(base, delta, &mut target).map_err(stream)?;
             held += rebuilt;
-            let id = gix::objs::compute_hash(self.object_hash, kind, &target)?;
+            let id =
+                gix::objs::compute_hash(self.pack.object_hash, kind, &target).map_err(stream)?;
             {
                 let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
                 let slot = &mut ids[child as usize];
@@ -912,7 +1078,7 @@ fn data_of<'s>(
         for f in &stack[start..=at] {
             reader.read(objs, f.obj as usize, delta)?;
             let mut next = Vec::new();
-            crate::fetch::apply::apply(&data, delta, &mut next).map_err(|e| fail(e.to_string()))?;
+            crate::fetch::apply::apply(&data, delta, &mut next).map_err(stream)?;
             data = next;
         }
         rebuilt = data.len();
@@ -927,36 +1093,45 @@ fn data_of<'s>(
 /// (`BytesToEntriesIter` in `Verify` mode), and `EntriesToBytesIter` hashed
 /// the written file as it read it back from disk: what is left to check is
 /// that the file ends in that hash.
-fn verify_trailer(file: &File, len: u64, want: ObjectId, kind: gix::hash::Kind) -> Result<()> {
-    let hash_len = kind.len_in_bytes() as u64;
+///
+/// A file that does not end in it was written otherwise than it was read
+/// back: the disk's fault, not the pack's.
+fn verify_trailer(pack: &Written<'_>, len: u64, want: ObjectId) -> Result<()> {
+    let hash_len = pack.object_hash.len_in_bytes() as u64;
     if len < 12 + hash_len {
         return Err(fail("the pack is too short"));
     }
     let mut trailer = vec![0u8; hash_len as usize];
-    file.read_exact_at(&mut trailer, len - hash_len)
-        .map_err(|e| io_fail("cannot read the pack", e))?;
+    let read_back = disk("read back the temporary pack", pack.dir);
+    pack.file
+        .read_exact_at(&mut trailer, len - hash_len)
+        .map_err(read_back)?;
     if trailer.as_slice() != want.as_slice() {
-        return Err(fail("the stored pack does not end in its checksum"));
+        return Err(disk("read back the temporary pack", pack.dir)(
+            io::Error::new(
+                io::ErrorKind::InvalidData,
+                "the stored pack does not end in its checksum",
+            ),
+        ));
     }
     Ok(())
 }
 
-/// Write a version 2 index of `objs` (all resolved) for the pack `pack`.
+/// Write a version 2 index of `entries` (all resolved) for the pack `pack`.
 fn write_index(
     w: &mut impl Write,
-    objs: &[Obj],
-    ids: &[ObjectId],
+    entries: &Entries,
     pack: ObjectId,
     kind: gix::hash::Kind,
-) -> Result<()> {
+) -> io::Result<()> {
+    let (objs, ids) = (&entries.objs, &entries.ids);
     let mut order: Vec<u32> = (0..objs.len() as u32).collect();
     let id = |i: u32| &ids[i as usize];
     order.sort_unstable_by(|a, b| id(*a).cmp(id(*b)));
     let mut h = gix::hash::hasher(kind);
-    let mut put = |w: &mut dyn Write, b: &[u8]| -> Result<()> {
+    let mut put = |w: &mut dyn Write, b: &[u8]| -> io::Result<()> {
         h.update(b);
         w.write_all(b)
-            .map_err(|e| io_fail("cannot write the index", e))
     };
     put(w, b"\xfftOc")?;
     put(w, &2u32.to_be_bytes())?;
@@ -990,9 +1165,8 @@ fn write_index(
         put(w, &off.to_be_bytes())?;
     }
     put(w, pack.as_slice())?;
-    let own = h.try_finalize()?;
+    let own = h.try_finalize().map_err(io::Error::other)?;
     w.write_all(own.as_slice())
-        .map_err(|e| io_fail("cannot write the index", e))
 }
 
 #[cfg(test)]
@@ -1051,16 +1225,16 @@ mod tests {
     fn index(pack: &[u8], dir: &Path, thin: Option<gix::OdbHandle>) -> Stored {
         std::fs::create_dir_all(dir).expect("mkdir");
         let interrupt = AtomicBool::new(false);
-        store(
-            &mut &pack[..],
+        let guard = EntryGuard::new();
+        Store {
             dir,
             thin,
-            gix::hash::Kind::Sha1,
-            2,
-            &mut gix::progress::Discard,
-            &interrupt,
-            &EntryGuard::new(),
-        )
+            object_hash: gix::hash::Kind::Sha1,
+            threads: 2,
+            interrupt: &interrupt,
+            guard: &guard,
+        }
+        .store(&mut &pack[..], &mut gix::progress::Discard)
         .expect("stored")
     }
 
@@ -1244,16 +1418,16 @@ mod tests {
         // Without the repository the bases are missing.
         std::fs::create_dir_all(t.path().join("q")).expect("mkdir");
         let interrupt = AtomicBool::new(false);
-        let err = store(
-            &mut &pack[..],
-            &t.path().join("q"),
-            None::<gix::OdbHandle>,
-            gix::hash::Kind::Sha1,
-            1,
-            &mut gix::progress::Discard,
-            &interrupt,
-            &EntryGuard::new(),
-        )
+        let guard = EntryGuard::new();
+        let err = Store {
+            dir: &t.path().join("q"),
+            thin: None::<gix::OdbHandle>,
+            object_hash: gix::hash::Kind::Sha1,
+            threads: 1,
+            interrupt: &interrupt,
+            guard: &guard,
+        }
+        .store(&mut &pack[..], &mut gix::progress::Discard)
         .expect_err("bases missing");
         assert!(err.to_string().contains("no base"), "{err}");
         assert_eq!(
@@ -1270,21 +1444,28 @@ mod tests {
             stored.objects
         );
         same_as_git(&stored, t.path());
+        // The completed pack stands alone: git lists each of its objects
+        // once, and every delta's base is one of them.
+        let idx = stored.paths.as_ref().expect("p").index.clone();
         let out = git(
             t.path(),
-            &[
-                "verify-pack",
-                stored
-                    .paths
-                    .as_ref()
-                    .expect("p")
-                    .index
-                    .to_str()
-                    .expect("utf8"),
-            ],
+            &["verify-pack", "-v", idx.to_str().expect("utf8")],
             None,
         );
-        assert!(out.is_empty() || String::from_utf8_lossy(&out).contains("ok"));
+        let out = String::from_utf8(out).expect("utf8");
+        let rows: Vec<Vec<&str>> = out
+            .lines()
+            .map(|l| l.split_whitespace().collect::<Vec<_>>())
+            .filter(|c| c.len() >= 5 && c[0].len() == 40)
+            .collect();
+        let ids: std::collections::HashSet<&str> = rows.iter().map(|c| c[0]).collect();
+        assert_eq!(ids.len(), rows.len(), "an object listed twice: {out}");
+        assert_eq!(ids.len(), stored.objects as usize, "{out}");
+        let bases: Vec<&str> = rows.iter().filter(|c| c.len() == 7).map(|c| c[6]).collect();
+        assert!(!bases.is_empty(), "the completed pack holds deltas: {out}");
+        for base in bases {
+            assert!(ids.contains(base), "delta base {base} is not in the pack");
+        }
     }
 
     #[test]
@@ -1303,17 +1484,18 @@ mod tests {
         let dir = t.path().join("p");
         std::fs::create_dir_all(&dir).expect("mkdir");
         let interrupt = AtomicBool::new(false);
-        assert!(store(
-            &mut &pack[..],
-            &dir,
-            None::<gix::OdbHandle>,
-            gix::hash::Kind::Sha1,
-            1,
-            &mut gix::progress::Discard,
-            &interrupt,
-            &EntryGuard::new(),
-        )
-        .is_err());
+        let guard = EntryGuard::new();
+        let err = Store {
+            dir: &dir,
+            thin: None::<gix::OdbHandle>,
+            object_hash: gix::hash::Kind::Sha1,
+            threads: 1,
+            interrupt: &interrupt,
+            guard: &guard,
+        }
+        .store(&mut &pack[..], &mut gix::progress::Discard)
+        .expect_err("a corrupt trailer is refused");
+        assert!(!err.is_local(), "the server's pack, not this side: {err}");
         assert_eq!(std::fs::read_dir(&dir).expect("dir").count(), 0);
     }
 
@@ -1359,16 +1541,16 @@ mod tests {
                 read: &mut read,
             };
             let mut reader = io::BufReader::new(&mut counting);
-            let err = store(
-                &mut reader,
-                &dir,
-                None::<gix::OdbHandle>,
-                gix::hash::Kind::Sha1,
-                1,
-                &mut gix::progress::Discard,
-                &AtomicBool::new(false),
-                &guard,
-            );
+            let interrupt = AtomicBool::new(false);
+            let err = Store {
+                dir: &dir,
+                thin: None::<gix::OdbHandle>,
+                object_hash: gix::hash::Kind::Sha1,
+                threads: 1,
+                interrupt: &interrupt,
+                guard: &guard,
+            }
+            .store(&mut reader, &mut gix::progress::Discard);
             assert!(err.is_err());
             let tripped = guard
                 .tripped

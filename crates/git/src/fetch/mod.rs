@@ -221,11 +221,28 @@ pub(crate) struct Receive<'a> {
     pub guard: &'a indexer::EntryGuard,
 }
 
+/// Why receiving failed: storing the pack failed on this side (the disk,
+/// the object store: `local-error`), or anything else (the conversation,
+/// the pack as the server sent it), which the caller classes from the wire.
+#[derive(Debug)]
+pub(crate) enum ReceiveError {
+    /// Storing the pack failed on this side.
+    Local(indexer::StoreError),
+    /// The conversation or the pack stream failed.
+    Wire(gix::Error),
+}
+
+impl From<gix::Error> for ReceiveError {
+    fn from(e: gix::Error) -> Self {
+        ReceiveError::Wire(e)
+    }
+}
+
 /// Run the fetch command on `transport`: negotiate, then store the pack.
 pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transport>(
     r: Receive<'_>,
     transport: &mut T,
-) -> gix::Result<Received> {
+) -> Result<Received, ReceiveError> {
     let Receive {
         repo,
         handshake,
@@ -258,19 +275,26 @@ pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transpor
     };
     let pack_dir = repo.objects.store_ref().path().join("pack");
     let mut received = Received::default();
-    gix::protocol::fetch(
+    let mut local = None;
+    let fetched = gix::protocol::fetch(
         &mut negotiate,
         |pack, progress, interrupt| -> gix::Result<bool> {
-            let stored = indexer::store(
-                pack,
-                &pack_dir,
-                Some(repo.objects.clone()),
-                repo.object_hash(),
-                threads(repo),
-                progress,
+            let stored = indexer::Store {
+                dir: &pack_dir,
+                thin: Some(repo.objects.clone()),
+                object_hash: repo.object_hash(),
+                threads: threads(repo),
                 interrupt,
                 guard,
-            )?;
+            }
+            .store(pack, progress)
+            .map_err(|e| {
+                let words = e.to_string();
+                if e.is_local() {
+                    local = Some(e);
+                }
+                gix::Error::from_error(std::io::Error::other(words))
+            })?;
             if let Some(p) = &stored.paths {
                 tracing::debug!(
                     hash = %stored.hash,
@@ -301,6 +325,10 @@ pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transpor
             tags,
             reject_shallow_remote: false,
         },
-    )?;
+    );
+    if let Some(e) = local {
+        return Err(ReceiveError::Local(e));
+    }
+    fetched?;
     Ok(received)
 }

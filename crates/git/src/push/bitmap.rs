@@ -20,7 +20,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use gix::ObjectId;
 use gix_pack::data::output;
 
-use super::pack::{find_kind, Db};
+use super::odb::{find_kind, Db};
+use crate::local::ObjectStoreError;
 
 /// A pack whose every object is reachable from the tips asked about.
 #[derive(Debug)]
@@ -123,7 +124,7 @@ impl Reuse {
         self,
         db: Db,
         mut instead: std::collections::HashMap<ObjectId, output::Entry>,
-    ) -> impl Iterator<Item = gix_error::Result<Vec<output::Entry>>> {
+    ) -> impl Iterator<Item = Result<Vec<output::Entry>, ObjectStoreError>> {
         const CHUNK: usize = 256;
         let Reuse { pack, plan } = self;
         let mut next = 0;
@@ -133,7 +134,7 @@ impl Reuse {
                 return None;
             }
             let end = (next + CHUNK).min(plan.len());
-            let chunk: Result<Vec<output::Entry>, String> = plan[next..end]
+            let chunk: Result<Vec<output::Entry>, ObjectStoreError> = plan[next..end]
                 .iter()
                 .map(|p| match instead.remove(&p.id) {
                     Some(e) => Ok(e),
@@ -141,7 +142,7 @@ impl Reuse {
                 })
                 .collect();
             next = end;
-            Some(chunk.map_err(|e| gix_error::Error::from_error(std::io::Error::other(e))))
+            Some(chunk)
         })
     }
 }
@@ -151,22 +152,32 @@ fn entry(
     db: &Db,
     p: &Planned,
     buf: &mut Vec<u8>,
-) -> Result<output::Entry, String> {
+) -> Result<output::Entry, ObjectStoreError> {
     use gix_pack::data::entry::Header;
+    let what = || format!("object {}", p.id);
+    let bad = |detail: &str| ObjectStoreError::Unreadable {
+        what: what(),
+        detail: detail.to_string(),
+    };
     if let How::Whole = p.how {
         use gix_pack::Find;
         let (data, _) = db
             .try_find(&p.id, buf)
-            .map_err(|e| e.to_string())?
-            .ok_or_else(|| format!("{} is missing", p.id))?;
+            .map_err(|e| ObjectStoreError::unreadable(what(), &e))?
+            .ok_or(ObjectStoreError::Missing {
+                id: p.id,
+                kind: None,
+            })?;
         let count = output::Count::from_data(p.id, None);
         return output::Entry::from_data(&count, &data, Default::default())
-            .map_err(|e| e.to_string());
+            .map_err(|e| ObjectStoreError::unreadable(what(), &e));
     }
-    let e = pack.entry(p.start).map_err(|e| e.to_string())?;
+    let e = pack
+        .entry(p.start)
+        .map_err(|e| ObjectStoreError::unreadable(what(), &e))?;
     let data = pack
         .entry_slice(e.data_offset..p.end)
-        .ok_or_else(|| format!("{} lies outside its pack", p.id))?;
+        .ok_or_else(|| bad("it lies outside its pack"))?;
     let kind = match (&p.how, e.header) {
         (How::AgainstId(base), _) => output::entry::Kind::DeltaOid { id: *base },
         (How::Stored(Some(i)), Header::OfsDelta { .. } | Header::RefDelta { .. }) => {
@@ -174,15 +185,15 @@ fn entry(
         }
         (How::Stored(None), h) => match h.as_kind() {
             Some(k) => output::entry::Kind::Base(k),
-            None => return Err(format!("{}: a delta planned as whole", p.id)),
+            None => return Err(bad("a delta planned as whole")),
         },
-        _ => return Err(format!("{}: its entry changed since it was planned", p.id)),
+        _ => return Err(bad("its entry changed since it was planned")),
     };
     Ok(output::Entry {
         id: p.id,
         kind,
         decompressed_size: usize::try_from(e.decompressed_size)
-            .map_err(|_| format!("{} is too large", p.id))?,
+            .map_err(|_| bad("it is too large for this machine"))?,
         compressed_data: data.to_vec(),
     })
 }

@@ -16,6 +16,7 @@ mod advert;
 mod attempt;
 mod bitmap;
 pub(crate) mod delta;
+mod odb;
 pub mod pack;
 pub mod report;
 mod settle;

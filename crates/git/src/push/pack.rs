@@ -24,6 +24,12 @@
 //! remote has are queued. With no remote tips to stop at, a local pack that
 //! the bitmaps show to be exactly what the tips reach is sent as it is
 //! (`push::bitmap`); otherwise gix-pack counts everything.
+//!
+//! Counting and writing fail with a `PackError` that keeps the sides
+//! apart: the local object store (an object missing, of another kind, or
+//! unreadable) and this side's limits are `local-error`, never tried again;
+//! only a failure of the sink — the connection the pack is written to — is
+//! the wire's, classed from it by the caller.
 
 use std::io::Write;
 use std::sync::atomic::AtomicBool;
@@ -31,7 +37,9 @@ use std::sync::atomic::AtomicBool;
 use gix::ObjectId;
 use gix_pack::data::output;
 
+use super::odb::{find_kind, Db};
 use super::{bitmap, delta};
+use crate::local::ObjectStoreError;
 
 /// What a pack held and cost.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -41,8 +49,6 @@ pub struct PackStats {
     /// Bytes of the pack on the wire.
     pub bytes: u64,
 }
-
-pub(super) type Db = gix::odb::Cache<gix::odb::store::Handle<std::sync::Arc<gix::odb::Store>>>;
 
 /// Objects counted and ready to write.
 pub(crate) struct Counted {
@@ -82,7 +88,7 @@ pub(crate) struct ProgressWriter<'a> {
     inner: &'a mut dyn Write,
     objects: u64,
     bytes: u64,
-    callback: Option<crate::client::ProgressCallback>,
+    callback: Option<crate::progress::ProgressCallback>,
     last: Option<std::time::Instant>,
 }
 
@@ -90,7 +96,7 @@ impl<'a> ProgressWriter<'a> {
     pub(crate) fn new(
         inner: &'a mut dyn Write,
         objects: u64,
-        callback: Option<crate::client::ProgressCallback>,
+        callback: Option<crate::progress::ProgressCallback>,
     ) -> Self {
         ProgressWriter {
             inner,
@@ -155,8 +161,44 @@ const MIN_DELTA_OBJECT: usize = 32;
 /// path and commit it was found at).
 const MAX_CANDIDATES: usize = 4;
 
-fn err(e: impl std::fmt::Display) -> String {
-    e.to_string()
+/// Why counting or writing a push's pack failed. Everything but [`PackError::Sink`]
+/// is this side's (`local-error`); the sink is the connection to the
+/// remote, whose failures the caller classes from the wire.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum PackError {
+    /// The local object store could not give an object the pack needs.
+    #[error(transparent)]
+    ObjectStore(#[from] ObjectStoreError),
+    /// The caller's cancel stopped the count.
+    #[error("interrupted")]
+    Interrupted,
+    /// More objects than one pack can hold.
+    #[error("{objects} objects are too many for one pack")]
+    TooMany {
+        /// Objects counted.
+        objects: usize,
+    },
+    /// A counting, lookup or encoding thread panicked.
+    #[error("a {0} thread panicked")]
+    Panicked(&'static str),
+    /// Writing to the sink (the connection to the remote) failed.
+    #[error("{0}")]
+    Sink(std::io::Error),
+}
+
+impl PackError {
+    /// The attempt's error at `phase`: a failure of the sink as `wire`
+    /// classes it (the remote's side), anything else `local-error`.
+    pub(crate) fn into_git(
+        self,
+        phase: crate::error::Phase,
+        wire: impl FnOnce(std::io::Error) -> crate::GitError,
+    ) -> crate::GitError {
+        match self {
+            PackError::Sink(e) => wire(e),
+            local => crate::local::local(phase, format_args!("writing the pack: {local}")),
+        }
+    }
 }
 
 /// Threads to use: one per core. Asked once per process: the answer reads
@@ -170,106 +212,30 @@ fn cores() -> usize {
     })
 }
 
-/// Object `id`, which must be a `kind`, with where it is stored.
-pub(super) fn find_kind<'a>(
-    db: &Db,
-    id: &ObjectId,
-    kind: gix::object::Kind,
-    buf: &'a mut Vec<u8>,
-) -> Result<(gix::objs::Data<'a>, Option<gix_pack::data::entry::Location>), String> {
-    use gix_pack::Find;
-    let (data, location) = db
-        .try_find(id, buf)
-        .map_err(err)?
-        .ok_or_else(|| format!("{kind} {id} is missing"))?;
-    if data.kind != kind {
-        return Err(format!("{id} is a {}, not a {kind}", data.kind));
-    }
-    Ok((data, location))
+/// A failure reading object `id` through the repository.
+fn unreadable(id: &ObjectId, e: &(dyn std::error::Error + 'static)) -> PackError {
+    ObjectStoreError::unreadable(format!("object {id}"), e).into()
 }
 
-/// Count the objects to send for `new_tips`, given what the remote has.
+/// Count the objects to send for `new_tips`, given what the remote has:
+/// the first of these that answers — a small push on top of what the
+/// remote advertised ([`count_near`]), a whole local pack the bitmaps show
+/// to be exactly what the tips reach, the bitmaps' choice of what the
+/// remote lacks ([`count_from_bitmaps`]), our own walk against what the
+/// remote has ([`count_walked`]), everything ([`count_all`]).
 pub(crate) fn count(
     repo: &gix::Repository,
     new_tips: &[ObjectId],
     remote_tips: &[ObjectId],
     thin: bool,
     interrupt: &AtomicBool,
-) -> Result<Counted, String> {
-    let mut db = repo.clone().into_sync().objects.to_cache_arc();
-    db.prevent_pack_unload();
-    db.ignore_replacements = true;
-    // Without a delta-base cache every object of a delta chain re-inflates
-    // the whole chain: counting a large history spent half its time there.
-    // One cache per thread (the handle is cloned for each).
-    db.set_pack_cache(|| Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(32 << 20)));
-
-    // New tips: tags are sent as themselves, walking starts at their commits.
-    let mut extra_ids = Vec::new();
-    let mut walk_tips = Vec::new();
-    for id in new_tips {
-        let obj = repo.find_object(*id).map_err(err)?;
-        match obj.kind {
-            gix::object::Kind::Commit => walk_tips.push(*id),
-            gix::object::Kind::Tag => {
-                extra_ids.push(*id);
-                let mut cur = obj;
-                while cur.kind == gix::object::Kind::Tag {
-                    let target = cur.to_tag_ref().target();
-                    extra_ids.push(target);
-                    cur = repo.find_object(target).map_err(err)?;
-                }
-                if cur.kind == gix::object::Kind::Commit {
-                    extra_ids.pop();
-                    walk_tips.push(cur.id);
-                }
-            }
-            _ => extra_ids.push(*id),
-        }
+) -> Result<Counted, PackError> {
+    let db = open_db(repo);
+    let (walk_tips, extra_ids) = split_tips(repo, new_tips)?;
+    if let Some(near) = walk_near(&db, &walk_tips, remote_tips) {
+        return count_near(db, near, &extra_ids, thin, interrupt);
     }
-    // A small push of new (loose) commits on top of what the remote
-    // advertised — the everyday case at a forge with tens of thousands of
-    // refs: its new commits are found without reading one advertised tip
-    // (the full walk reads every one: 20,000 commits, most of a one-commit
-    // push's time).
-    if !walk_tips.is_empty() && !remote_tips.is_empty() {
-        let t = std::time::Instant::now();
-        let advertised: std::collections::HashSet<ObjectId> = remote_tips.iter().copied().collect();
-        // Packed new commits are left to the bitmaps, which know what the
-        // remote has below its tips (a renamed file is not sent again).
-        let near = walk_to_advertised(&db, &walk_tips, &advertised, NEAR_WALK_LIMIT)
-            .filter(|w| w.is_empty() || w.iter().any(|c| c.location.is_none()));
-        if let Some(walked) = near {
-            let walk_us = t.elapsed().as_micros() as u64;
-            let (counts, pairs) = count_against_parents(&db, &walked, &extra_ids, interrupt)?;
-            let objects = counts.len();
-            let counted = finish(db, counts, &pairs, thin)?;
-            tracing::debug!(
-                commits = walked.len(),
-                objects,
-                walk_us,
-                us = t.elapsed().as_micros() as u64,
-                walk = "to the advertised ids",
-                "pack counted"
-            );
-            return Ok(counted);
-        }
-    }
-    // Remote tips we have, peeled to commits: hidden from the walk.
-    let mut hidden = Vec::new();
-    let mut hidden_set = std::collections::HashSet::new();
-    for id in remote_tips {
-        if !repo.has_object(id) {
-            continue;
-        }
-        if let Ok(obj) = repo.find_object(*id) {
-            if let Ok(c) = obj.peel_to_commit() {
-                if hidden_set.insert(c.id) {
-                    hidden.push(c.id);
-                }
-            }
-        }
-    }
+    let hidden = hidden_commits(repo, remote_tips);
     // Nothing at the remote to stop at, and a local pack whose bitmaps show
     // that the new tips reach exactly its objects: that pack is the answer
     // (a freshly repacked history pushed whole), with no walk and no count.
@@ -285,77 +251,228 @@ pub(crate) fn count(
             });
         }
     }
-    // What the remote has is known: the one bitmapped pack may answer what
-    // to send without walking every new commit's trees.
-    if !hidden.is_empty() && extra_ids.is_empty() && !walk_tips.is_empty() {
+    if hidden.is_empty() {
+        return count_all(repo, db, walk_tips, extra_ids, thin, interrupt);
+    }
+    if extra_ids.is_empty() && !walk_tips.is_empty() {
         let t = std::time::Instant::now();
         let objects_dir = db.store_ref().path().to_owned();
         if let Some(reuse) =
             bitmap::incremental(&db, &objects_dir, &walk_tips, &hidden, thin, interrupt)
         {
-            let chosen_us = t.elapsed().as_micros() as u64;
-            // What goes whole (stored whole, or a delta on a base neither
-            // sent nor the remote's) is tried as a delta against the
-            // version at the same path in the remote's tip.
-            let thin_entries = if thin {
-                let whole = reuse.whole_ids();
-                let pairs = if whole.is_empty() {
-                    Pairs::default()
-                } else {
-                    tip_pairs(&db, &walk_tips, &hidden, interrupt)?
-                };
-                let todo: Vec<(ObjectId, Vec<ObjectId>)> = whole
-                    .into_iter()
-                    .filter_map(|id| Some((id, pairs.get(&id)?.clone())))
-                    .collect();
-                thin_deltas(&db, &todo)?
-            } else {
-                Default::default()
-            };
-            tracing::debug!(
-                objects = reuse.len(),
-                chosen_us,
-                thin = thin_entries.len(),
-                us = t.elapsed().as_micros() as u64,
-                "pack chosen from bitmaps"
-            );
-            return Ok(Counted {
-                packed: Vec::new(),
-                loose: Vec::new(),
-                db,
-                whole: None,
-                reuse: Some(reuse),
-                thin_entries,
-            });
+            return count_from_bitmaps(db, reuse, t, &walk_tips, &hidden, thin, interrupt);
         }
     }
-    if !hidden.is_empty() {
-        let t = std::time::Instant::now();
-        let walked = walk(&db, &walk_tips, &hidden, interrupt)?;
-        let walk_us = t.elapsed().as_micros() as u64;
-        let (counts, pairs) = count_against_parents(&db, &walked, &extra_ids, interrupt)?;
-        let count_us = t.elapsed().as_micros() as u64 - walk_us;
-        let objects = counts.len();
-        let counted = finish(db, counts, &pairs, thin)?;
-        tracing::debug!(
-            commits = walked.len(),
-            objects,
-            walk_us,
-            count_us,
-            plan_us = t.elapsed().as_micros() as u64 - walk_us - count_us,
-            "pack counted"
-        );
-        return Ok(counted);
+    count_walked(db, &walk_tips, &hidden, &extra_ids, thin, interrupt)
+}
+
+/// The object store handle counting and writing share.
+fn open_db(repo: &gix::Repository) -> Db {
+    let mut db = repo.clone().into_sync().objects.to_cache_arc();
+    db.prevent_pack_unload();
+    db.ignore_replacements = true;
+    // Without a delta-base cache every object of a delta chain re-inflates
+    // the whole chain: counting a large history spent half its time there.
+    // One cache per thread (the handle is cloned for each).
+    db.set_pack_cache(|| Box::new(gix_pack::cache::lru::MemoryCappedHashmap::new(32 << 20)));
+    db
+}
+
+/// The new tips as (commits to walk from, objects sent as themselves):
+/// tags are sent as themselves and walking starts at their commits.
+fn split_tips(
+    repo: &gix::Repository,
+    new_tips: &[ObjectId],
+) -> Result<(Vec<ObjectId>, Vec<ObjectId>), PackError> {
+    let mut extra_ids = Vec::new();
+    let mut walk_tips = Vec::new();
+    for id in new_tips {
+        let obj = repo.find_object(*id).map_err(|e| unreadable(id, &e))?;
+        match obj.kind {
+            gix::object::Kind::Commit => walk_tips.push(*id),
+            gix::object::Kind::Tag => {
+                extra_ids.push(*id);
+                let mut cur = obj;
+                while cur.kind == gix::object::Kind::Tag {
+                    let target = cur.to_tag_ref().target();
+                    extra_ids.push(target);
+                    cur = repo
+                        .find_object(target)
+                        .map_err(|e| unreadable(&target, &e))?;
+                }
+                if cur.kind == gix::object::Kind::Commit {
+                    extra_ids.pop();
+                    walk_tips.push(cur.id);
+                }
+            }
+            _ => extra_ids.push(*id),
+        }
     }
+    Ok((walk_tips, extra_ids))
+}
+
+/// A small push of new (loose) commits on top of what the remote
+/// advertised — the everyday case at a forge with tens of thousands of
+/// refs: its new commits are found without reading one advertised tip
+/// (the full walk reads every one: 20,000 commits, most of a one-commit
+/// push's time). `None` when this walk does not answer; else the new
+/// commits, with when the walk began.
+fn walk_near(
+    db: &Db,
+    walk_tips: &[ObjectId],
+    remote_tips: &[ObjectId],
+) -> Option<(Vec<Walked>, std::time::Instant)> {
+    if walk_tips.is_empty() || remote_tips.is_empty() {
+        return None;
+    }
+    let t = std::time::Instant::now();
+    let advertised: std::collections::HashSet<ObjectId> = remote_tips.iter().copied().collect();
+    // Packed new commits are left to the bitmaps, which know what the
+    // remote has below its tips (a renamed file is not sent again).
+    walk_to_advertised(db, walk_tips, &advertised, NEAR_WALK_LIMIT)
+        .filter(|w| w.is_empty() || w.iter().any(|c| c.location.is_none()))
+        .map(|w| (w, t))
+}
+
+/// Count what the commits [`walk_near`] found bring.
+fn count_near(
+    db: Db,
+    (walked, t): (Vec<Walked>, std::time::Instant),
+    extra_ids: &[ObjectId],
+    thin: bool,
+    interrupt: &AtomicBool,
+) -> Result<Counted, PackError> {
+    let walk_us = t.elapsed().as_micros() as u64;
+    let (counts, pairs) = count_against_parents(&db, &walked, extra_ids, interrupt)?;
+    let objects = counts.len();
+    let counted = finish(db, counts, &pairs, thin)?;
+    tracing::debug!(
+        commits = walked.len(),
+        objects,
+        walk_us,
+        us = t.elapsed().as_micros() as u64,
+        walk = "to the advertised ids",
+        "pack counted"
+    );
+    Ok(counted)
+}
+
+/// Remote tips we have, peeled to commits: hidden from the walk.
+fn hidden_commits(repo: &gix::Repository, remote_tips: &[ObjectId]) -> Vec<ObjectId> {
+    let mut hidden = Vec::new();
+    let mut hidden_set = std::collections::HashSet::new();
+    for id in remote_tips {
+        if !repo.has_object(id) {
+            continue;
+        }
+        if let Ok(obj) = repo.find_object(*id) {
+            if let Ok(c) = obj.peel_to_commit() {
+                if hidden_set.insert(c.id) {
+                    hidden.push(c.id);
+                }
+            }
+        }
+    }
+    hidden
+}
+
+/// What the remote has is known: the one bitmapped pack may answer what
+/// to send without walking every new commit's trees ([`bitmap::incremental`]);
+/// what would go whole is then tried as a thin delta.
+fn count_from_bitmaps(
+    db: Db,
+    reuse: bitmap::Reuse,
+    t: std::time::Instant,
+    walk_tips: &[ObjectId],
+    hidden: &[ObjectId],
+    thin: bool,
+    interrupt: &AtomicBool,
+) -> Result<Counted, PackError> {
+    let chosen_us = t.elapsed().as_micros() as u64;
+    // What goes whole (stored whole, or a delta on a base neither
+    // sent nor the remote's) is tried as a delta against the
+    // version at the same path in the remote's tip.
+    let thin_entries = if thin {
+        let whole = reuse.whole_ids();
+        let pairs = if whole.is_empty() {
+            Pairs::default()
+        } else {
+            tip_pairs(&db, walk_tips, hidden, interrupt)?
+        };
+        let todo: Vec<(ObjectId, Vec<ObjectId>)> = whole
+            .into_iter()
+            .filter_map(|id| Some((id, pairs.get(&id)?.clone())))
+            .collect();
+        thin_deltas(&db, &todo)?
+    } else {
+        Default::default()
+    };
+    tracing::debug!(
+        objects = reuse.len(),
+        chosen_us,
+        thin = thin_entries.len(),
+        us = t.elapsed().as_micros() as u64,
+        "pack chosen from bitmaps"
+    );
+    Ok(Counted {
+        packed: Vec::new(),
+        loose: Vec::new(),
+        db,
+        whole: None,
+        reuse: Some(reuse),
+        thin_entries,
+    })
+}
+
+/// Our own walk from the new tips to what the remote has ([`walk`]), each
+/// new commit compared with its first parent.
+fn count_walked(
+    db: Db,
+    walk_tips: &[ObjectId],
+    hidden: &[ObjectId],
+    extra_ids: &[ObjectId],
+    thin: bool,
+    interrupt: &AtomicBool,
+) -> Result<Counted, PackError> {
+    let t = std::time::Instant::now();
+    let walked = walk(&db, walk_tips, hidden, interrupt)?;
+    let walk_us = t.elapsed().as_micros() as u64;
+    let (counts, pairs) = count_against_parents(&db, &walked, extra_ids, interrupt)?;
+    let count_us = t.elapsed().as_micros() as u64 - walk_us;
+    let objects = counts.len();
+    let counted = finish(db, counts, &pairs, thin)?;
+    tracing::debug!(
+        commits = walked.len(),
+        objects,
+        walk_us,
+        count_us,
+        plan_us = t.elapsed().as_micros() as u64 - walk_us - count_us,
+        "pack counted"
+    );
+    Ok(counted)
+}
+
+/// Everything the tips reach goes (nothing at the remote to stop at):
+/// gix-pack's counting, on every core.
+fn count_all(
+    repo: &gix::Repository,
+    db: Db,
+    walk_tips: Vec<ObjectId>,
+    extra_ids: Vec<ObjectId>,
+    thin: bool,
+    interrupt: &AtomicBool,
+) -> Result<Counted, PackError> {
     let mut ids: Vec<ObjectId> = Vec::new();
     if !walk_tips.is_empty() {
-        let walk = repo.rev_walk(walk_tips).all().map_err(err)?;
+        let walk = repo
+            .rev_walk(walk_tips)
+            .all()
+            .map_err(|e| ObjectStoreError::unreadable("the history to send", &e))?;
         for info in walk {
-            let info = info.map_err(err)?;
+            let info = info.map_err(|e| ObjectStoreError::unreadable("the history to send", &e))?;
             ids.push(info.id);
         }
     }
-    // Everything goes: gix-pack's counting, on every core.
     ids.extend(extra_ids);
     let counts = count_everything(&db, ids, interrupt)?;
     finish(db, counts, &Default::default(), thin)
@@ -368,7 +485,7 @@ fn finish(
     mut counts: Vec<output::Count>,
     pairs: &Pairs,
     thin: bool,
-) -> Result<Counted, String> {
+) -> Result<Counted, PackError> {
     resolve_locations(&db, &mut counts)?;
     let sent: std::collections::HashSet<ObjectId> = counts.iter().map(|c| c.id).collect();
     let (loose_counts, packed): (Vec<_>, Vec<_>) = counts
@@ -400,7 +517,7 @@ fn thin_for_packed(
     packed: &[output::Count],
     pairs: &Pairs,
     sent: &std::collections::HashSet<ObjectId>,
-) -> Result<std::collections::HashMap<ObjectId, output::Entry>, String> {
+) -> Result<std::collections::HashMap<ObjectId, output::Entry>, PackError> {
     use gix_pack::data::entry::Header;
     use gix_pack::Find;
     let sent_at: std::collections::HashSet<(u32, u64)> = packed
@@ -453,35 +570,33 @@ fn thin_for_packed(
 fn thin_deltas(
     db: &Db,
     todo: &[(ObjectId, Vec<ObjectId>)],
-) -> Result<std::collections::HashMap<ObjectId, output::Entry>, String> {
+) -> Result<std::collections::HashMap<ObjectId, output::Entry>, PackError> {
     if todo.is_empty() {
         return Ok(Default::default());
     }
     let threads = cores().min(todo.len().div_ceil(LOOSE_PER_THREAD)).max(1);
     let per = todo.len().div_ceil(threads);
     let span = tracing::Span::current();
-    let parts: Result<Vec<Vec<(ObjectId, output::Entry)>>, String> = std::thread::scope(|scope| {
-        let handles: Vec<_> = todo
-            .chunks(per)
-            .map(|part| {
-                let mut w = Worker::new(db.clone());
-                let span = span.clone();
-                scope.spawn(move || {
-                    let _attempt = span.enter();
-                    part.iter()
-                        .filter_map(|(id, bases)| Some((*id, w.thin_entry(id, bases)?)))
-                        .collect()
+    let parts: Result<Vec<Vec<(ObjectId, output::Entry)>>, PackError> =
+        std::thread::scope(|scope| {
+            let handles: Vec<_> = todo
+                .chunks(per)
+                .map(|part| {
+                    let mut w = Worker::new(db.clone());
+                    let span = span.clone();
+                    scope.spawn(move || {
+                        let _attempt = span.enter();
+                        part.iter()
+                            .filter_map(|(id, bases)| Some((*id, w.thin_entry(id, bases)?)))
+                            .collect()
+                    })
                 })
-            })
-            .collect();
-        handles
-            .into_iter()
-            .map(|h| {
-                h.join()
-                    .map_err(|_| "an encoding thread panicked".to_string())
-            })
-            .collect()
-    });
+                .collect();
+            handles
+                .into_iter()
+                .map(|h| h.join().map_err(|_| PackError::Panicked("encoding")))
+                .collect()
+        });
     Ok(parts?.into_iter().flatten().collect())
 }
 
@@ -601,7 +716,7 @@ fn walk(
     tips: &[ObjectId],
     hidden: &[ObjectId],
     interrupt: &AtomicBool,
-) -> Result<Vec<Walked>, String> {
+) -> Result<Vec<Walked>, PackError> {
     use std::collections::{BinaryHeap, HashMap};
     struct Node {
         hidden: bool,
@@ -616,14 +731,14 @@ fn walk(
     let mut visible_queued = 0usize;
     let mut seq = u64::MAX;
     let mut buf = Vec::new();
-    let read = |id: &ObjectId, buf: &mut Vec<u8>| -> Result<Node, String> {
+    let read = |id: &ObjectId, buf: &mut Vec<u8>| -> Result<Node, PackError> {
         let (data, location) = find_kind(db, id, gix::object::Kind::Commit, buf)?;
         let mut tree = None;
         let mut parents = Vec::new();
         let mut time = 0;
         for token in gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash) {
             use gix::objs::commit::ref_iter::Token;
-            match token.map_err(err)? {
+            match token.map_err(|e| unreadable(id, &e))? {
                 Token::Tree { id } => tree = Some(id),
                 Token::Parent { id } => parents.push(id),
                 Token::Committer { signature } => {
@@ -637,7 +752,10 @@ fn walk(
             hidden: false,
             queued_visible: false,
             time,
-            tree: tree.ok_or_else(|| format!("commit {id} has no tree"))?,
+            tree: tree.ok_or_else(|| ObjectStoreError::Unreadable {
+                what: format!("commit {id}"),
+                detail: "it names no tree".into(),
+            })?,
             parents,
             location,
         })
@@ -649,7 +767,7 @@ fn walk(
                        queue: &mut BinaryHeap<(i64, u64, ObjectId)>,
                        visible_queued: &mut usize,
                        buf: &mut Vec<u8>|
-     -> Result<(), String> {
+     -> Result<(), PackError> {
         if let Some(n) = nodes.get_mut(&id) {
             if hide && !n.hidden {
                 n.hidden = true;
@@ -694,7 +812,7 @@ fn walk(
     let mut out = Vec::new();
     while visible_queued > 0 {
         if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err("interrupted".into());
+            return Err(PackError::Interrupted);
         }
         let Some((_, _, id)) = queue.pop() else { break };
         let n = nodes.get_mut(&id).expect("queued commits are known");
@@ -745,7 +863,7 @@ fn count_everything(
     db: &Db,
     ids: Vec<ObjectId>,
     interrupt: &AtomicBool,
-) -> Result<Vec<output::Count>, String> {
+) -> Result<Vec<output::Count>, PackError> {
     let expansion = output::count::objects::ObjectExpansion::TreeContents;
     let (counts, _outcome) = if ids.len() < 64 {
         let mut iter = ids.into_iter().map(Ok::<_, gix::Error>);
@@ -756,7 +874,7 @@ fn count_everything(
             interrupt,
             expansion,
         )
-        .map_err(err)?
+        .map_err(|e| ObjectStoreError::unreadable("the objects to send", &e))?
     } else {
         let iter = ids.into_iter().map(Ok::<_, gix::Error>);
         output::count::objects(
@@ -770,7 +888,7 @@ fn count_everything(
                 input_object_expansion: expansion,
             },
         )
-        .map_err(err)?
+        .map_err(|e| ObjectStoreError::unreadable("the objects to send", &e))?
     };
     Ok(counts)
 }
@@ -792,7 +910,7 @@ struct Tree {
 }
 
 impl Trees {
-    fn get(&mut self, db: &Db, id: &ObjectId, buf: &mut Vec<u8>) -> Result<Tree, String> {
+    fn get(&mut self, db: &Db, id: &ObjectId, buf: &mut Vec<u8>) -> Result<Tree, PackError> {
         if let Some(t) = self.current.get(id) {
             return Ok(t.clone());
         }
@@ -823,13 +941,13 @@ fn tip_pairs(
     wants: &[ObjectId],
     haves: &[ObjectId],
     interrupt: &AtomicBool,
-) -> Result<Pairs, String> {
+) -> Result<Pairs, PackError> {
     let mut buf = Vec::new();
-    let mut tree_of = |id: &ObjectId| -> Result<ObjectId, String> {
+    let mut tree_of = |id: &ObjectId| -> Result<ObjectId, PackError> {
         let (data, _) = find_kind(db, id, gix::object::Kind::Commit, &mut buf)?;
         gix::objs::CommitRefIter::from_bytes(data.data, data.object_hash)
             .tree_id()
-            .map_err(err)
+            .map_err(|e| unreadable(id, &e))
     };
     let Some(have) = haves.first() else {
         return Ok(Pairs::default());
@@ -870,7 +988,7 @@ fn count_against_parents(
     walked: &[Walked],
     extra: &[ObjectId],
     interrupt: &AtomicBool,
-) -> Result<(Vec<output::Count>, Pairs), String> {
+) -> Result<(Vec<output::Count>, Pairs), PackError> {
     use output::count::PackLocation;
     use std::collections::{HashMap, HashSet};
     let threads = cores().min(walked.len() / COUNT_PER_THREAD).max(1);
@@ -890,11 +1008,8 @@ fn count_against_parents(
                 .collect();
             handles
                 .into_iter()
-                .map(|h| {
-                    h.join()
-                        .map_err(|_| "a counting thread panicked".to_string())?
-                })
-                .collect::<Result<Vec<_>, String>>()
+                .map(|h| h.join().map_err(|_| PackError::Panicked("counting"))?)
+                .collect::<Result<Vec<_>, PackError>>()
         })?
     };
     let mut counts = Vec::new();
@@ -936,7 +1051,7 @@ fn count_part(
     db: &Db,
     walked: &[Walked],
     interrupt: &AtomicBool,
-) -> Result<(Vec<output::Count>, Pairs), String> {
+) -> Result<(Vec<output::Count>, Pairs), PackError> {
     use output::count::PackLocation;
     use std::collections::{HashMap, HashSet};
     let mut counts = Vec::new();
@@ -949,7 +1064,7 @@ fn count_part(
     let mut buf = Vec::new();
     for w in walked {
         if interrupt.load(std::sync::atomic::Ordering::Relaxed) {
-            return Err("interrupted".into());
+            return Err(PackError::Interrupted);
         }
         trees.next_commit();
         let (tree, old_root) = (w.tree, w.parent_tree);
@@ -986,7 +1101,7 @@ fn count_part(
                 .flatten()
                 .peekable();
             for e in gix::objs::TreeRefIter::from_bytes(&n.data, gix::hash::Kind::Sha1) {
-                let e = e.map_err(err)?;
+                let e = e.map_err(|e| unreadable(&new, &e))?;
                 if e.mode.is_commit() {
                     continue; // a submodule's commit is not ours to send
                 }
@@ -1033,19 +1148,21 @@ fn count_part(
 
 /// Look up where each counted object is stored (gix leaves files' pack
 /// locations to the writer); on every core past a few thousand.
-fn resolve_locations(db: &Db, counts: &mut [output::Count]) -> Result<(), String> {
+fn resolve_locations(db: &Db, counts: &mut [output::Count]) -> Result<(), PackError> {
     use gix_pack::Find;
     use output::count::PackLocation;
     // A miss here is a loose object: no need to look for new packs on disk
     // after each one (a directory listing per object). Every index is still
     // loaded before a miss is reported.
-    let one = |mut db: Db, part: &mut [output::Count]| -> Result<(), String> {
+    let one = |mut db: Db, part: &mut [output::Count]| -> Result<(), PackError> {
         db.refresh_never();
         let mut buf = Vec::new();
         for c in part {
             if let PackLocation::NotLookedUp = c.entry_pack_location {
-                c.entry_pack_location =
-                    PackLocation::LookedUp(db.location_by_oid(&c.id, &mut buf).map_err(err)?);
+                let at = db
+                    .location_by_oid(&c.id, &mut buf)
+                    .map_err(|e| unreadable(&c.id, &e))?;
+                c.entry_pack_location = PackLocation::LookedUp(at);
             }
         }
         Ok(())
@@ -1065,10 +1182,9 @@ fn resolve_locations(db: &Db, counts: &mut [output::Count]) -> Result<(), String
                 scope.spawn(move || span.in_scope(|| one(db, part)))
             })
             .collect();
-        handles.into_iter().try_for_each(|h| {
-            h.join()
-                .map_err(|_| "a lookup thread panicked".to_string())?
-        })
+        handles
+            .into_iter()
+            .try_for_each(|h| h.join().map_err(|_| PackError::Panicked("lookup"))?)
     })
 }
 
@@ -1155,7 +1271,8 @@ fn tree_order(a: &[u8], a_tree: bool, b: &[u8], b_tree: bool) -> std::cmp::Order
 }
 
 /// Write the counted objects as a pack into `out`; returns what was written.
-pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, String> {
+/// A failure of `out` is [`PackError::Sink`]; any other is this side's.
+pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, PackError> {
     let Counted {
         packed,
         loose,
@@ -1166,23 +1283,16 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
     } = counted;
     if let Some(reuse) = reuse {
         let num = reuse.len();
-        return write_entries(reuse.entries(db, thin_entries), num, out);
+        let entries = reuse.entries(db, thin_entries).map(|c| Ok(c?));
+        return write_entries(entries, num, out);
     }
     if let Some(whole) = whole {
-        let mut counter = CountingWrite { inner: out, n: 0 };
-        // In 1 MiB writes: each write to the wire costs a probe of the
-        // connection too, and 8 KiB writes of a 20 MB pack were 2,500.
-        let mut file = std::io::BufReader::with_capacity(1 << 20, whole.file);
-        std::io::copy(&mut file, &mut counter).map_err(err)?;
-        return Ok(PackStats {
-            objects: u64::from(whole.objects),
-            bytes: counter.n,
-        });
+        return write_whole(whole, out);
     }
     let num = packed.len() + loose.len();
     let shift = loose.len();
     let loose = LooseEntries::new(loose, &db);
-    let packed: Box<dyn Iterator<Item = gix_error::Result<Vec<output::Entry>>>> =
+    let packed: Box<dyn Iterator<Item = Result<Vec<output::Entry>, PackError>>> =
         if packed.is_empty() {
             Box::new(std::iter::empty())
         } else {
@@ -1199,49 +1309,84 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
                     compression: Default::default(),
                 },
             )
-            .map_err(err)?;
+            .map_err(|e| ObjectStoreError::unreadable("the packed objects to send", &e))?;
             // gix numbers the packed objects from 0; the loose ones go first.
             Box::new(gix::parallel::InOrderIter::from(entries).map(move |chunk| {
-                chunk.map(|mut entries| {
-                    for e in &mut entries {
-                        match &mut e.kind {
-                            output::entry::Kind::DeltaRef { object_index } => {
-                                *object_index += shift;
-                            }
-                            output::entry::Kind::Base(_) => {
-                                if let Some(thin) = thin_entries.remove(&e.id) {
-                                    *e = thin;
-                                }
-                            }
-                            output::entry::Kind::DeltaOid { .. } => {}
+                let mut entries = chunk
+                    .map_err(|e| ObjectStoreError::unreadable("the packed objects to send", &e))?;
+                for e in &mut entries {
+                    match &mut e.kind {
+                        output::entry::Kind::DeltaRef { object_index } => {
+                            *object_index += shift;
                         }
+                        output::entry::Kind::Base(_) => {
+                            if let Some(thin) = thin_entries.remove(&e.id) {
+                                *e = thin;
+                            }
+                        }
+                        output::entry::Kind::DeltaOid { .. } => {}
                     }
-                    entries
-                })
+                }
+                Ok(entries)
             }))
         };
     write_entries(loose.chain(packed), num, out)
 }
 
+/// A local pack that is exactly the push, copied as it is into `out`.
+fn write_whole(whole: bitmap::WholePack, out: &mut dyn Write) -> Result<PackStats, PackError> {
+    let mut counter = CountingWrite::new(out);
+    // In 1 MiB writes: each write to the wire costs a probe of the
+    // connection too, and 8 KiB writes of a 20 MB pack were 2,500.
+    let mut file = std::io::BufReader::with_capacity(1 << 20, whole.file);
+    if let Err(e) = std::io::copy(&mut file, &mut counter) {
+        return Err(match counter.failed.take() {
+            Some(sink) => PackError::Sink(sink),
+            None => ObjectStoreError::unreadable("the local pack sent whole", &e).into(),
+        });
+    }
+    Ok(PackStats {
+        objects: u64::from(whole.objects),
+        bytes: counter.n,
+    })
+}
+
 /// A version 2 pack of `num` objects from `entries` (chunks in pack order),
-/// written to `out`.
+/// written to `out`. gix-pack's writer gives one opaque error for what its
+/// input and its output did: each side records its own, typed, as it fails.
 fn write_entries(
-    entries: impl Iterator<Item = gix_error::Result<Vec<output::Entry>>>,
+    entries: impl Iterator<Item = Result<Vec<output::Entry>, PackError>>,
     num: usize,
     out: &mut dyn Write,
-) -> Result<PackStats, String> {
-    let mut counter = CountingWrite { inner: out, n: 0 };
+) -> Result<PackStats, PackError> {
+    let objects = u32::try_from(num).map_err(|_| PackError::TooMany { objects: num })?;
+    let input_failed: std::cell::RefCell<Option<PackError>> = Default::default();
+    let entries = entries.map(|chunk| {
+        chunk.map_err(|e| {
+            let words = e.to_string();
+            input_failed.borrow_mut().get_or_insert(e);
+            gix_error::Error::from_error(std::io::Error::other(words))
+        })
+    });
+    let mut counter = CountingWrite::new(out);
     let mut bytes = output::bytes::FromEntriesIter::new(
         entries,
         &mut counter,
-        u32::try_from(num).map_err(|_| "too many objects for one pack".to_string())?,
+        objects,
         gix_pack::data::Version::V2,
         gix::hash::Kind::Sha1,
     );
-    for step in bytes.by_ref() {
-        step.map_err(err)?;
-    }
+    let written = bytes.by_ref().try_for_each(|step| step.map(drop));
     drop(bytes);
+    if let Err(e) = written {
+        if let Some(sink) = counter.failed.take() {
+            return Err(PackError::Sink(sink));
+        }
+        return Err(match input_failed.into_inner() {
+            Some(typed) => typed,
+            None => ObjectStoreError::unreadable("the objects to send", &e).into(),
+        });
+    }
     Ok(PackStats {
         objects: num as u64,
         bytes: counter.n,
@@ -1274,7 +1419,7 @@ const LOOSE_CHUNK: usize = 256;
 const LOOSE_PER_THREAD: usize = 16;
 
 impl Iterator for LooseEntries {
-    type Item = gix_error::Result<Vec<output::Entry>>;
+    type Item = Result<Vec<output::Entry>, PackError>;
 
     fn next(&mut self) -> Option<Self::Item> {
         if self.next >= self.plan.len() {
@@ -1287,13 +1432,14 @@ impl Iterator for LooseEntries {
             .workers
             .len()
             .min(chunk.len().div_ceil(LOOSE_PER_THREAD));
-        let result: Result<Vec<output::Entry>, String> = if threads <= 1 {
+        let result: Result<Vec<output::Entry>, PackError> = if threads <= 1 {
             let w = &mut self.workers[0];
             chunk.iter().map(|(id, bases)| w.entry(id, bases)).collect()
         } else {
             // Contiguous parts: a base placed just before its delta is
             // usually in the same part, and in that worker's recent objects.
-            let mut slots: Vec<Option<Result<output::Entry, String>>> = vec![None; chunk.len()];
+            let mut slots: Vec<Option<Result<output::Entry, PackError>>> =
+                std::iter::repeat_with(|| None).take(chunk.len()).collect();
             let span = tracing::Span::current();
             std::thread::scope(|scope| {
                 let per = chunk.len().div_ceil(threads);
@@ -1316,7 +1462,7 @@ impl Iterator for LooseEntries {
                 .map(|s| s.expect("every slot is filled"))
                 .collect()
         };
-        Some(result.map_err(|e| gix_error::Error::from_error(std::io::Error::other(e))))
+        Some(result)
     }
 }
 
@@ -1326,14 +1472,15 @@ fn delta_entry(
     kind: gix::object::Kind,
     delta: &[u8],
     base: Base,
-) -> Result<output::Entry, String> {
+) -> Result<output::Entry, PackError> {
     let d = gix::objs::Data {
         kind,
         object_hash: gix::hash::Kind::Sha1,
         data: delta,
     };
     let count = output::Count::from_data(*id, None);
-    let mut entry = output::Entry::from_data(&count, &d, Default::default()).map_err(err)?;
+    let mut entry =
+        output::Entry::from_data(&count, &d, Default::default()).map_err(|e| unreadable(id, &e))?;
     entry.kind = match base {
         Base::InPack(index, _) => output::entry::Kind::DeltaRef {
             object_index: index,
@@ -1368,7 +1515,7 @@ impl Worker {
     fn object(
         &mut self,
         id: &ObjectId,
-    ) -> Result<(gix::object::Kind, std::sync::Arc<[u8]>), String> {
+    ) -> Result<(gix::object::Kind, std::sync::Arc<[u8]>), PackError> {
         use gix::objs::Find;
         if let Some((_, kind, data)) = self.recent.iter().find(|(i, _, _)| i == id) {
             return Ok((*kind, data.clone()));
@@ -1376,8 +1523,11 @@ impl Worker {
         let obj = self
             .db
             .try_find(id, &mut self.buf)
-            .map_err(err)?
-            .ok_or_else(|| format!("object {id} is missing"))?;
+            .map_err(|e| unreadable(id, &e))?
+            .ok_or(ObjectStoreError::Missing {
+                id: *id,
+                kind: None,
+            })?;
         Ok((obj.kind, obj.data.into()))
     }
 
@@ -1431,7 +1581,7 @@ impl Worker {
     /// One loose object as a pack entry: a delta against the base that
     /// gives the smallest one, when that is under half the object's size;
     /// else whole.
-    fn entry(&mut self, id: &ObjectId, bases: &[Base]) -> Result<output::Entry, String> {
+    fn entry(&mut self, id: &ObjectId, bases: &[Base]) -> Result<output::Entry, PackError> {
         let (kind, data) = self.object(id)?;
         let entry = match self.best_delta(kind, &data, bases) {
             None => {
@@ -1441,7 +1591,8 @@ impl Worker {
                     data: &data,
                 };
                 let count = output::Count::from_data(*id, None);
-                output::Entry::from_data(&count, &whole, Default::default()).map_err(err)?
+                output::Entry::from_data(&count, &whole, Default::default())
+                    .map_err(|e| unreadable(id, &e))?
             }
             Some((delta, base)) => delta_entry(id, kind, &delta, base)?,
         };
@@ -1450,18 +1601,42 @@ impl Worker {
     }
 }
 
+/// The sink, counting what it took and keeping a copy of its first
+/// failure (so a failed write is told from a failed read).
 struct CountingWrite<'a> {
     inner: &'a mut dyn Write,
     n: u64,
+    failed: Option<std::io::Error>,
+}
+
+impl<'a> CountingWrite<'a> {
+    fn new(inner: &'a mut dyn Write) -> CountingWrite<'a> {
+        CountingWrite {
+            inner,
+            n: 0,
+            failed: None,
+        }
+    }
+
+    fn note<T>(&mut self, r: std::io::Result<T>) -> std::io::Result<T> {
+        if let Err(e) = &r {
+            if self.failed.is_none() {
+                self.failed = Some(crate::local::copy_io(e));
+            }
+        }
+        r
+    }
 }
 
 impl Write for CountingWrite<'_> {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let n = self.inner.write(buf)?;
+        let r = self.inner.write(buf);
+        let n = self.note(r)?;
         self.n += n as u64;
         Ok(n)
     }
     fn flush(&mut self) -> std::io::Result<()> {
-        self.inner.flush()
+        let r = self.inner.flush();
+        self.note(r)
     }
 }

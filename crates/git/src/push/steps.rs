@@ -340,17 +340,16 @@ impl<'s> Advertised<'s> {
             at.cancel_flag().as_atomic(),
         )
         .map(Some)
-        .map_err(|detail| {
+        .map_err(|e| {
+            // Counting stops when the caller cancels: that is the caller's
+            // cancel, not local trouble.
             if at.cancel_flag().is_cancelled() {
                 GitError::Cancelled {
                     phase: Phase::Advertised,
                     request_complete: false,
                 }
             } else {
-                GitError::Local {
-                    phase: Phase::Advertised,
-                    detail,
-                }
+                crate::local::local(Phase::Advertised, e)
             }
         })
     }
@@ -540,14 +539,16 @@ impl<'s> CommandsSent<'s> {
                 });
             }
             let mut sending = pack::ProgressWriter::new(&mut w, objects, progress.clone());
-            let st = pack::write(counted, &mut sending).map_err(|detail| {
-                // An io error while writing is a cut before the request was
-                // complete; anything else is local.
-                meta.fail(
-                    Phase::CommandsSent,
-                    false,
-                    format!("writing the pack: {detail}"),
-                )
+            let st = pack::write(counted, &mut sending).map_err(|e| {
+                // The sink failing is a cut before the request was
+                // complete, classed from the wire; anything else is local.
+                e.into_git(Phase::CommandsSent, |sink| {
+                    meta.fail(
+                        Phase::CommandsSent,
+                        false,
+                        format!("writing the pack: {sink}"),
+                    )
+                })
             })?;
             w.flush()
                 .map_err(|e| meta.fail(Phase::CommandsSent, false, e))?;
