@@ -52,7 +52,8 @@
 //!   `push::steps` (connected → advertised → commands sent → pack sent →
 //!   reported, each a value the next consumes), `push::settle` (the
 //!   settling read), `push::advert`, `push::report`, `push::spec`,
-//!   `push::pack`, `push::bitmap`, `push::delta`.
+//!   `push::pack`, `push::bitmap`, `push::delta`, `push::odb` (the object
+//!   reader `pack` and `bitmap` share).
 //! * `attempt` — an attempt's context with the phase reached as a
 //!   [`Phase`], and the shield that turns a panic into an error.
 //! * `connect` — opening one attempt's session (socket, child, `Http`)
@@ -60,7 +61,9 @@
 //! * `http` — our `Http` for gix-transport on reqwest, and the lazily
 //!   built reqwest clients.
 //! * `wire` — what the client saw on the wire; `error` — [`Phase`],
-//!   [`GitError`] and the one table that classes a failure from the wire.
+//!   [`GitError`] and the one table that classes a failure from the wire;
+//!   `local` — this side's failures (the object store, the disk), always
+//!   `local-error`, never classed from the wire.
 //! * `watchdog` — the attempt's hard deadline.
 //! * `remote` — URL parsing; `remote_ref` — a ref as a remote advertised it.
 //! * `pktline` — pkt-line lengths and payloads; `refspec` — a name mapped
