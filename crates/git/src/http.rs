@@ -233,7 +233,7 @@ impl Exchange {
             // same each time. hyper-util reports it only as an error
             // whose type is private (`TunnelError::ProxyAuthRequired`),
             // so its words are the one signal; a test against a real
-            // proxy pins them (tests/proxy.rs).
+            // proxy pins them (tests/it/proxy.rs).
             if let Some(p) = proxy.filter(|_| sluice_https::proxy_auth_required(e)) {
                 st.http_status = Some((
                     407,

@@ -3,7 +3,7 @@
 //! A certificate error is answered in one attempt and says which; a
 //! handshake cut or stall is unjudged and tried again.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::net::TcpListener;

@@ -1,7 +1,7 @@
 //! `push --porcelain` and `--dry-run`, side by side with `git push` on the
 //! same starting state: the same lines, the same server state.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

@@ -4,7 +4,7 @@
 //! Each case is run by `git fetch` and by `sluice-remote fetch` with the
 //! same environment and configuration, and both must agree.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

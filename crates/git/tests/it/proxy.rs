@@ -3,7 +3,7 @@
 //! and named without its user info; a 407 answering a plain-http request
 //! is answered.
 
-mod common;
+use crate::common;
 
 use std::net::TcpListener;
 use std::sync::Arc;

@@ -1,7 +1,7 @@
 //! The smart-HTTP transport against git http-backend behind lighttpd, with
 //! basic auth required for push, and through the proxy in http mode.
 
-mod common;
+use crate::common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;

@@ -7,7 +7,7 @@
 //! (the tests run as root); each mount is undone by a guard, lazily when
 //! still busy, even when the test fails.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

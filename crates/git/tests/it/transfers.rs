@@ -2,7 +2,7 @@
 //! past it (up to the deadline less the reserve); one that stalls or crawls
 //! under the low-speed floor is still cut.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

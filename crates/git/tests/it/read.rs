@@ -1,6 +1,6 @@
 //! ls-refs and fetch against a real git daemon.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

@@ -3,7 +3,7 @@
 //! a JSON ledger of earlier versions is imported once, and a ledger that
 //! cannot be read is exit 5 naming it.
 
-mod common;
+use crate::common;
 
 use common::*;
 

@@ -2,7 +2,7 @@
 //! through it works, however many packs land in it and whatever `git gc`
 //! does beside it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use sluice_git::PushOptions;

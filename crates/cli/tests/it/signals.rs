@@ -2,7 +2,7 @@
 //! way: a push whose pack was sent is settled by reading, never pushed
 //! again, and the document is still printed.
 
-mod common;
+use crate::common;
 
 use std::path::Path;
 use std::process::{Command, Stdio};

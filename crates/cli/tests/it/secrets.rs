@@ -3,7 +3,7 @@
 //! The token is kept in a file the command `cat`s, so it is on no command
 //! line: anything that shows it leaked it.
 
-mod common;
+use crate::common;
 
 use common::*;
 use sluice_policy::fingerprint;

@@ -1,7 +1,7 @@
 //! The demo runs to exit 0 from a clean checkout, with nothing but git; a
 //! build without the `demo` feature (the service's) says it has none.
 
-mod common;
+use crate::common;
 
 #[cfg(feature = "demo")]
 #[test]

@@ -3,7 +3,7 @@
 //! real counts on stderr even into a pipe; `--no-progress` and the default
 //! into a pipe show none.
 
-mod common;
+use crate::common;
 
 use common::*;
 use sluice_testkit::repo;

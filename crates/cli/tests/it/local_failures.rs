@@ -8,7 +8,7 @@
 //! HOME of its own, on a repository `nobody` owns (so the user's-side
 //! ownership check lets it through) with its write bits removed.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 use std::os::unix::fs::PermissionsExt;

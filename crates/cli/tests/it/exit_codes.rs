@@ -2,7 +2,7 @@
 //! testkit's git daemon and fault proxy; and every kind of bad input gets
 //! exit 2, nothing on stdout, and a first stderr line naming the argument.
 
-mod common;
+use crate::common;
 
 use std::time::Instant;
 

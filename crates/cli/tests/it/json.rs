@@ -2,7 +2,7 @@
 //! contract, the right types, for ls-refs, fetch, push, http get and
 //! failures.
 
-mod common;
+use crate::common;
 
 use common::*;
 use sluice_testkit::{repo, Fault};

@@ -1,7 +1,7 @@
 //! `fetch` prints what it did the way `git fetch` does, and a ref refused by
 //! git's rules is exit 1 with the others still updated.
 
-mod common;
+use crate::common;
 
 use common::*;
 use sluice_testkit::repo;

@@ -608,7 +608,7 @@ fn a_redirect_to_another_host_never_carries_the_credential() {
 }
 
 /// The forge crate's test-only key (never used anywhere real).
-const APP_KEY: &str = include_str!("../../forge/tests/data/test-only-app-key.pem");
+const APP_KEY: &str = include_str!("../../../forge/tests/data/test-only-app-key.pem");
 
 #[derive(Clone, Default)]
 struct Captured(Arc<Mutex<Vec<u8>>>);

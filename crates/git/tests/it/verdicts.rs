@@ -2,7 +2,7 @@
 //! failures are ours, answers that cannot change are answered once, and
 //! what the server said is kept — each against a real server.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};

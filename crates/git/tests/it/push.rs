@@ -1,7 +1,7 @@
 //! Push against a real `git daemon --enable=receive-pack`, checked on the
 //! server with the git CLI.
 
-mod common;
+use crate::common;
 
 use common::*;
 use sluice_git::{Lease, PushOptions, RefStatus, RejectReason};

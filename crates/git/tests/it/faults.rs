@@ -1,7 +1,7 @@
 //! Reads and pushes through the testkit's fault proxy: each fault point of
 //! the design's table, on the first connection only and persistently.
 
-mod common;
+use crate::common;
 
 use std::time::{Duration, Instant};
 

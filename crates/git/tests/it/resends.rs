@@ -5,7 +5,7 @@
 //! connection, including one the server side closed while it idled; writes
 //! on a fresh connection each, the pack POSTed once per attempt.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -2,7 +2,7 @@
 //! the same starting states: the same refs end up where git leaves them,
 //! and each ref's status says what happened.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 

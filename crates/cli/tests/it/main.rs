@@ -1,0 +1,21 @@
+//! The CLI's integration tests in one binary (one link instead of one per
+//! file), each file a module; every test runs the `sluice-remote` binary
+//! as a child, so none shares process state with another.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod demo;
+mod exit_codes;
+mod fetch;
+mod help_and_progress;
+mod https;
+mod json;
+mod ledger;
+mod local_failures;
+mod no_secret_anywhere;
+mod push_porcelain;
+mod readme;
+mod secrets;
+mod signals;
+mod ssh_command;

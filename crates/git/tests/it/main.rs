@@ -1,0 +1,20 @@
+//! The git crate's integration tests in one binary (one link of gix's
+//! weight instead of one per file), each file a module. `observe.rs` and
+//! `ssh.rs` stay binaries of their own: one installs the process's global
+//! tracing subscriber, the other sets `GIT_SSH_COMMAND` for its process.
+
+#[path = "../common/mod.rs"]
+mod common;
+
+mod faults;
+mod fetch_rules;
+mod http;
+mod https;
+mod local_failures;
+mod long_lived;
+mod proxy;
+mod push;
+mod read;
+mod resends;
+mod transfers;
+mod verdicts;
