@@ -14,6 +14,12 @@
 //!   HTTP/1.1) well enough to inject a named fault at a named point of the
 //!   git conversation, and records every connection.
 //! * [`pktline`] — a small, pure pkt-line framer.
+//! * [`scripted::ScriptedServer`] — a scripted, hostile git:// server that
+//!   answers every connection with a chosen [`scripted::Script`] (malformed
+//!   pkt-lines, endless advertisements, reports naming refs never pushed,
+//!   side-band fatals, oversized packs).
+//! * [`fake_forge::FakeForge`] — a fake GitHub REST API on `127.0.0.1`
+//!   with state and per-endpoint faults, for the forge client's tests.
 //! * [`capture::Capture`] — a `tracing` subscriber that keeps every event
 //!   with the spans it was in, for tests of what an operator reads.
 //! * [`tinyproxy::Tinyproxy`] — a real forward proxy (CONNECT for https).
@@ -25,6 +31,9 @@
 //! * [`tls::TestPki`] — a throwaway CA and server certificates per run
 //!   (good, another CA's, expired, another name's) for https and PostgreSQL
 //!   servers, and a client certificate.
+//!
+//! (`net`, private: the listener and connection helpers the servers and the
+//! proxy share.)
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]

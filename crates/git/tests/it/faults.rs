@@ -110,8 +110,10 @@ fn an_advertisement_trickled_a_byte_a_second_is_cut_at_the_attempt_timeout() {
         .expect("valid input");
     let took = start.elapsed();
     assert_eq!(out.kind, OutcomeKind::Unknown);
+    // Not before its attempt timeout (load only makes it later), and
+    // within the deadline plus the suite's one second of tolerance.
     assert!(
-        took >= Duration::from_millis(900) && took < Duration::from_millis(2_000),
+        took >= Duration::from_millis(900) && took < Duration::from_millis(1_500 + 1_000),
         "{took:?}"
     );
     assert!(out.attempts[0]
@@ -522,10 +524,10 @@ fn a_push_cancelled_while_waiting_for_its_report_is_settled_by_reading() {
     }
     cancel.cancel();
     let out = pusher.join().expect("push thread");
-    assert!(
-        t0.elapsed() < Duration::from_secs(5),
-        "cancel was not prompt"
-    );
+    // The attempt ended on the cancel, not on its 10 s timeout: its own
+    // cause says so (an event, not a wall-clock bound).
+    let cause = out.attempts[0].cause.as_deref().unwrap_or_default();
+    assert!(cause.contains("cancelled"), "{cause}");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1);
     assert_eq!(
