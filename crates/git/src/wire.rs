@@ -65,6 +65,13 @@ pub(crate) struct WireState {
     /// The `object-format` the advertisement named (v0/v1: a capability
     /// after the first line's NUL; v2: a capability line), when it did.
     pub object_format: Option<String>,
+    /// Side-band 2 text (a hook's words), kept within the caps of
+    /// [`sluice_policy::remote_text`] as it passes, when the conversation
+    /// asked for it (a push, once its commands are sent). Read here, from
+    /// the raw pkt-lines, because gix hands its progress handler each
+    /// packet with one trailing newline removed: where a line ends would be
+    /// lost.
+    pub band2: Option<sluice_policy::remote_text::RemoteText>,
     sniff: Sniffer,
 }
 
@@ -105,10 +112,11 @@ impl Wire {
             fatal,
             garbled,
             object_format,
+            band2,
             ..
         } = &mut *st;
         sniff.advertising = advertising;
-        sniff.feed(bytes, &mut |ev| match ev {
+        sniff.feed(bytes, band2, &mut |ev| match ev {
             Event::Flush => *server_flushes += 1,
             Event::Err(text) => {
                 err_line.get_or_insert(text);
@@ -178,6 +186,10 @@ struct Sniffer {
     /// The advertisement is not complete yet: lines are kept longer, for
     /// the capabilities (an upload-pack's first line runs past 256 bytes).
     advertising: bool,
+    /// The next payload byte is the first of its line.
+    line_start: bool,
+    /// The current line is side-band 2 text being kept.
+    in_band2: bool,
 }
 
 /// What is kept of each line once the advertisement is read (enough for
@@ -188,10 +200,26 @@ const PREFIX_KEEP: usize = 256;
 const ADVERT_LINE_KEEP: usize = 4096;
 
 impl Sniffer {
-    fn feed(&mut self, mut bytes: &[u8], on: &mut dyn FnMut(Event)) {
+    fn feed(
+        &mut self,
+        mut bytes: &[u8],
+        band2: &mut Option<sluice_policy::remote_text::RemoteText>,
+        on: &mut dyn FnMut(Event),
+    ) {
         while !bytes.is_empty() && !self.dead {
             if self.remaining > 0 {
                 let take = self.remaining.min(bytes.len());
+                if let Some(text) = band2.as_mut() {
+                    let mut chunk = &bytes[..take];
+                    if self.line_start {
+                        self.in_band2 = chunk[0] == 2;
+                        chunk = &chunk[1..];
+                    }
+                    if self.in_band2 {
+                        text.feed(chunk);
+                    }
+                }
+                self.line_start = false;
                 let cap = if self.advertising {
                     ADVERT_LINE_KEEP
                 } else {
@@ -223,6 +251,8 @@ impl Sniffer {
                 Some(n) if (4..=65520).contains(&n) => {
                     self.remaining = n - 4;
                     self.prefix.clear();
+                    self.line_start = true;
+                    self.in_band2 = false;
                     if self.remaining == 0 {
                         self.line_done(on);
                     }
@@ -433,6 +463,21 @@ mod tests {
         // A ref named like the capability, after the advertisement, is not it.
         w.saw(b"001aobject-format=sha256\n");
         assert_eq!(w.lock().foreign_format(), None);
+    }
+
+    #[test]
+    fn side_band_two_lines_are_kept_where_they_end_across_packets() {
+        let w = Wire::new(1);
+        w.saw(b"000a\x02early");
+        assert!(w.lock().band2.is_none(), "kept only when asked");
+        w.lock().band2 = Some(sluice_policy::remote_text::RemoteText::default());
+        // A line split across two packets, a packet ending in a newline,
+        // a carriage return, band 1 and band 3 between.
+        w.saw(b"000b\x02checki000b\x02ng...\n");
+        w.saw(b"0009\x01data0009\x02done0008\x03bad000c\x0250%\rok\n");
+        let (kept, dropped) = w.lock().band2.take().expect("kept").into_parts();
+        assert_eq!(kept, ["checking...", "done50%", "ok"]);
+        assert_eq!(dropped, Default::default());
     }
 
     #[test]

@@ -40,7 +40,12 @@ fn sha256_repo(w: &World, name: &str) -> PathBuf {
     repo::git(&work, &["commit", "-q", "--allow-empty", "-m", "one"]);
     repo::git(
         &work,
-        &["push", "-q", &srv.display().to_string(), "HEAD:refs/heads/main"],
+        &[
+            "push",
+            "-q",
+            &srv.display().to_string(),
+            "HEAD:refs/heads/main",
+        ],
     );
     srv
 }
@@ -52,7 +57,10 @@ fn assert_answered_for_the_format<T: std::fmt::Debug>(out: &sluice_policy::Outco
     let e = out.error.as_ref().expect("an error");
     assert!(e.cause.contains("sha256"), "{}", e.cause);
     assert!(
-        matches!(e.source_as::<GitError>(), Some(GitError::Unsupported { .. })),
+        matches!(
+            e.source_as::<GitError>(),
+            Some(GitError::Unsupported { .. })
+        ),
         "{e:?}"
     );
 }

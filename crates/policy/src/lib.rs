@@ -92,6 +92,7 @@ mod ledger;
 pub mod metric;
 mod outcome;
 mod refusal_log;
+pub mod remote_text;
 pub mod text;
 
 pub use bounds::{BackoffShape, Bounds, Profile, UnknownProfile};

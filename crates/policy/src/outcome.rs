@@ -204,6 +204,9 @@ pub struct Outcome<T> {
     /// What the server said beside the protocol (side-band 2, a hook's
     /// words), in order, one line each.
     pub remote_messages: Vec<String>,
+    /// What the caps on the remote's text left out of `remote_messages`
+    /// (zeros when none; see [`crate::remote_text`]).
+    pub remote_messages_dropped: crate::remote_text::RemoteTextDropped,
     /// Whether the ledger recorded the outcome: `None` when nothing was to
     /// be recorded (a generated id the ledger does not keep), `Some(false)`
     /// when every try to write it failed.
@@ -232,6 +235,7 @@ impl<T> Outcome<T> {
             refused_credentials: self.refused_credentials,
             previous: self.previous,
             remote_messages: self.remote_messages,
+            remote_messages_dropped: self.remote_messages_dropped,
             recorded: self.recorded,
         }
     }
@@ -249,7 +253,7 @@ impl<T> Outcome<T> {
 
 impl<T: Serialize> Serialize for Outcome<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(15))?;
+        let mut m = s.serialize_map(Some(16))?;
         m.serialize_entry("schema", &SCHEMA)?;
         m.serialize_entry("result", &self.kind)?;
         m.serialize_entry("operation", &self.operation)?;
@@ -262,6 +266,7 @@ impl<T: Serialize> Serialize for Outcome<T> {
         m.serialize_entry("refused_credentials", &self.refused_credentials)?;
         m.serialize_entry("previous", &self.previous)?;
         m.serialize_entry("remote_messages", &self.remote_messages)?;
+        m.serialize_entry("remote_messages_dropped", &self.remote_messages_dropped)?;
         m.serialize_entry("recorded", &self.recorded)?;
         m.serialize_entry("value", &self.value)?;
         m.end()

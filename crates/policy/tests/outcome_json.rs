@@ -38,6 +38,7 @@ const TOP: &[&str] = &[
     "refused_credentials",
     "previous",
     "remote_messages",
+    "remote_messages_dropped",
     "recorded",
     "value",
 ];

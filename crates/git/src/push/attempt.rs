@@ -86,7 +86,7 @@ impl GitClient {
             Decided::Done(report) => return Ok(report),
             Decided::Send(ready) => ready,
         };
-        let sent = ready.send_commands(job, at)?;
+        let sent = ready.send_commands(at)?;
         let packed = sent.send_pack(job, at)?;
         let reported = packed.read_report(at)?;
         reported.results(job)

@@ -62,7 +62,7 @@ pub(super) struct RunState {
     /// (nothing runs after a success), so the clock is not read again.
     pub(super) succeeded_at: Option<Duration>,
     /// The server's words beside the protocol, from every attempt.
-    pub(super) remote_messages: Vec<String>,
+    pub(super) remote_messages: crate::remote_text::RemoteText,
 }
 
 /// One operation's run: what its steps read, and its [`RunState`].
@@ -172,6 +172,7 @@ impl<'p> Run<'p> {
             refused_credentials: Vec::new(),
             previous: None,
             remote_messages: Vec::new(),
+            remote_messages_dropped: Default::default(),
             recorded: None,
         }
     }
