@@ -549,6 +549,11 @@ impl<'s> CommandsSent<'s> {
             at.reached(Phase::PackSent);
         }
         drop(w);
+        // The request is complete (the pack's last byte, or the commands'
+        // flush without a pack): what the server sends from here (a hook's
+        // side-band 2, however much) is not held to the advertisement's
+        // limit, only to the caps on what is kept.
+        meta.wire.lock().request_complete = true;
         job.state.borrow_mut().pack = stats.clone();
         Ok(PackSent {
             meta,
