@@ -119,3 +119,136 @@ fn a_sha256_remote_over_http_is_answered_in_one_attempt() {
         .expect("valid input");
     assert_answered_for_the_format(&out);
 }
+
+/// A pre-receive hook that logs each run (one line per pack the server
+/// got) and then holds the push `secs` seconds — or, with `None`, until
+/// the test creates `release` (at most a minute, whatever becomes of the
+/// test; dropping the guard releases it).
+struct SlowHook {
+    log: PathBuf,
+    release: PathBuf,
+}
+
+impl SlowHook {
+    fn install(srv: &Path, dir: &Path, secs: Option<u32>) -> SlowHook {
+        let log = dir.join("hook-runs");
+        let release = dir.join("hook-release");
+        let wait = match secs {
+            Some(s) => format!("sleep {s}"),
+            None => format!(
+                "i=0\nwhile [ ! -e '{}' ] && [ $i -lt 3000 ]; do sleep 0.02; i=$((i+1)); done",
+                release.display()
+            ),
+        };
+        let script = format!(
+            "#!/bin/sh\necho run >> '{}'\n{wait}\nexit 0\n",
+            log.display()
+        );
+        repo::install_hook(srv, "pre-receive", &script).expect("hook");
+        SlowHook { log, release }
+    }
+
+    /// Packs the server got (hook runs).
+    fn runs(&self) -> usize {
+        std::fs::read_to_string(&self.log)
+            .map(|t| t.lines().count())
+            .unwrap_or(0)
+    }
+}
+
+impl Drop for SlowHook {
+    fn drop(&mut self) {
+        let _ = std::fs::write(&self.release, b"");
+    }
+}
+
+/// `--attempt-timeout 1s --deadline <deadline>` with the default 2 s
+/// reconcile reserve.
+fn slow_opts(deadline_ms: u64) -> sluice_git::CallOptions {
+    sluice_git::CallOptions {
+        bounds: sluice_policy::Bounds::new(
+            std::time::Duration::from_millis(deadline_ms),
+            std::time::Duration::from_millis(1_000),
+            3,
+        )
+        .with_reconcile_reserve(std::time::Duration::from_secs(2)),
+        ..sluice_git::CallOptions::default()
+    }
+}
+
+#[test]
+fn a_push_whose_hook_outlasts_the_attempt_timeout_settles_landed_with_one_pack() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let hook = SlowHook::install(&srv, w.dir.path(), Some(4));
+    let local = local_clone(&srv, &w.path("local.git"));
+    let tip = repo::commit_on(&local, "main", "slow to land");
+    let t0 = std::time::Instant::now();
+    let out = client()
+        .push(
+            &w.daemon.url("s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &slow_opts(12_000),
+        )
+        .expect("valid input");
+    let took = t0.elapsed();
+    let r = out.reconciled.as_ref().expect("settled by reading");
+    println!(
+        "slow hook: {} in {} ms, reads {:?}",
+        out.kind.as_str(),
+        took.as_millis(),
+        r.reads
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
+    assert_eq!(out.attempts[0].phase, "pack-sent");
+    assert_eq!(out.attempts[0].class, Some(Class::Unknown));
+    assert_eq!(r.verdict, sluice_policy::Verdict::Landed);
+    assert!(r.reads.len() >= 2, "read until it landed: {:?}", r.reads);
+    assert_eq!(
+        r.reads.last().and_then(|x| x.verdict),
+        Some(sluice_policy::Verdict::Landed)
+    );
+    assert_eq!(hook.runs(), 1, "one pack");
+    assert_eq!(repo::rev_parse(&srv, "refs/heads/main"), Some(tip));
+    assert!(took < std::time::Duration::from_secs(13), "{took:?}");
+}
+
+#[test]
+fn a_push_whose_hook_outlasts_the_deadline_ends_unknown_within_it_having_read_throughout() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let hook = SlowHook::install(&srv, w.dir.path(), None);
+    let before = repo::rev_parse(&srv, "refs/heads/main");
+    let local = local_clone(&srv, &w.path("local.git"));
+    let tip = repo::commit_on(&local, "main", "never lands in time");
+    let t0 = std::time::Instant::now();
+    let out = client()
+        .push(
+            &w.daemon.url("s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &slow_opts(6_000),
+        )
+        .expect("valid input");
+    let took = t0.elapsed();
+    assert_eq!(out.kind, OutcomeKind::Unknown, "{:?}", out.attempts);
+    assert_eq!(out.may_have_applied, Some(true));
+    assert!(took <= std::time::Duration::from_secs(7), "{took:?}");
+    let r = out.reconciled.as_ref().expect("settled by reading");
+    assert_eq!(r.verdict, sluice_policy::Verdict::NotLanded);
+    assert!(
+        r.reads.len() >= 3,
+        "read while the deadline allowed: {:?}",
+        r.reads
+    );
+    assert!(r
+        .reads
+        .iter()
+        .all(|x| x.verdict == Some(sluice_policy::Verdict::NotLanded)));
+    assert_eq!(hook.runs(), 1, "one pack");
+    assert_eq!(repo::rev_parse(&srv, "refs/heads/main"), before);
+}
