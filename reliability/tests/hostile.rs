@@ -556,3 +556,164 @@ fn a_pack_entry_that_never_ends_is_cut_with_bounded_memory() {
         "no pack or temporary file left"
     );
 }
+
+/// A real `git daemon` serving one repository built here, with `hook` as
+/// its pre-receive hook, and a local clone with a new commit on `main`.
+struct HookedServer {
+    dir: tempfile::TempDir,
+    daemon: sluice_testkit::GitDaemon,
+    srv: PathBuf,
+    local: PathBuf,
+    tip: String,
+}
+
+fn hooked_server(hook: &str) -> HookedServer {
+    let dir = tempfile::tempdir().expect("tempdir");
+    let srv = RepoBuilder::new()
+        .branch("main", 3)
+        .build(&dir.path().join("srv").join("s.git"))
+        .expect("served repository");
+    repo::install_hook(&srv, "pre-receive", hook).expect("hook");
+    let local = dir.path().join("local.git");
+    repo::git(dir.path(), &["clone", "-q", "--bare", &p(&srv), &p(&local)]);
+    let tip = repo::commit_on(&local, "main", "pushed past a loud hook");
+    let daemon = sluice_testkit::GitDaemon::start(&dir.path().join("srv")).expect("git daemon");
+    HookedServer {
+        dir,
+        daemon,
+        srv,
+        local,
+        tip,
+    }
+}
+
+fn p(path: &Path) -> String {
+    path.display().to_string()
+}
+
+/// A hook that floods side-band 2 with a hundred megabytes (1,048,576
+/// lines of 100 bytes) and lets the push land: the verdict is still
+/// right, what was not kept is counted, and the client's memory stays
+/// bounded (the lines and bytes kept are capped; nothing else holds them).
+#[test]
+fn a_hook_flooding_side_band_two_is_counted_not_kept_and_memory_stays_bounded() {
+    let _serial = serial();
+    let h = hooked_server(
+        "#!/bin/sh\nhead -c 100M /dev/zero | tr '\\0' 'x' | fold -w 100 >&2\nexit 0\n",
+    );
+    let c = client();
+    mem::reset_peak();
+    let base = mem::rss_kib();
+    let t = Instant::now();
+    let out = c
+        .push(
+            &h.daemon.url("s.git"),
+            &[RefUpdate {
+                src: Some(gix::ObjectId::from_hex(h.tip.as_bytes()).expect("hex")),
+                dst: "refs/heads/main".into(),
+                expect: Lease::Any,
+                force: false,
+            }],
+            &PushOptions::default(),
+            &gix::open(&h.local).expect("open"),
+            &opts(120_000, 20_000, 1),
+        )
+        .expect("valid input");
+    let took = t.elapsed();
+    let grew_mib = mem::peak_kib().saturating_sub(base) / 1024;
+    println!(
+        "side-band 2 flood: {} in {} ms, kept {} lines, dropped {:?}, peak +{grew_mib} MiB",
+        out.kind.as_str(),
+        took.as_millis(),
+        out.remote_messages.len(),
+        out.remote_messages_dropped,
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(
+        repo::rev_parse(&h.srv, "refs/heads/main"),
+        Some(h.tip.clone())
+    );
+    let kept = sluice_policy::remote_text::LINES_KEPT as u64;
+    assert_eq!(out.remote_messages.len() as u64, kept);
+    assert!(out
+        .remote_messages
+        .iter()
+        .all(|l| l.len() == 100 && l.bytes().all(|b| b == b'x')));
+    assert_eq!(out.remote_messages_dropped.lines, 1_048_576 - kept);
+    assert_eq!(out.remote_messages_dropped.bytes, (1_048_576 - kept) * 100);
+    assert!(
+        grew_mib <= MEMORY_BOUND_MIB,
+        "peak resident memory grew by {grew_mib} MiB (bound {MEMORY_BOUND_MIB} MiB)"
+    );
+    drop(h.dir);
+}
+
+/// A repository in the sha256 object format, served by a real `git
+/// daemon`: ls-refs, fetch and push are answered in one attempt, the
+/// cause naming the format, nothing written.
+#[test]
+fn a_sha256_remote_is_answered_in_one_attempt_and_never_written() {
+    let _serial = serial();
+    let h = hooked_server("#!/bin/sh\nexit 0\n");
+    let srv = h.dir.path().join("srv").join("sha256.git");
+    repo::git(
+        h.dir.path(),
+        &["init", "-q", "--bare", "--object-format=sha256", &p(&srv)],
+    );
+    let url = h.daemon.url("sha256.git");
+    let c = client();
+    let o = opts(20_000, 5_000, 4);
+    let listed = c.ls_refs(&url, &[], &o).expect("valid input");
+    let fetch_into = h.dir.path().join("fetch.git");
+    repo::init_bare(&fetch_into).expect("init");
+    let fetched = c
+        .fetch(
+            &url,
+            &["refs/heads/*:refs/remotes/origin/*".to_string()],
+            &gix::open(&fetch_into).expect("open"),
+            &o,
+        )
+        .expect("valid input");
+    let pushed = c
+        .push(
+            &url,
+            &[RefUpdate {
+                src: Some(gix::ObjectId::from_hex(h.tip.as_bytes()).expect("hex")),
+                dst: "refs/heads/main".into(),
+                expect: Lease::Any,
+                force: false,
+            }],
+            &PushOptions::default(),
+            &gix::open(&h.local).expect("open"),
+            &o,
+        )
+        .expect("valid input");
+    let each = [
+        (
+            listed.kind,
+            listed.attempts.len(),
+            listed.error.map(|e| e.cause),
+        ),
+        (
+            fetched.kind,
+            fetched.attempts.len(),
+            fetched.error.map(|e| e.cause),
+        ),
+        (
+            pushed.kind,
+            pushed.attempts.len(),
+            pushed.error.map(|e| e.cause),
+        ),
+    ];
+    for (kind, attempts, cause) in each {
+        println!(
+            "sha256: {} after {attempts} attempt(s): {cause:?}",
+            kind.as_str()
+        );
+        assert_eq!(kind, OutcomeKind::Answered);
+        assert_eq!(attempts, 1);
+        assert!(cause.unwrap_or_default().contains("sha256"));
+    }
+    assert_eq!(pushed.may_have_applied, Some(false));
+    assert!(repo::refs(&srv).is_empty(), "nothing written");
+}

@@ -18,7 +18,7 @@ use sluice_git::{FetchedRef, PushReport, RemoteRef};
 use sluice_policy::Outcome;
 
 /// Every top-level key of the document, in order.
-pub const KEYS: [&str; 14] = [
+pub const KEYS: [&str; 15] = [
     "schema",
     "result",
     "operation",
@@ -31,6 +31,7 @@ pub const KEYS: [&str; 14] = [
     "refused_credentials",
     "previous",
     "remote_messages",
+    "remote_messages_dropped",
     "recorded",
     "value",
 ];
@@ -188,6 +189,7 @@ mod tests {
             refused_credentials: vec![],
             previous: None,
             remote_messages: vec![],
+            remote_messages_dropped: Default::default(),
             recorded: None,
         }
     }

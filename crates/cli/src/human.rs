@@ -10,6 +10,8 @@ use std::fmt::Write as _;
 use sluice_git::{FetchedRef, PushReport, PushSpec, RefStatus, RemoteRef};
 use sluice_policy::{Outcome, OutcomeKind};
 
+use crate::terminal::visible;
+
 /// ls-refs as `git ls-remote` prints it: `<oid>\t<name>`, and
 /// `<peeled>\t<name>^{}` for annotated tags. Unborn refs have no line.
 pub fn ls_refs(refs: &[RemoteRef]) -> String {
@@ -149,7 +151,7 @@ pub fn push_lines(
             let (flag, summary, reason) = match r.status {
                 RefStatus::Rejected => {
                     let (label, words) = match (r.message.as_deref(), r.reason) {
-                        (Some(m), _) => ("[remote rejected]", m.to_string()),
+                        (Some(m), _) => ("[remote rejected]", visible(m)),
                         (None, Some(why)) => ("[rejected]", why.git_words().to_string()),
                         (None, None) => ("[rejected]", "rejected".to_string()),
                     };
@@ -247,6 +249,14 @@ pub fn push_porcelain(remote: &str, lines: &[PushLine], done: bool) -> String {
 /// settling read and the earlier run of a rejected id.
 pub fn summary<T>(outcome: &Outcome<T>) -> String {
     let mut s = remote_lines(&outcome.remote_messages);
+    let dropped = outcome.remote_messages_dropped;
+    if dropped.lines > 0 || dropped.bytes > 0 {
+        let _ = writeln!(
+            s,
+            "(the remote's text was cut: {} more lines, {} bytes not kept)",
+            dropped.lines, dropped.bytes
+        );
+    }
     let n = outcome.attempts.len();
     let op = &outcome.operation;
     let attempts = if n == 1 {
@@ -272,7 +282,7 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
         OutcomeKind::Succeeded => {}
         OutcomeKind::Answered => {
             if let Some(e) = &outcome.error {
-                let _ = writeln!(s, "  answer: {}", e.cause);
+                let _ = writeln!(s, "  answer: {}", visible(&e.cause));
             }
         }
         OutcomeKind::LocalError | OutcomeKind::Running => {
@@ -280,7 +290,7 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
                 let _ = writeln!(
                     s,
                     "  stopped on this side (not the remote's answer): {}",
-                    e.cause
+                    visible(&e.cause)
                 );
             }
             if outcome.may_have_applied == Some(true) {
@@ -303,13 +313,13 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
                     "  last: {} at {}: {}",
                     e.class.as_str(),
                     e.phase,
-                    e.cause
+                    visible(&e.cause)
                 );
             }
         }
         OutcomeKind::Rejected => {
             if let Some(e) = &outcome.error {
-                let _ = writeln!(s, "  {}", e.cause);
+                let _ = writeln!(s, "  {}", visible(&e.cause));
             }
             match &outcome.previous {
                 Some(p) if p.result == OutcomeKind::Running => {
@@ -387,13 +397,13 @@ pub fn ledger_entry(e: &sluice_ledger::LedgerEntry) -> String {
     }
 }
 
-/// The server's words as git prints them: `remote: <line>`.
+/// The server's words as git prints them: `remote: <line>`, made safe
+/// for a terminal ([`crate::terminal::remote_lines`]).
 pub fn remote_lines(messages: &[String]) -> String {
-    let mut s = String::new();
-    for m in messages {
-        let _ = writeln!(s, "remote: {m}");
-    }
-    s
+    messages
+        .iter()
+        .map(|m| crate::terminal::remote_lines(m))
+        .collect()
 }
 
 /// The attempt history as a small table.
@@ -414,7 +424,7 @@ pub fn history<T>(outcome: &Outcome<T>) -> String {
             format!("{}ms", a.elapsed_ms),
             format!("{}ms", a.remaining_ms),
             wait,
-            a.cause.as_deref().unwrap_or("-"),
+            a.cause.as_deref().map_or_else(|| "-".to_string(), visible),
         );
     }
     s

@@ -59,6 +59,7 @@
 
 pub mod contract;
 pub mod human;
+pub mod terminal;
 
 use std::collections::BTreeMap;
 use std::ffi::OsString;

@@ -41,6 +41,12 @@ impl<'a, 'c> Attempt<'a, 'c> {
     pub fn remote_message(&mut self, line: impl Into<String>) {
         self.ctx.remote_message(line);
     }
+
+    /// Count what a cap on the remote's text left out (the outcome's
+    /// `remote_messages_dropped`).
+    pub fn remote_messages_dropped(&mut self, d: sluice_policy::remote_text::RemoteTextDropped) {
+        self.ctx.remote_messages_dropped(d);
+    }
 }
 
 impl<'c> Deref for Attempt<'_, 'c> {

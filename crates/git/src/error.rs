@@ -261,6 +261,26 @@ impl GitError {
     }
 }
 
+/// The remote's objects are in a format this client does not read: its
+/// answer, named (nothing is written, asking again cannot change it).
+pub(crate) fn foreign_format(phase: Phase, format: &str) -> GitError {
+    GitError::Unsupported {
+        phase,
+        detail: format!(
+            "the remote's object format is {format}; this client reads {} only",
+            crate::wire::SHA1
+        ),
+    }
+}
+
+/// The advertisement named an object format this client does not read.
+pub(crate) fn check_format(st: &WireState, phase: Phase) -> Result<(), GitError> {
+    match st.foreign_format() {
+        Some(format) => Err(foreign_format(phase, format)),
+        None => Ok(()),
+    }
+}
+
 /// HTTP statuses: 401 (credential class, bought afresh by the policy), 429
 /// and 5xx before the request was complete are unjudged; 500/502/504 after a
 /// write's body was sent are unknown; other 4xx are answered.
@@ -315,6 +335,11 @@ pub(crate) fn from_wire(
             phase,
             words: words.clone(),
         };
+    }
+    if let Some(format) = st.foreign_format() {
+        // Whatever failed after it (gix decoding 64-hex ids), the format is
+        // the cause: asking again cannot change it.
+        return foreign_format(phase, format);
     }
     if st.timed_out {
         return GitError::Timeout {

@@ -14,7 +14,9 @@ pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
 /// Progress of a fetch or push.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Progress {
-    /// What is happening (`receiving`, `counting`, `sending`, or the remote's own words).
+    /// What is happening (`receiving`, `counting`, `sending`, ...): this
+    /// client's own stage names, never the remote's words (those are the
+    /// outcome's `remote_messages`, shown as `remote:` lines).
     pub stage: String,
     /// Objects handled so far.
     pub objects: u64,

@@ -62,6 +62,16 @@ pub(crate) struct WireState {
     /// The server sent more than `advert_cap` before the request was
     /// complete: the read was refused there.
     pub oversized: bool,
+    /// The `object-format` the advertisement named (v0/v1: a capability
+    /// after the first line's NUL; v2: a capability line), when it did.
+    pub object_format: Option<String>,
+    /// Side-band 2 text (a hook's words), kept within the caps of
+    /// [`sluice_policy::remote_text`] as it passes, when the conversation
+    /// asked for it (a push, once its commands are sent). Read here, from
+    /// the raw pkt-lines, because gix hands its progress handler each
+    /// packet with one trailing newline removed: where a line ends would be
+    /// lost.
+    pub band2: Option<sluice_policy::remote_text::RemoteText>,
     sniff: Sniffer,
 }
 
@@ -94,21 +104,28 @@ impl Wire {
     pub fn saw(&self, bytes: &[u8]) {
         let mut st = self.lock();
         st.bytes_read += bytes.len() as u64;
+        let advertising = !st.advertised;
         let WireState {
             sniff,
             server_flushes,
             err_line,
             fatal,
             garbled,
+            object_format,
+            band2,
             ..
         } = &mut *st;
-        sniff.feed(bytes, &mut |ev| match ev {
+        sniff.advertising = advertising;
+        sniff.feed(bytes, band2, &mut |ev| match ev {
             Event::Flush => *server_flushes += 1,
             Event::Err(text) => {
                 err_line.get_or_insert(text);
             }
             Event::Fatal(text) => {
                 fatal.get_or_insert(text);
+            }
+            Event::ObjectFormat(name) => {
+                object_format.get_or_insert(name);
             }
             Event::Garbled => *garbled = true,
         });
@@ -134,6 +151,17 @@ impl Wire {
     }
 }
 
+impl WireState {
+    /// The advertised object format, when it is one this client does not
+    /// read (it reads sha1 only).
+    pub fn foreign_format(&self) -> Option<&str> {
+        self.object_format.as_deref().filter(|f| *f != SHA1)
+    }
+}
+
+/// The one object format this client reads.
+pub(crate) const SHA1: &str = "sha1";
+
 fn contains(hay: &[u8], needle: &[u8]) -> bool {
     hay.windows(needle.len()).any(|w| w == needle)
 }
@@ -142,6 +170,7 @@ enum Event {
     Flush,
     Err(String),
     Fatal(String),
+    ObjectFormat(String),
     Garbled,
 }
 
@@ -154,17 +183,50 @@ struct Sniffer {
     remaining: usize,
     prefix: Vec<u8>,
     dead: bool,
+    /// The advertisement is not complete yet: lines are kept longer, for
+    /// the capabilities (an upload-pack's first line runs past 256 bytes).
+    advertising: bool,
+    /// The next payload byte is the first of its line.
+    line_start: bool,
+    /// The current line is side-band 2 text being kept.
+    in_band2: bool,
 }
 
+/// What is kept of each line once the advertisement is read (enough for
+/// an `ERR` or band-3 line's words).
 const PREFIX_KEEP: usize = 256;
 
+/// What is kept of each advertisement line (its capabilities).
+const ADVERT_LINE_KEEP: usize = 4096;
+
 impl Sniffer {
-    fn feed(&mut self, mut bytes: &[u8], on: &mut dyn FnMut(Event)) {
+    fn feed(
+        &mut self,
+        mut bytes: &[u8],
+        band2: &mut Option<sluice_policy::remote_text::RemoteText>,
+        on: &mut dyn FnMut(Event),
+    ) {
         while !bytes.is_empty() && !self.dead {
             if self.remaining > 0 {
                 let take = self.remaining.min(bytes.len());
-                if self.prefix.len() < PREFIX_KEEP {
-                    let keep = (PREFIX_KEEP - self.prefix.len()).min(take);
+                if let Some(text) = band2.as_mut() {
+                    let mut chunk = &bytes[..take];
+                    if self.line_start {
+                        self.in_band2 = chunk[0] == 2;
+                        chunk = &chunk[1..];
+                    }
+                    if self.in_band2 {
+                        text.feed(chunk);
+                    }
+                }
+                self.line_start = false;
+                let cap = if self.advertising {
+                    ADVERT_LINE_KEEP
+                } else {
+                    PREFIX_KEEP
+                };
+                if self.prefix.len() < cap {
+                    let keep = (cap - self.prefix.len()).min(take);
                     self.prefix.extend_from_slice(&bytes[..keep]);
                 }
                 self.remaining -= take;
@@ -189,6 +251,8 @@ impl Sniffer {
                 Some(n) if (4..=65520).contains(&n) => {
                     self.remaining = n - 4;
                     self.prefix.clear();
+                    self.line_start = true;
+                    self.in_band2 = false;
                     if self.remaining == 0 {
                         self.line_done(on);
                     }
@@ -207,8 +271,26 @@ impl Sniffer {
             on(Event::Err(text(rest)));
         } else if let Some(rest) = p.strip_prefix(b"\x03") {
             on(Event::Fatal(text(rest)));
+        } else if self.advertising {
+            if let Some(name) = object_format(p) {
+                on(Event::ObjectFormat(name));
+            }
         }
     }
+}
+
+/// The `object-format=<name>` an advertisement line names: among a v0/v1
+/// first line's capabilities (after its NUL), or a v2 capability line.
+fn object_format(line: &[u8]) -> Option<String> {
+    const KEY: &[u8] = b"object-format=";
+    let caps = match line.iter().position(|b| *b == 0) {
+        Some(nul) => &line[nul + 1..],
+        None if line.starts_with(KEY) => line,
+        None => return None,
+    };
+    caps.split(|b| matches!(b, b' ' | b'\n'))
+        .find_map(|cap| cap.strip_prefix(KEY))
+        .map(|v| String::from_utf8_lossy(v).into_owned())
 }
 
 fn text(b: &[u8]) -> String {
@@ -360,6 +442,42 @@ mod tests {
         assert_eq!(st.fatal.as_deref(), Some("fatal"));
         assert_eq!(st.server_flushes, 1);
         assert!(!st.garbled);
+    }
+
+    #[test]
+    fn the_sniffer_reads_the_advertised_object_format() {
+        // v0/v1: a capability after the first line's NUL, past 256 bytes.
+        let w = Wire::new(1);
+        let caps = format!("{} object-format=sha256 agent=git/2.47", "x".repeat(300));
+        let line = format!("{} HEAD\0{caps}\n", "1".repeat(64));
+        let mut pkt = format!("{:04x}", line.len() + 4).into_bytes();
+        pkt.extend_from_slice(line.as_bytes());
+        w.saw(&pkt);
+        w.saw(b"0000");
+        assert_eq!(w.lock().foreign_format(), Some("sha256"));
+        // v2: a capability line; sha1 is ours.
+        let w = Wire::new(1);
+        w.saw(b"000eversion 2\n0017object-format=sha1\n0000");
+        assert_eq!(w.lock().object_format.as_deref(), Some("sha1"));
+        assert_eq!(w.lock().foreign_format(), None);
+        // A ref named like the capability, after the advertisement, is not it.
+        w.saw(b"001aobject-format=sha256\n");
+        assert_eq!(w.lock().foreign_format(), None);
+    }
+
+    #[test]
+    fn side_band_two_lines_are_kept_where_they_end_across_packets() {
+        let w = Wire::new(1);
+        w.saw(b"000a\x02early");
+        assert!(w.lock().band2.is_none(), "kept only when asked");
+        w.lock().band2 = Some(sluice_policy::remote_text::RemoteText::default());
+        // A line split across two packets, a packet ending in a newline,
+        // a carriage return, band 1 and band 3 between.
+        w.saw(b"000b\x02checki000b\x02ng...\n");
+        w.saw(b"0009\x01data0009\x02done0008\x03bad000c\x0250%\rok\n");
+        let (kept, dropped) = w.lock().band2.take().expect("kept").into_parts();
+        assert_eq!(kept, ["checking...", "done50%", "ok"]);
+        assert_eq!(dropped, Default::default());
     }
 
     #[test]

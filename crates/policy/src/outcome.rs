@@ -112,10 +112,11 @@ pub struct AttemptRecord {
 pub enum Verdict {
     /// The write is on the remote: success.
     Landed,
-    /// The remote held the value the write expected when it was read (twice,
-    /// the second time after half the reconcile reserve). A server that got
-    /// the whole request may still apply it, so the write is never sent
-    /// again: the outcome stays `unknown` with `may_have_applied: true`.
+    /// The remote held the value the write expected when it was read, at
+    /// every read until the operation's deadline (read again with backoff,
+    /// each pause at most half the reconcile reserve). A server that got the
+    /// whole request may still apply it, so the write is never sent again:
+    /// the outcome stays `unknown` with `may_have_applied: true`.
     NotLanded,
     /// Somebody else changed it: not retried. A read cannot tell whether the
     /// write landed before that change, so the outcome is `unknown` with
@@ -137,11 +138,24 @@ impl Verdict {
 /// The `reconciled` member of an outcome.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reconciled {
-    /// The verdict of the settling read.
+    /// The verdict of the last settling read that answered.
     pub verdict: Verdict,
-    /// What the read observed, per ref (`oid` or `absent`), or per key the
+    /// What that read observed, per ref (`oid` or `absent`), or per key the
     /// caller chooses for forge writes.
     pub observed: BTreeMap<String, String>,
+    /// Every settling read of the operation, in order.
+    #[serde(default)]
+    pub reads: Vec<SettlingRead>,
+}
+
+/// One settling read, as `reconciled.reads` lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettlingRead {
+    /// When the read ended, from the operation's start (ms).
+    pub elapsed_ms: u64,
+    /// What it found; `None` (JSON `null`) when the read itself failed (a
+    /// refused connection, a cut, a timeout) and was read again.
+    pub verdict: Option<Verdict>,
 }
 
 /// The earlier run of a claimed operation id, carried by a rejection.
@@ -204,6 +218,9 @@ pub struct Outcome<T> {
     /// What the server said beside the protocol (side-band 2, a hook's
     /// words), in order, one line each.
     pub remote_messages: Vec<String>,
+    /// What the caps on the remote's text left out of `remote_messages`
+    /// (zeros when none; see [`crate::remote_text`]).
+    pub remote_messages_dropped: crate::remote_text::RemoteTextDropped,
     /// Whether the ledger recorded the outcome: `None` when nothing was to
     /// be recorded (a generated id the ledger does not keep), `Some(false)`
     /// when every try to write it failed.
@@ -232,6 +249,7 @@ impl<T> Outcome<T> {
             refused_credentials: self.refused_credentials,
             previous: self.previous,
             remote_messages: self.remote_messages,
+            remote_messages_dropped: self.remote_messages_dropped,
             recorded: self.recorded,
         }
     }
@@ -249,7 +267,7 @@ impl<T> Outcome<T> {
 
 impl<T: Serialize> Serialize for Outcome<T> {
     fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        let mut m = s.serialize_map(Some(15))?;
+        let mut m = s.serialize_map(Some(16))?;
         m.serialize_entry("schema", &SCHEMA)?;
         m.serialize_entry("result", &self.kind)?;
         m.serialize_entry("operation", &self.operation)?;
@@ -262,6 +280,7 @@ impl<T: Serialize> Serialize for Outcome<T> {
         m.serialize_entry("refused_credentials", &self.refused_credentials)?;
         m.serialize_entry("previous", &self.previous)?;
         m.serialize_entry("remote_messages", &self.remote_messages)?;
+        m.serialize_entry("remote_messages_dropped", &self.remote_messages_dropped)?;
         m.serialize_entry("recorded", &self.recorded)?;
         m.serialize_entry("value", &self.value)?;
         m.end()

@@ -249,6 +249,7 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
         "refused_credentials",
         "previous",
         "remote_messages",
+        "remote_messages_dropped",
         "recorded",
         "value",
     ] {
@@ -256,6 +257,12 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
     }
     assert_eq!(doc["schema"], 2, "{doc}");
     assert!(doc["remote_messages"].is_array(), "{doc}");
+    for k in ["lines", "bytes"] {
+        assert!(
+            doc["remote_messages_dropped"][k].is_u64(),
+            "remote_messages_dropped.{k}: {doc}"
+        );
+    }
     assert!(
         doc["recorded"].is_null() || doc["recorded"].is_boolean(),
         "{doc}"

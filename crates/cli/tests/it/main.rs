@@ -16,6 +16,7 @@ mod local_failures;
 mod no_secret_anywhere;
 mod push_porcelain;
 mod readme;
+mod remote_text;
 mod secrets;
 mod signals;
 mod ssh_command;

@@ -221,6 +221,7 @@ impl GitClient {
             &mut gix::progress::Discard,
         )
         .map_err(|e| s.meta.read_fail(error_chain(&e)))?;
+        crate::error::check_format(&s.meta.wire.lock(), Phase::Advertised)?;
         let context = gix::protocol::fetch::refmap::init::Context {
             fetch_refspecs: specs.clone(),
             extra_refspecs: job

@@ -112,6 +112,7 @@ impl GitClient {
             &mut gix::progress::Discard,
         )
         .map_err(|e| s.meta.read_fail(sluice_policy::text::error_chain(&e)))?;
+        crate::error::check_format(&s.meta.wire.lock(), Phase::Advertised)?;
         if remote.kind == TransportKind::Http && hs.server_protocol_version == Protocol::V2 {
             let unborn = hs
                 .capabilities

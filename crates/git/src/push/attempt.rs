@@ -21,8 +21,9 @@ impl GitClient {
     /// Any ref rejected (by this client or the remote) makes the outcome
     /// `answered`, with the per-ref results kept as its value. A push whose
     /// answer was not read is settled by reading the destination refs, per
-    /// ref: landed, not landed (read once more after half the reserve), or
-    /// moved; it is **never pushed again**: anything but every ref landed
+    /// ref: landed, not landed (read again with backoff while the deadline
+    /// allows: the policy's settling loop), or moved; it is **never pushed
+    /// again**: anything but every ref landed
     /// ends `unknown` with `may_have_applied: true`, each ref with its own
     /// verdict.
     pub fn push(
@@ -86,7 +87,7 @@ impl GitClient {
             Decided::Done(report) => return Ok(report),
             Decided::Send(ready) => ready,
         };
-        let sent = ready.send_commands(job, at)?;
+        let sent = ready.send_commands(at)?;
         let packed = sent.send_pack(job, at)?;
         let reported = packed.read_report(at)?;
         reported.results(job)

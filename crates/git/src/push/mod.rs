@@ -238,11 +238,14 @@ pub struct PushReport {
 }
 
 impl PushReport {
-    /// The first rejection, as `<ref>: <reason>`.
+    /// The rejection that is the cause, as `<ref>: <reason>`: the first
+    /// ref refused for its own reason; only when every ref failed as
+    /// collateral of an atomic push, the first of those.
     pub fn first_rejection(&self) -> Option<String> {
-        self.refs
-            .iter()
-            .find(|r| r.status == RefStatus::Rejected)
+        let rejected = || self.refs.iter().filter(|r| r.status == RefStatus::Rejected);
+        rejected()
+            .find(|r| r.reason != Some(RejectReason::AtomicPushFailed))
+            .or_else(|| rejected().next())
             .map(|r| {
                 format!(
                     "{}: {}",

@@ -2,6 +2,10 @@
 //! bytes: the pkt-lines carried in side-band 1, or the bare lines when the
 //! server spoke without side-band.
 
+/// The most ref statuses a report may hold (girt's figure; a push names
+/// far fewer refs, and a status for a ref not pushed is refused anyway).
+pub const MAX_REFS: usize = 100_000;
+
 /// What the server reported.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Report {
@@ -36,9 +40,12 @@ pub fn parse_lines<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Result<Repo
             unpack = Some(if rest == "ok" {
                 Ok(())
             } else {
-                Err(rest.to_string())
+                Err(sluice_policy::remote_text::bounded_reason(rest))
             });
             continue;
+        }
+        if refs.len() >= MAX_REFS {
+            return Err(ReportError(format!("more than {MAX_REFS} ref statuses")));
         }
         if let Some(name) = line.strip_prefix("ok ") {
             if name.is_empty() {
@@ -50,7 +57,10 @@ pub fn parse_lines<'a>(lines: impl IntoIterator<Item = &'a [u8]>) -> Result<Repo
             if name.is_empty() {
                 return Err(ReportError("'ng' without a ref name".into()));
             }
-            refs.push((name.to_string(), Err(reason.to_string())));
+            refs.push((
+                name.to_string(),
+                Err(sluice_policy::remote_text::bounded_reason(reason)),
+            ));
         } else if line.starts_with("option ") {
             if refs.is_empty() {
                 return Err(ReportError("'option' before any ref status".into()));

@@ -34,6 +34,7 @@ use crate::attempt::Attempt;
 use crate::connect::{ssh_config, Connector, Meta, Session};
 use crate::error::{GitError, Phase};
 use crate::progress::Progress;
+use sluice_policy::remote_text::RemoteText;
 
 /// Open the attempt's receive-pack session (phase `connect`).
 pub(super) fn connect(
@@ -105,12 +106,18 @@ pub(super) struct Ready<'s> {
 type Answer<'s> = Box<dyn ExtendedBufRead<'s> + Unpin + 's>;
 
 /// What the server said beside the report while it was read: side-band 3
-/// (fatal) and side-band 2 (a hook's words, a line each, in order).
+/// (fatal). Side-band 2 (a hook's words) is kept by the wire
+/// ([`crate::wire::WireState::band2`]), within the caps of
+/// [`sluice_policy::remote_text`]: a flood is counted, not kept.
 #[derive(Clone, Default)]
 struct Said {
     fatal: Arc<Mutex<Option<String>>>,
-    lines: Arc<Mutex<Vec<String>>>,
 }
+
+/// The most of report-status this client reads (side-band 1, or the bare
+/// lines): 4 MiB, as girt caps it; a report past it is not one this
+/// client can trust, and the push is settled by reading.
+const REPORT_CAP: u64 = 4 << 20;
 
 /// The commands written and flushed: awaits the pack.
 pub(super) struct CommandsSent<'s> {
@@ -175,6 +182,7 @@ impl<'s> Connected<'s> {
             };
             (capabilities, adv)
         };
+        crate::error::check_format(&s.meta.wire.lock(), Phase::Advertised)?;
         at.reached(Phase::Advertised);
         Ok(Advertised {
             s,
@@ -198,19 +206,12 @@ impl<'s> Advertised<'s> {
         at: &Attempt<'_, '_>,
     ) -> Result<Decided<'s>, GitError> {
         let caps = &self.caps;
-        let unsupported = |detail: String| GitError::Unsupported {
-            phase: Phase::Advertised,
-            detail,
-        };
         if let Some(format) = caps
             .capability("object-format")
             .and_then(|c| c.value().map(|v| v.to_string()))
+            .filter(|f| f != crate::wire::SHA1)
         {
-            if format != "sha1" {
-                return Err(unsupported(format!(
-                    "the remote's object format is {format}, ours is sha1"
-                )));
-            }
+            return Err(crate::error::foreign_format(Phase::Advertised, &format));
         }
         let mut plan = self.plan(job)?;
         if plan.commands.is_empty() || job.options.dry_run {
@@ -442,11 +443,7 @@ fn encode_commands(plan: &Plan, job: &PushJob<'_>, want: &[String]) -> Vec<u8> {
 impl<'s> Ready<'s> {
     /// Write the commands and flush them (phase `commands-sent`); the pack
     /// streams next, so the watchdog lets a moving transfer run on.
-    pub fn send_commands(
-        self,
-        job: &PushJob<'_>,
-        at: &mut Attempt<'_, '_>,
-    ) -> Result<CommandsSent<'s>, GitError> {
+    pub fn send_commands(self, at: &mut Attempt<'_, '_>) -> Result<CommandsSent<'s>, GitError> {
         let Session { transport, meta } = self.s;
         let meta: &'s Meta = meta;
         let writer = transport
@@ -460,7 +457,8 @@ impl<'s> Ready<'s> {
         meta.wire.lock().moving = true;
         let said = Said::default();
         if self.plan.sideband {
-            r.set_progress_handler(Some(sideband_handler(&said, job)));
+            meta.wire.lock().band2 = Some(RemoteText::default());
+            r.set_progress_handler(Some(sideband_handler(&said)));
         }
         Ok(CommandsSent {
             meta,
@@ -473,38 +471,25 @@ impl<'s> Ready<'s> {
     }
 }
 
-/// Side-band 2 (a hook's words: we asked for `quiet`, so no progress) goes
-/// to the outcome's remote messages, in order, a line each, and to the
-/// caller's progress; side-band 3 (fatal) is kept on the wire.
+/// Side-band 3 (fatal) is kept on the wire. Side-band 2 (a hook's words:
+/// we asked for `quiet`, so no progress) is only traced here: the wire
+/// keeps it for the outcome's remote messages, a line each (a `\r` ends a
+/// line as a newline does), bounded; it never reaches the caller's
+/// progress, whose stages are this client's own.
 fn sideband_handler<'s>(
     said: &Said,
-    job: &PushJob<'_>,
 ) -> gix::protocol::transport::client::blocking_io::HandleProgress<'s> {
-    let Said { fatal, lines } = said.clone();
-    let progress = job.opts.progress.clone();
+    let Said { fatal } = said.clone();
     Box::new(move |is_err: bool, text: &[u8]| {
-        let words = String::from_utf8_lossy(text).trim().to_string();
         if is_err {
+            let words = String::from_utf8_lossy(text).trim().to_string();
             fatal
                 .lock()
                 .unwrap_or_else(|p| p.into_inner())
-                .get_or_insert(words);
-        } else if !words.is_empty() {
-            tracing::debug!(remote = %words, "remote said");
-            lines.lock().unwrap_or_else(|p| p.into_inner()).extend(
-                words
-                    .split(['\n', '\r'])
-                    .map(str::trim_end)
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_string),
-            );
-            if let Some(cb) = &progress {
-                cb(&Progress {
-                    stage: words,
-                    objects: 0,
-                    bytes: 0,
-                });
-            }
+                .get_or_insert_with(|| sluice_policy::remote_text::bounded_reason(&words));
+        } else if !text.is_empty() {
+            // Kept by the wire, which sees where lines end.
+            tracing::debug!(remote = %String::from_utf8_lossy(text).trim(), "remote said");
         }
         ControlFlow::Continue(())
     })
@@ -564,6 +549,11 @@ impl<'s> CommandsSent<'s> {
             at.reached(Phase::PackSent);
         }
         drop(w);
+        // The request is complete (the pack's last byte, or the commands'
+        // flush without a pack): what the server sends from here (a hook's
+        // side-band 2, however much) is not held to the advertisement's
+        // limit, only to the caps on what is kept.
+        meta.wire.lock().request_complete = true;
         job.state.borrow_mut().pack = stats.clone();
         Ok(PackSent {
             meta,
@@ -590,11 +580,19 @@ impl PackSent<'_> {
         } = self;
         let phase = at.phase();
         let mut buf = Vec::new();
-        let read = r.read_to_end(&mut buf);
+        let read = (&mut r).take(REPORT_CAP + 1).read_to_end(&mut buf);
         drop(r);
-        for line in std::mem::take(&mut *said.lines.lock().unwrap_or_else(|p| p.into_inner())) {
+        let (lines, dropped) = meta
+            .wire
+            .lock()
+            .band2
+            .take()
+            .unwrap_or_default()
+            .into_parts();
+        for line in lines {
             at.remote_message(line);
         }
+        at.remote_messages_dropped(dropped);
         if let Some(words) = said.fatal.lock().unwrap_or_else(|p| p.into_inner()).take() {
             meta.wire.lock().fatal.get_or_insert(words);
         }
@@ -603,6 +601,14 @@ impl PackSent<'_> {
         let complete = !meta.wire.lock().http_connect_failed;
         if let Err(e) = read {
             return Err(meta.fail(phase, complete, e));
+        }
+        if buf.len() as u64 > REPORT_CAP {
+            // The request was complete: what the remote did is unknown.
+            return Err(GitError::Protocol {
+                phase,
+                request_complete: complete,
+                detail: format!("the report runs past {REPORT_CAP} bytes"),
+            });
         }
         let parsed = if plan.sideband {
             report::parse_sideband(&buf)

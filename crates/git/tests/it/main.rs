@@ -8,6 +8,7 @@ mod common;
 
 mod faults;
 mod fetch_rules;
+mod hostile_remote;
 mod http;
 mod https;
 mod local_failures;

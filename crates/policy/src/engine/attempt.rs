@@ -62,6 +62,7 @@ impl Run<'_> {
             clock: &*self.policy.clock,
             phase: Cow::Borrowed("connect"),
             messages: Vec::new(),
+            dropped: Default::default(),
         };
         let result = attempt(&mut ctx);
         let phase = ctx.phase.clone();
@@ -76,7 +77,10 @@ impl Run<'_> {
             elapsed: end.saturating_sub(now),
         };
         let mut st = self.state();
-        st.remote_messages.extend(messages);
+        st.remote_messages.add_dropped(ctx.dropped);
+        for m in messages {
+            st.remote_messages.push_line(m);
+        }
         match result {
             Ok(v) => {
                 self.succeeded(&span, &mut st, tried, judge(&v).is_some());

@@ -40,6 +40,7 @@ pub struct AttemptCtx<'a> {
     pub(super) clock: &'a dyn Clock,
     pub(super) phase: Cow<'static, str>,
     pub(super) messages: Vec<String>,
+    pub(super) dropped: crate::remote_text::RemoteTextDropped,
 }
 
 impl AttemptCtx<'_> {
@@ -47,6 +48,13 @@ impl AttemptCtx<'_> {
     /// hook's words): the outcome's `remote_messages`, in order.
     pub fn remote_message(&mut self, line: impl Into<String>) {
         self.messages.push(line.into());
+    }
+
+    /// Count what the attempt's own cap on the remote's text left out
+    /// before it reached [`AttemptCtx::remote_message`]: the outcome's
+    /// `remote_messages_dropped`.
+    pub fn remote_messages_dropped(&mut self, dropped: crate::remote_text::RemoteTextDropped) {
+        self.dropped.add(dropped);
     }
 
     /// The credential bought for this attempt, when the operation has a source.

@@ -39,7 +39,7 @@ impl Run<'_> {
         out.reconciled = st.reconciled;
         out.refused_credentials = st.refused;
         out.stopped = st.stopped;
-        out.remote_messages = st.remote_messages;
+        (out.remote_messages, out.remote_messages_dropped) = st.remote_messages.into_parts();
         let last = LastErrors {
             refusal: st.last_refusal,
             error: st.last_error,
