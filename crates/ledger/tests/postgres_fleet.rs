@@ -15,7 +15,8 @@ use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use sluice_ledger::{PostgresLedger, DEFAULT_RETENTION};
 use sluice_policy::{
-    AttemptError, BudgetStore, Claim, Effect, Ledger, Operation, OutcomeKind, Policy, RetryBudget,
+    AttemptError, Bounds, BudgetStore, Claim, Effect, Ledger, Operation, OutcomeKind, Policy,
+    RetryBudget,
 };
 use sluice_testkit::{
     PgBouncer, Postgres, PostgresOptions, PostgresTls, ServerCert, TestPki, TlsAuth,
@@ -59,7 +60,7 @@ fn claim_over(pg: &Postgres, app: &str, query: &str) -> Result<String, String> {
     let url = with_query(&pg.url_with_password(), app, query);
     let ledger = PostgresLedger::open(&url).map_err(|e| e.to_string())?;
     assert_eq!(
-        ledger.claim(&format!("{app}-1")).expect("claim"),
+        ledger.claim(&req(&format!("{app}-1"))).expect("claim"),
         Claim::Claimed
     );
     // The connection stays in the pool, open: the server still shows it.
@@ -120,7 +121,7 @@ fn each_sslmode_reaches_a_tls_server_as_libpq_reads_it() {
         pg.password()
     );
     let ledger = PostgresLedger::open(&kv).expect("the key=value form opens");
-    assert_eq!(ledger.claim("kv").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("kv")).expect("claim"), Claim::Claimed);
     assert_eq!(ssl_of(&pg, "m_kv"), "true");
 }
 
@@ -220,7 +221,7 @@ fn a_client_certificate_logs_in_where_pg_hba_asks_for_one() {
         ),
     );
     let ledger = PostgresLedger::open(&url).expect("a client certificate logs in");
-    assert_eq!(ledger.claim("c-1").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("c-1")).expect("claim"), Claim::Claimed);
     assert_eq!(ssl_of(&pg, "c_cert"), "true");
     let without = with_query(
         &pg.url(),
@@ -351,7 +352,7 @@ fn a_database_that_accepts_and_says_nothing_fails_open_claim_and_budget_within_t
         proxy.addr
     );
     let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
-    assert_eq!(ledger.claim("before").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("before")).expect("claim"), Claim::Claimed);
     let budgets = ledger.budget_store();
     proxy.cut_and_go_silent();
     let started = Instant::now();
@@ -388,6 +389,82 @@ fn a_database_that_accepts_and_says_nothing_fails_open_claim_and_budget_within_t
     );
     assert_eq!(outcome.kind, OutcomeKind::LocalError);
     assert_eq!(calls, 0);
+}
+
+/// An operation with a 2 s deadline.
+fn two_second_op(id: &str) -> Operation {
+    Operation::new("push", Effect::Write, "git://127.0.0.1:9/r")
+        .id(id)
+        .bounds(Bounds::new(
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            2,
+        ))
+}
+
+#[test]
+fn a_claim_on_a_database_gone_silent_ends_local_error_within_the_deadline_through_the_policy() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let proxy = SilentAfterCut::start(pg.addr());
+    let url = format!(
+        "postgres://sluice:{}@{}/postgres",
+        pg.password(),
+        proxy.addr
+    );
+    let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
+    let policy = Policy::builder().ledger(Arc::new(ledger)).build();
+    proxy.cut_and_go_silent();
+    let mut calls = 0;
+    let started = Instant::now();
+    let outcome = policy.run(two_second_op("silent-claim"), |_| {
+        calls += 1;
+        Ok::<_, AttemptError>(())
+    });
+    let took = started.elapsed();
+    assert_eq!(outcome.kind, OutcomeKind::LocalError, "{outcome:?}");
+    assert_eq!(calls, 0, "nothing ran");
+    assert_eq!(outcome.may_have_applied, Some(false));
+    // The claim had the whole deadline (it waited for it), and no more.
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
+    let cause = outcome.error.expect("the claim's failure").cause;
+    assert!(cause.contains("no answer within"), "{cause}");
+    assert!(!cause.contains(pg.password()), "{cause}");
+}
+
+#[test]
+fn a_finish_on_a_database_gone_silent_ends_recorded_false_within_the_deadline() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let proxy = SilentAfterCut::start(pg.addr());
+    let url = format!(
+        "postgres://sluice:{}@{}/postgres",
+        pg.password(),
+        proxy.addr
+    );
+    let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
+    let policy = Policy::builder().ledger(Arc::new(ledger)).build();
+    let started = Instant::now();
+    // The claim is made; the database goes silent while the operation
+    // runs, so its finish hangs.
+    let outcome = policy.run(two_second_op("silent-finish"), |_| {
+        proxy.cut_and_go_silent();
+        Ok::<_, AttemptError>(())
+    });
+    let took = started.elapsed();
+    assert_eq!(outcome.kind, OutcomeKind::Succeeded, "{outcome:?}");
+    assert_eq!(outcome.recorded, Some(false));
+    // What remained of the 2 s deadline, and at most the finish's floor
+    // after it (with room for a busy machine).
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    // The row reads as running: the claim was made, the finish never was.
+    let direct = PostgresLedger::open(&pg.url_with_password()).expect("opens directly");
+    let row = direct
+        .show("silent-finish")
+        .expect("show")
+        .expect("claimed");
+    assert!(row.run.is_none(), "{row:?}");
 }
 
 #[test]
@@ -438,7 +515,7 @@ fn a_statement_held_past_its_bound_fails_the_claim_in_time_and_is_cancelled_on_t
     tx.rollback().expect("rollback");
     // The cancelled claim left nothing; the id is free and the store works.
     assert!(ledger.show("held-1").expect("show").is_none());
-    assert_eq!(ledger.claim("held-1").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("held-1")).expect("claim"), Claim::Claimed);
 }
 
 #[test]
@@ -451,15 +528,18 @@ fn a_restart_between_two_claims_leaves_the_second_working_over_tls() {
         &format!("sslmode=verify-full&sslrootcert={}", file(&pki.ca_file())),
     );
     let ledger = PostgresLedger::open(&url).expect("opens");
-    assert_eq!(ledger.claim("r-1").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("r-1")).expect("claim"), Claim::Claimed);
     pg.restart().expect("PostgreSQL restarts");
     assert_eq!(
         ledger
-            .claim("r-2")
+            .claim(&req("r-2"))
             .expect("the claim after a restart works"),
         Claim::Claimed
     );
-    assert_eq!(ledger.claim("r-1").expect("claim"), Claim::Taken(None));
+    assert_eq!(
+        ledger.claim(&req("r-1")).expect("claim"),
+        Claim::Taken(None)
+    );
     assert_eq!(ssl_of(&pg, "r_restart"), "true");
 }
 
@@ -482,7 +562,7 @@ fn claims_and_finishes_through_pgbouncer_in_transaction_mode_from_eight_threads(
                     // Every thread asks for the same 100 ids, in its own order.
                     for k in 0..100u64 {
                         let id = format!("b-{}", (k * 7 + t * 13) % 100);
-                        match ledger.claim(&id).expect("claim through PgBouncer") {
+                        match ledger.claim(&req(&id)).expect("claim through PgBouncer") {
                             Claim::Claimed => {
                                 let run = policy
                                     .run(
@@ -493,7 +573,9 @@ fn claims_and_finishes_through_pgbouncer_in_transaction_mode_from_eight_threads(
                                         },
                                     )
                                     .summary();
-                                ledger.finish(&id, run).expect("finish through PgBouncer");
+                                ledger
+                                    .finish(&done(&id, &run))
+                                    .expect("finish through PgBouncer");
                                 mine.push(id);
                             }
                             Claim::Taken(_) => {}
@@ -526,10 +608,16 @@ fn claims_and_finishes_through_pgbouncer_in_transaction_mode_from_eight_threads(
         refill_per_sec: 0.0,
         success_credit: 0.0,
     };
-    assert_eq!(budgets.try_spend("h", &budget, Duration::ZERO), (true, 1.0));
-    assert_eq!(budgets.try_spend("h", &budget, Duration::ZERO), (true, 0.0));
     assert_eq!(
-        budgets.try_spend("h", &budget, Duration::ZERO),
+        budgets.try_spend("h", &budget, Duration::ZERO, LEFT),
+        (true, 1.0)
+    );
+    assert_eq!(
+        budgets.try_spend("h", &budget, Duration::ZERO, LEFT),
+        (true, 0.0)
+    );
+    assert_eq!(
+        budgets.try_spend("h", &budget, Duration::ZERO, LEFT),
         (false, 0.0)
     );
     assert!(!budgets.is_degraded());
@@ -547,6 +635,23 @@ fn a_unix_socket_url_connects_under_the_default_sslmode() {
         .replace('/', "%2F");
     let url = format!("postgres://sluice@{dir}:{}/postgres", pg.addr().port());
     let ledger = PostgresLedger::open(&url).expect("opens over the Unix socket");
-    assert_eq!(ledger.claim("u-1").expect("claim"), Claim::Claimed);
-    assert_eq!(ledger.claim("u-1").expect("claim"), Claim::Taken(None));
+    assert_eq!(ledger.claim(&req("u-1")).expect("claim"), Claim::Claimed);
+    assert_eq!(
+        ledger.claim(&req("u-1")).expect("claim"),
+        Claim::Taken(None)
+    );
+}
+
+/// What remains of a deadline, in the calls these tests make outside any
+/// operation: 10 s.
+const LEFT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A claim of `id` (a write) with [`LEFT`] left.
+fn req(id: &str) -> sluice_policy::ClaimRequest<'_> {
+    sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Write, LEFT)
+}
+
+/// A finish of `id` with `run`, with [`LEFT`] left.
+fn done<'a>(id: &'a str, run: &'a sluice_policy::PreviousRun) -> sluice_policy::FinishRequest<'a> {
+    sluice_policy::FinishRequest::new(id, sluice_policy::Effect::Write, run, LEFT)
 }
