@@ -59,7 +59,7 @@ fn claim_finish(ledger: &dyn Ledger, run: &PreviousRun, next: &mut u64, iters: u
     let start = std::time::Instant::now();
     for id in &ids {
         assert_eq!(ledger.claim(&req(id)).expect("claim"), Claim::Claimed);
-        ledger.finish(&done(id, &run)).expect("finish");
+        ledger.finish(&done(id, run)).expect("finish");
     }
     start.elapsed()
 }

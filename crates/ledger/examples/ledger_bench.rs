@@ -80,7 +80,7 @@ fn measure(ops: u64, mut op: impl FnMut(u64)) -> Stats {
 
 fn claim_finish(ledger: &dyn Ledger, id: &str, run: &PreviousRun) {
     assert_eq!(ledger.claim(&req(id)).expect("claim"), Claim::Claimed);
-    ledger.finish(&done(id, &run)).expect("finish");
+    ledger.finish(&done(id, run)).expect("finish");
 }
 
 fn row(store: &str, ids: u64, ops: u64, t: Stats, vs_floor: Option<f64>) {

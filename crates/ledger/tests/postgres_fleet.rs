@@ -7,10 +7,7 @@
 //! telling its connections apart by its `application_name`.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use sluice_ledger::{PostgresLedger, DEFAULT_RETENTION};
@@ -18,6 +15,7 @@ use sluice_policy::{
     AttemptError, Bounds, BudgetStore, Claim, Effect, Ledger, Operation, OutcomeKind, Policy,
     RetryBudget,
 };
+use sluice_testkit::proxy::{TcpFaultProxy, TcpMode};
 use sluice_testkit::{
     PgBouncer, Postgres, PostgresOptions, PostgresTls, ServerCert, TestPki, TlsAuth,
 };
@@ -232,105 +230,28 @@ fn a_client_certificate_logs_in_where_pg_hba_asks_for_one() {
     assert!(e.to_string().contains("127.0.0.1"), "{e}");
 }
 
-/// A TCP proxy in front of the database that can cut every connection and
-/// from then on accept new ones and say nothing (a database host gone
-/// silent).
-struct SilentAfterCut {
-    addr: SocketAddr,
-    silent: Arc<AtomicBool>,
-    stopped: Arc<AtomicBool>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
+/// A plain TCP fault proxy in front of `pg`.
+fn proxy_to(pg: &Postgres) -> TcpFaultProxy {
+    TcpFaultProxy::start(pg.addr()).expect("the proxy starts")
 }
 
-impl SilentAfterCut {
-    fn start(upstream: SocketAddr) -> SilentAfterCut {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("address");
-        let silent = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::new(AtomicBool::new(false));
-        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
-        let (s, o, end) = (silent.clone(), open.clone(), stopped.clone());
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                if end.load(Ordering::SeqCst) {
-                    return;
-                }
-                o.lock()
-                    .expect("lock")
-                    .push(client.try_clone().expect("clone"));
-                if s.load(Ordering::SeqCst) {
-                    continue; // accepted, held open, never answered
-                }
-                let server = TcpStream::connect(upstream).expect("the database");
-                o.lock()
-                    .expect("lock")
-                    .push(server.try_clone().expect("clone"));
-                pump(
-                    client.try_clone().expect("clone"),
-                    server.try_clone().expect("clone"),
-                );
-                pump(server, client);
-            }
-        });
-        SilentAfterCut {
-            addr,
-            silent,
-            stopped,
-            open,
-        }
-    }
-
-    /// How many connections it holds (cut ones are let go).
-    fn accepted(&self) -> usize {
-        self.open.lock().expect("lock").len()
-    }
-
-    /// Cut every connection now; answer none from now on.
-    fn cut_and_go_silent(&self) {
-        self.silent.store(true, Ordering::SeqCst);
-        for s in self.open.lock().expect("lock").drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-    }
-}
-
-impl Drop for SilentAfterCut {
-    fn drop(&mut self) {
-        self.cut_and_go_silent();
-        // Wake the accept loop so that it sees the end.
-        self.stopped.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr);
-    }
-}
-
-fn pump(mut from: TcpStream, mut to: TcpStream) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = to.shutdown(Shutdown::Both);
-    });
+/// Cut every connection now and answer none from now on (a database host
+/// gone silent).
+fn cut_and_go_silent(proxy: &TcpFaultProxy) {
+    proxy.set_mode(TcpMode::StallNew);
+    proxy.cut_all();
 }
 
 #[test]
 fn a_database_that_accepts_and_says_nothing_fails_open_claim_and_budget_within_their_bounds() {
     let pg = Postgres::start().expect("PostgreSQL starts");
     // Opening against a host that accepts and never answers.
-    let silent = SilentAfterCut::start(pg.addr());
-    silent.cut_and_go_silent();
+    let silent = proxy_to(&pg);
+    cut_and_go_silent(&silent);
     let url = format!(
         "postgres://sluice:{}@{}/postgres",
         pg.password(),
-        silent.addr
+        silent.addr()
     );
     let bound = Duration::from_secs(2);
     let started = Instant::now();
@@ -345,16 +266,16 @@ fn a_database_that_accepts_and_says_nothing_fails_open_claim_and_budget_within_t
 
     // A store that opened, whose database then goes silent: the pooled
     // connection is cut, the new one is never answered.
-    let proxy = SilentAfterCut::start(pg.addr());
+    let proxy = proxy_to(&pg);
     let url = format!(
         "postgres://sluice:{}@{}/postgres",
         pg.password(),
-        proxy.addr
+        proxy.addr()
     );
     let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
     assert_eq!(ledger.claim(&req("before")).expect("claim"), Claim::Claimed);
     let budgets = ledger.budget_store();
-    proxy.cut_and_go_silent();
+    cut_and_go_silent(&proxy);
     let started = Instant::now();
     let e = ledger
         .claim_within("after", bound)
@@ -405,15 +326,15 @@ fn two_second_op(id: &str) -> Operation {
 #[test]
 fn a_claim_on_a_database_gone_silent_ends_local_error_within_the_deadline_through_the_policy() {
     let pg = Postgres::start().expect("PostgreSQL starts");
-    let proxy = SilentAfterCut::start(pg.addr());
+    let proxy = proxy_to(&pg);
     let url = format!(
         "postgres://sluice:{}@{}/postgres",
         pg.password(),
-        proxy.addr
+        proxy.addr()
     );
     let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
     let policy = Policy::builder().ledger(Arc::new(ledger)).build();
-    proxy.cut_and_go_silent();
+    cut_and_go_silent(&proxy);
     let mut calls = 0;
     let started = Instant::now();
     let outcome = policy.run(two_second_op("silent-claim"), |_| {
@@ -437,11 +358,11 @@ fn a_claim_on_a_database_gone_silent_ends_local_error_within_the_deadline_throug
 #[test]
 fn a_finish_on_a_database_gone_silent_ends_recorded_false_within_the_deadline() {
     let pg = Postgres::start().expect("PostgreSQL starts");
-    let proxy = SilentAfterCut::start(pg.addr());
+    let proxy = proxy_to(&pg);
     let url = format!(
         "postgres://sluice:{}@{}/postgres",
         pg.password(),
-        proxy.addr
+        proxy.addr()
     );
     let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
     let policy = Policy::builder().ledger(Arc::new(ledger)).build();
@@ -449,7 +370,7 @@ fn a_finish_on_a_database_gone_silent_ends_recorded_false_within_the_deadline() 
     // The claim is made; the database goes silent while the operation
     // runs, so its finish hangs.
     let outcome = policy.run(two_second_op("silent-finish"), |_| {
-        proxy.cut_and_go_silent();
+        cut_and_go_silent(&proxy);
         Ok::<_, AttemptError>(())
     });
     let took = started.elapsed();
@@ -465,6 +386,47 @@ fn a_finish_on_a_database_gone_silent_ends_recorded_false_within_the_deadline() 
         .expect("show")
         .expect("claimed");
     assert!(row.run.is_none(), "{row:?}");
+}
+
+#[test]
+fn open_connections_that_stall_fail_a_claim_in_time_and_a_cut_pool_is_replaced() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let proxy = proxy_to(&pg);
+    let url = format!(
+        "postgres://sluice:{}@{}/postgres",
+        pg.password(),
+        proxy.addr()
+    );
+    let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
+    assert_eq!(ledger.claim(&req("s-1")).expect("claim"), Claim::Claimed);
+    // Every connection stops moving bytes: the pooled one and new ones.
+    proxy.set_mode(TcpMode::StallAll);
+    let bound = Duration::from_secs(1);
+    let started = Instant::now();
+    let e = ledger
+        .claim_within("s-2", bound)
+        .expect_err("a stalled database fails the claim");
+    let took = started.elapsed();
+    assert!(took >= bound && took < bound * 2, "took {took:?}");
+    assert!(e.to_string().contains("no answer within"), "{e}");
+    // Bytes move again: the next claim works (the stalled connection was
+    // let go; a new one is made).
+    proxy.set_mode(TcpMode::PassThrough);
+    assert_eq!(ledger.claim(&req("s-3")).expect("claim"), Claim::Claimed);
+    // Every connection cut at once: the pool replaces them.
+    assert!(proxy.cut_all() > 0, "there were connections to cut");
+    assert_eq!(
+        ledger
+            .claim(&req("s-4"))
+            .expect("the claim after a cut works"),
+        Claim::Claimed
+    );
+    assert_eq!(
+        ledger.claim(&req("s-1")).expect("claim"),
+        Claim::Taken(None)
+    );
+    assert_eq!(proxy.cuts(), 1);
+    assert!(proxy.accepted() >= 3, "{}", proxy.accepted());
 }
 
 #[test]

@@ -261,10 +261,13 @@ fn a_generated_id_passed_back_is_rejected_and_a_memory_ledger_does_not_keep_it()
     assert_ne!(other.operation.id, id);
 }
 
+/// A claim as the ledger saw it: id, time left, kind, remote.
+type Claimed = (String, Duration, Option<String>, Option<String>);
+
 /// What a ledger and a budget store were asked, with the time left.
 #[derive(Debug, Default)]
 struct Asked {
-    claims: std::sync::Mutex<Vec<(String, Duration, Option<String>, Option<String>)>>,
+    claims: std::sync::Mutex<Vec<Claimed>>,
     finishes: std::sync::Mutex<Vec<(String, Duration, OutcomeKind)>>,
     spends: std::sync::Mutex<Vec<Duration>>,
     credits: std::sync::Mutex<Vec<Duration>>,
