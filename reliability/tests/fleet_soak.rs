@@ -1,7 +1,7 @@
 //! The fleet soak, CI-sized: three replica processes (`fleet-replica`) ×
 //! eight threads share one PostgreSQL ledger and retry budget, each asking
-//! for the same operation ids — ls-refs and leased pushes over git:// and
-//! smart HTTP, through fault proxies setting a random fault every 100 ms —
+//! for the same operation ids — ls-refs, fetches and leased pushes over
+//! git:// and smart HTTP, through fault proxies setting a random fault every 100 ms —
 //! while PostgreSQL is restarted twice, its connections are cut twice
 //! through the plain TCP fault proxy, and two replicas are SIGKILLed and
 //! started again. Then, from the servers' truth (a pre-receive hook's log
@@ -157,6 +157,7 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
     let ledger = PostgresLedger::open(&ledger_url).expect("the schema is made");
     for k in 0..REPLICAS {
         borrowing(&root.join(format!("local-{k}.git")), &srv);
+        repo::init_bare(&root.join(format!("local-{k}.git.fetch"))).expect("init");
     }
     let mut running: Vec<Child> = (0..REPLICAS)
         .map(|k| replica(root, &ledger_url, &git_url, &http_url, k, 0))
@@ -232,6 +233,7 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
     let rows = ledger.list(std::time::UNIX_EPOCH).expect("rows");
     let row_of: BTreeMap<&str, _> = rows.iter().map(|r| (r.id.as_str(), r)).collect();
     let (mut succeeded, mut answered, mut unknown, mut not_recorded) = (0, 0, 0, 0);
+    let mut fetched = 0;
     for (id, l) in by_id.iter().map(|(id, v)| (id, v[0])) {
         // A claim that failed (local-error) may have left no row; a finish
         // the database could not take leaves the row running
@@ -243,6 +245,9 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
                 assert_eq!(recorded, said, "{id}: the ledger's row is the outcome");
             }
             None => not_recorded += 1,
+        }
+        if l.kind == "fetch" && l.result == "succeeded" {
+            fetched += 1;
         }
         if l.kind != "push" {
             continue;
@@ -264,7 +269,7 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
     }
     let ids_ran: BTreeSet<&str> = by_id.keys().copied().collect();
     eprintln!(
-        "fleet: {} ids ran of {IDS}, {} outcomes, pushes {succeeded} succeeded, \
+        "fleet: {} ids ran of {IDS}, {} outcomes, {fetched} fetches succeeded, pushes {succeeded} succeeded, \
          {answered} answered, {unknown} other; {not_recorded} not recorded; {} packs; {restarts} restarts, \
          {cuts} cuts, {kills} kills; {:?}",
         ids_ran.len(),
@@ -272,7 +277,7 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
         packs.lines().count(),
         started.elapsed()
     );
-    assert!(succeeded > 0, "pushes landed");
+    assert!(succeeded > 0 && fetched > 0, "pushes landed, fetches ran");
 
     // The outage: every connection refused; the fleet's retries stay within
     // one bucket (capacity 10, 2 a second).

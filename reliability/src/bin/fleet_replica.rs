@@ -4,10 +4,10 @@
 //! `fleet-replica run <ledger-url> <git-url> <http-url> <local> <out> <replica> <threads> <ids>`:
 //! opens the PostgreSQL ledger and its shared retry budget as the CLI does,
 //! then `threads` threads each ask for every operation id `fleet-<n>`
-//! (`n` below `ids`), in an order of their own: `n % 4` picks an ls-refs
-//! over git:// or smart HTTP, or a leased push of a commit made for that id
-//! (its message is the id) to `refs/heads/b<n % 8>` over git:// or smart
-//! HTTP. Every ended operation appends one line to `<out>`:
+//! (`n` below `ids`), in an order of their own: `n % 4` picks a read
+//! (an ls-refs, or a fetch into `<local>.fetch`, by `n / 4`) over git://
+//! or smart HTTP, or a leased push of a commit made for that id (its
+//! message is the id) to `refs/heads/b<n % 8>` over git:// or smart HTTP. Every ended operation appends one line to `<out>`:
 //! `<id> <kind> <result> <may_have_applied> <commit|-> <dst|-> <attempts>`.
 //!
 //! `fleet-replica outage <ledger-url> <git-url> <out> <threads> <ops>`:
@@ -121,9 +121,19 @@ fn one(client: &GitClient, urls: [&str; 2], local: &Path, n: usize, out: &Out) {
             result(k)
         ));
     };
-    if n % 4 < 2 {
+    if n % 4 < 2 && (n / 4) % 2 == 0 {
         let o = client.ls_refs(url, &[], &opts).expect("valid input");
         note("ls-refs", ended(&o), "-", "-");
+        return;
+    }
+    if n % 4 < 2 {
+        // Each id into refs of its own: threads do not queue on one lock.
+        let into = gix::open(local.with_extension("git.fetch")).expect("the fetch repository");
+        let spec = format!("+refs/heads/*:refs/remotes/{id}/*");
+        let o = client
+            .fetch(url, &[spec], &into, &opts)
+            .expect("valid input");
+        note("fetch", ended(&o), "-", "-");
         return;
     }
     let dst = format!("refs/heads/b{}", n % 8);
