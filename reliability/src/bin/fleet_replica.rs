@@ -121,7 +121,7 @@ fn one(client: &GitClient, urls: [&str; 2], local: &Path, n: usize, out: &Out) {
             result(k)
         ));
     };
-    if n % 4 < 2 && (n / 4) % 2 == 0 {
+    if n % 4 < 2 && (n / 4).is_multiple_of(2) {
         let o = client.ls_refs(url, &[], &opts).expect("valid input");
         note("ls-refs", ended(&o), "-", "-");
         return;
