@@ -29,7 +29,26 @@ use sluice_testkit::{repo, Fault, FaultProxy, GitDaemon, HttpBackend, Postgres, 
 
 const REPLICAS: usize = 3;
 const THREADS: usize = 8;
-const IDS: usize = 160;
+const IDS: usize = 120;
+
+/// What befalls the fleet while it runs, in this order, one every
+/// [`CHAOS_STEP`].
+enum Chaos {
+    Restart,
+    Cut,
+    Kill,
+}
+
+const CHAOS: [Chaos; 6] = [
+    Chaos::Restart,
+    Chaos::Cut,
+    Chaos::Kill,
+    Chaos::Restart,
+    Chaos::Cut,
+    Chaos::Kill,
+];
+
+const CHAOS_STEP: Duration = Duration::from_millis(700);
 
 /// The hook that logs every pack that reached the server to `log`: the
 /// new value, the ref and the commit's message (the operation id).
@@ -165,32 +184,36 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
 
     // The chaos, on a schedule, while replicas run.
     let started = Instant::now();
-    let (mut restarts, mut cuts, mut kills, mut n) = (0, 0, 0, 0u64);
+    let (mut restarts, mut cuts, mut kills, mut n, mut done) = (0, 0, 0, 0u64, 0usize);
     let alive = |r: &mut Vec<Child>| r.iter_mut().any(|c| c.try_wait().expect("wait").is_none());
     while alive(&mut running) {
         n += 1;
         let (g, h) = fault(n);
         gproxy.set_fault(g, 1);
         hproxy.set_fault(h, 1);
-        let t = started.elapsed().as_millis();
-        let step = t / 700;
-        match (step, restarts, cuts, kills) {
-            (1, 0, _, _) | (4, 1, _, _) => {
-                pg.restart().expect("PostgreSQL restarts");
-                restarts += 1;
+        // The next event of the schedule, once its time has come: each
+        // happens, in order, however late the one before it ran.
+        if let Some(event) = CHAOS.get(done) {
+            if started.elapsed() >= CHAOS_STEP * (done as u32 + 1) {
+                match event {
+                    Chaos::Restart => {
+                        pg.restart().expect("PostgreSQL restarts");
+                        restarts += 1;
+                    }
+                    Chaos::Cut => {
+                        assert!(dbproxy.cut_all() > 0);
+                        cuts += 1;
+                    }
+                    Chaos::Kill => {
+                        let k = kills;
+                        running[k].kill().expect("SIGKILL");
+                        running[k].wait().expect("reaped");
+                        running[k] = replica(root, &ledger_url, &git_url, &http_url, k, 1);
+                        kills += 1;
+                    }
+                }
+                done += 1;
             }
-            (2, _, 0, _) | (5, _, 1, _) => {
-                assert!(dbproxy.cut_all() > 0);
-                cuts += 1;
-            }
-            (3, _, _, 0) | (6, _, _, 1) => {
-                let k = kills;
-                running[k].kill().expect("SIGKILL");
-                running[k].wait().expect("reaped");
-                running[k] = replica(root, &ledger_url, &git_url, &http_url, k, 1);
-                kills += 1;
-            }
-            _ => {}
         }
         assert!(
             started.elapsed() < Duration::from_secs(75),

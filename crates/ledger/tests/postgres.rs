@@ -394,7 +394,10 @@ fn the_password_comes_from_the_url_pgpassword_or_pgpass_and_is_never_printed() {
     // No password anywhere: refused by the server.
     let text = open(&pg.url(), &[]);
     assert!(text.starts_with("ERROR "), "{text}");
-    assert!(text.contains(&pg.url()), "the database is named: {text}");
+    // Named without user info.
+    let named = format!("postgres://{}/postgres", pg.addr());
+    assert!(text.contains(&named), "the database is named: {text}");
+    assert!(!text.contains("sluice@"), "{text}");
     // PGPASSWORD.
     assert_eq!(
         open(&pg.url(), &[("PGPASSWORD", pg.password())]).trim(),

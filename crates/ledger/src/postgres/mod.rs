@@ -198,8 +198,8 @@ async fn ensure_schema(c: &mut Client) -> Result<Result<(), String>, tokio_postg
 /// `key=value` form), with the password taken, in order, from the URL,
 /// `PGPASSWORD`, or the `.pgpass` file (`PGPASSFILE`, else `~/.pgpass`; its
 /// `host:port:database:user:password` lines, `*` matching anything). The
-/// password is never printed: errors and `Debug` name the database as
-/// `postgres://user@host:port/db`.
+/// password is never printed, nor the user: errors and `Debug` name the
+/// database as `postgres://host:port/db`.
 ///
 /// # TLS
 ///
@@ -328,7 +328,7 @@ impl PostgresLedger {
         })
     }
 
-    /// The database, as printed: `postgres://user@host:port/db`.
+    /// The database, as printed: `postgres://host:port/db` (no user info).
     pub fn database(&self) -> &str {
         &self.pool.shown
     }
