@@ -229,7 +229,18 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
         "{restarts} {cuts} {kills}: the fleet ended before its chaos"
     );
 
-    // The checker.
+    let summary = check(root, &srv, &log, &ledger);
+    eprintln!(
+        "fleet: {summary}; {restarts} restarts, {cuts} cuts, {kills} kills; {:?}",
+        started.elapsed()
+    );
+    outage_stays_within_one_budget(root, &gproxy, &ledger_url, &git_url);
+    drop(ledger);
+}
+
+/// The checker, from the outcome lines, the hook's pack log, the reflogs
+/// and the ledger's rows; what it counted, as a line for the log.
+fn check(root: &Path, srv: &Path, log: &Path, ledger: &PostgresLedger) -> String {
     let ran = lines(root);
     let mut by_id: BTreeMap<&str, Vec<&Line>> = BTreeMap::new();
     // Rejected, or a claim that could not be made (local-error with no
@@ -242,7 +253,7 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
     }
     let twice: Vec<_> = by_id.values().filter(|v| v.len() > 1).collect();
     assert!(twice.is_empty(), "an id ran twice: {twice:?}");
-    let packs = std::fs::read_to_string(&log).expect("pack log");
+    let packs = std::fs::read_to_string(log).expect("pack log");
     let mut pack_ids: BTreeMap<String, usize> = BTreeMap::new();
     for l in packs.lines() {
         if let Some(id) = l.split(' ').nth(2) {
@@ -275,7 +286,7 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
         if l.kind != "push" {
             continue;
         }
-        let on_server = repo::reflog(&srv, &l.dst)
+        let on_server = repo::reflog(srv, &l.dst)
             .iter()
             .any(|e| e.contains(&l.commit));
         match l.result.as_str() {
@@ -291,19 +302,25 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
         }
     }
     let ids_ran: BTreeSet<&str> = by_id.keys().copied().collect();
-    eprintln!(
-        "fleet: {} ids ran of {IDS}, {} outcomes, {fetched} fetches succeeded, pushes {succeeded} succeeded, \
-         {answered} answered, {unknown} other; {not_recorded} not recorded; {} packs; {restarts} restarts, \
-         {cuts} cuts, {kills} kills; {:?}",
+    assert!(succeeded > 0 && fetched > 0, "pushes landed, fetches ran");
+    format!(
+        "{} ids ran of {IDS}, {} outcomes, {fetched} fetches succeeded, pushes {succeeded} \
+         succeeded, {answered} answered, {unknown} other; {not_recorded} not recorded; {} packs",
         ids_ran.len(),
         ran.len(),
         packs.lines().count(),
-        started.elapsed()
-    );
-    assert!(succeeded > 0 && fetched > 0, "pushes landed, fetches ran");
+    )
+}
 
-    // The outage: every connection refused; the fleet's retries stay within
-    // one bucket (capacity 10, 2 a second).
+/// The git server out (its proxy refuses every connection): the three
+/// replicas' retries together stay within the one shared bucket
+/// (capacity 10, 2 a second).
+fn outage_stays_within_one_budget(
+    root: &Path,
+    gproxy: &FaultProxy,
+    ledger_url: &str,
+    git_url: &str,
+) {
     gproxy.set_fault_always(Fault::Refuse);
     let before = gproxy.connections().len();
     let out_started = Instant::now();
@@ -312,8 +329,8 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
             Command::new(env!("CARGO_BIN_EXE_fleet-replica"))
                 .args([
                     "outage",
-                    &ledger_url,
-                    &git_url,
+                    ledger_url,
+                    git_url,
                     root.join(format!("outage-{k}")).to_str().expect("UTF-8"),
                     &THREADS.to_string(),
                     "2",
@@ -333,5 +350,4 @@ fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() 
     eprintln!("outage: {ops} operations, {conns} connections in {took:.1}s (bound {bound:.0})");
     assert!(conns > ops, "retries happened: {conns}");
     assert!((conns as f64) <= bound, "{conns} connections > {bound}");
-    drop(ledger);
 }

@@ -13,7 +13,7 @@
 //! # The SQLite store
 //!
 //! One file, one row per id: `(id, claimed_at, finished_at, run)`, where `run`
-//! is the [`PreviousRun`] as JSON text and a row
+//! is the [`PreviousRun`](sluice_policy::PreviousRun) as JSON text and a row
 //! whose `run` is NULL is a claim still running (or whose process died —
 //! nothing tells them apart, and nothing may start it again).
 //!
