@@ -94,7 +94,7 @@ fn eight_processes_claiming_the_same_ids_at_once_claim_each_exactly_once() {
     // with the earlier run.
     let l = FileLedger::new(&ledger);
     for id in &ids {
-        match l.claim(id).expect("read") {
+        match l.claim(&req(id)).expect("read") {
             Claim::Taken(Some(prev)) => assert_eq!(prev.attempts.len(), 1),
             other => panic!("{id}: {other:?}"),
         }
@@ -130,14 +130,14 @@ fn a_writer_killed_at_random_moments_leaves_a_ledger_the_next_process_reads() {
         let l = FileLedger::new(&ledger);
         let probe = format!("probe-{round}");
         assert_eq!(
-            l.claim(&probe)
+            l.claim(&req(&probe))
                 .expect("the ledger is readable after a kill"),
             Claim::Claimed,
             "round {round}"
         );
         // Everything the killed writer reported done is there, finished.
         for id in &done {
-            match l.claim(id).expect("read") {
+            match l.claim(&req(id)).expect("read") {
                 Claim::Taken(Some(_)) => {}
                 other => panic!("round {round}: {id} lost after the kill: {other:?}"),
             }
@@ -145,7 +145,7 @@ fn a_writer_killed_at_random_moments_leaves_a_ledger_the_next_process_reads() {
         // The id it was writing when killed is claimed or not, never torn.
         let next = format!("{prefix}-{}", done.len());
         assert!(matches!(
-            l.claim(&next).expect("read"),
+            l.claim(&req(&next)).expect("read"),
             Claim::Claimed | Claim::Taken(_)
         ));
     }
@@ -202,4 +202,13 @@ fn two_processes_claiming_one_id_at_the_same_instant_leave_exactly_one_running()
         "{rounds} races, {wins} winners, {} ms",
         t.elapsed().as_millis()
     );
+}
+
+/// What remains of a deadline, in the calls these tests make outside any
+/// operation: 10 s.
+const LEFT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A claim of `id` (a write) with [`LEFT`] left.
+fn req(id: &str) -> sluice_policy::ClaimRequest<'_> {
+    sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Write, LEFT)
 }

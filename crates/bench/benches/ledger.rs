@@ -58,8 +58,8 @@ fn claim_finish(ledger: &dyn Ledger, run: &PreviousRun, next: &mut u64, iters: u
     *next += iters;
     let start = std::time::Instant::now();
     for id in &ids {
-        assert_eq!(ledger.claim(id).expect("claim"), Claim::Claimed);
-        ledger.finish(id, run.clone()).expect("finish");
+        assert_eq!(ledger.claim(&req(id)).expect("claim"), Claim::Claimed);
+        ledger.finish(&done(id, run)).expect("finish");
     }
     start.elapsed()
 }
@@ -135,7 +135,7 @@ fn ledger(c: &mut Criterion) {
     for n in SIZES {
         let ledger = MemoryLedger::new();
         for i in 0..n {
-            ledger.claim(&id(PREFILLED | i)).expect("claim");
+            ledger.claim(&req(&id(PREFILLED | i))).expect("claim");
         }
         let mut next = 0;
         g.bench_with_input(BenchmarkId::new("memory", n), &n, |b, _| {
@@ -164,3 +164,17 @@ fn ledger(c: &mut Criterion) {
 
 criterion_group!(benches, ledger);
 criterion_main!(benches);
+
+/// What remains of a deadline, in the calls these tests make outside any
+/// operation: 10 s.
+const LEFT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A claim of `id` (a write) with [`LEFT`] left.
+fn req(id: &str) -> sluice_policy::ClaimRequest<'_> {
+    sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Write, LEFT)
+}
+
+/// A finish of `id` with `run`, with [`LEFT`] left.
+fn done<'a>(id: &'a str, run: &'a sluice_policy::PreviousRun) -> sluice_policy::FinishRequest<'a> {
+    sluice_policy::FinishRequest::new(id, sluice_policy::Effect::Write, run, LEFT)
+}

@@ -134,20 +134,24 @@ impl Unopened {
 }
 
 impl Ledger for Unopened {
-    fn claim(&self, _id: &str) -> Result<Claim, LedgerError> {
+    fn claim(&self, _: &sluice_policy::ClaimRequest<'_>) -> Result<Claim, LedgerError> {
         Err(self.error())
     }
 
-    fn finish(&self, _id: &str, _run: sluice_policy::PreviousRun) -> Result<(), LedgerError> {
+    fn finish(&self, _: &sluice_policy::FinishRequest<'_>) -> Result<(), LedgerError> {
         Err(self.error())
     }
 }
 
 /// `--ledger FILE`: the SQLite ledger (a JSON ledger of earlier versions is
 /// imported once); `--ledger postgres://…`: the PostgreSQL ledger and its
-/// shared retry budget.
-fn open_ledger(path: &std::path::Path) -> (Arc<dyn Ledger>, Option<Arc<dyn BudgetStore>>) {
-    match Store::open(path) {
+/// shared retry budget. Opening is bounded by the operation's deadline: a
+/// database that does not answer in that time is a claim that fails.
+fn open_ledger(
+    path: &std::path::Path,
+    deadline: std::time::Duration,
+) -> (Arc<dyn Ledger>, Option<Arc<dyn BudgetStore>>) {
+    match Store::open_within(path, deadline) {
         Ok(l) => {
             let budgets = l.budget_store();
             (Arc::new(l), budgets)
@@ -166,7 +170,7 @@ fn open_ledger(path: &std::path::Path) -> (Arc<dyn Ledger>, Option<Arc<dyn Budge
 fn policy(common: &Common) -> Arc<Policy> {
     let mut b = Policy::builder();
     if let Some(path) = &common.ledger {
-        let (ledger, budgets) = open_ledger(path);
+        let (ledger, budgets) = open_ledger(path, common.bounds.deadline);
         b = b.ledger(ledger);
         if let Some(budgets) = budgets {
             b = b.budget_store(budgets);

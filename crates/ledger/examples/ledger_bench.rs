@@ -79,8 +79,8 @@ fn measure(ops: u64, mut op: impl FnMut(u64)) -> Stats {
 }
 
 fn claim_finish(ledger: &dyn Ledger, id: &str, run: &PreviousRun) {
-    assert_eq!(ledger.claim(id).expect("claim"), Claim::Claimed);
-    ledger.finish(id, run.clone()).expect("finish");
+    assert_eq!(ledger.claim(&req(id)).expect("claim"), Claim::Claimed);
+    ledger.finish(&done(id, run)).expect("finish");
 }
 
 fn row(store: &str, ids: u64, ops: u64, t: Stats, vs_floor: Option<f64>) {
@@ -237,7 +237,7 @@ fn main() {
     for &n in sizes.iter().filter(|_| wanted("MemoryLedger")) {
         let ledger = MemoryLedger::new();
         for i in 0..n {
-            ledger.claim(&id(1 << 40 | i)).expect("claim");
+            ledger.claim(&req(&id(1 << 40 | i))).expect("claim");
         }
         let m = measure(100_000, |i| claim_finish(&ledger, &id(i), &run));
         row("MemoryLedger", n, 100_000, m, None);
@@ -376,4 +376,18 @@ fn postgres_rows(sizes: &[u64], run: &PreviousRun, fsync: bool) {
             Some(tls_ratio),
         );
     }
+}
+
+/// What remains of a deadline, in the calls these tests make outside any
+/// operation: 10 s.
+const LEFT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A claim of `id` (a write) with [`LEFT`] left.
+fn req(id: &str) -> sluice_policy::ClaimRequest<'_> {
+    sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Write, LEFT)
+}
+
+/// A finish of `id` with `run`, with [`LEFT`] left.
+fn done<'a>(id: &'a str, run: &'a sluice_policy::PreviousRun) -> sluice_policy::FinishRequest<'a> {
+    sluice_policy::FinishRequest::new(id, sluice_policy::Effect::Write, run, LEFT)
 }

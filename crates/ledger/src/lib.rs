@@ -13,7 +13,7 @@
 //! # The SQLite store
 //!
 //! One file, one row per id: `(id, claimed_at, finished_at, run)`, where `run`
-//! is the [`PreviousRun`] as JSON text and a row
+//! is the [`PreviousRun`](sluice_policy::PreviousRun) as JSON text and a row
 //! whose `run` is NULL is a claim still running (or whose process died —
 //! nothing tells them apart, and nothing may start it again).
 //!
@@ -66,7 +66,7 @@
 //!
 //! ```
 //! use sluice_ledger::{SqliteLedger, SyncMode};
-//! use sluice_policy::{Claim, Ledger};
+//! use sluice_policy::{Claim, ClaimRequest, Effect, Ledger};
 //! use std::time::Duration;
 //!
 //! # fn main() -> Result<(), sluice_policy::LedgerError> {
@@ -75,8 +75,10 @@
 //!     .sync(SyncMode::Full)
 //!     .retention(Duration::from_secs(7 * 24 * 3600))
 //!     .open(dir.path().join("ledger.db"))?;
-//! assert_eq!(ledger.claim("deploy-42")?, Claim::Claimed);
-//! assert_eq!(ledger.claim("deploy-42")?, Claim::Taken(None)); // still running
+//! // The claim is bounded by what remains of the operation's deadline.
+//! let claim = ClaimRequest::new("deploy-42", Effect::Write, Duration::from_secs(20));
+//! assert_eq!(ledger.claim(&claim)?, Claim::Claimed);
+//! assert_eq!(ledger.claim(&claim)?, Claim::Taken(None)); // still running
 //! let entry = ledger.show("deploy-42")?.expect("claimed above");
 //! assert!(entry.run.is_none());
 //! # Ok(())
@@ -103,9 +105,9 @@ pub use sqlite::{
 };
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
-use sluice_policy::{BudgetStore, Claim, Ledger, LedgerError, PreviousRun};
+use sluice_policy::{BudgetStore, Claim, ClaimRequest, FinishRequest, Ledger, LedgerError};
 
 /// A ledger named by what the CLI's `--ledger` takes: a PostgreSQL URL
 /// (`postgres://…`, see [`is_postgres_url`]) or a file (SQLite).
@@ -124,8 +126,17 @@ pub enum Store {
 impl Store {
     /// Open the store `spec` names, with the default options.
     pub fn open(spec: &std::path::Path) -> Result<Store, LedgerError> {
+        Self::open_within(spec, DEFAULT_CALL_TIMEOUT)
+    }
+
+    /// [`Store::open`] within `left`: a PostgreSQL database that cannot be
+    /// reached, logged into and read in that time is an error (SQLite
+    /// opens a local file and is not bounded but by its busy timeout).
+    pub fn open_within(spec: &std::path::Path, left: Duration) -> Result<Store, LedgerError> {
         match spec.to_str().filter(|s| is_postgres_url(s)) {
-            Some(url) => PostgresLedger::open(url).map(Store::Postgres),
+            Some(url) => {
+                PostgresLedger::open_within(url, DEFAULT_RETENTION, left).map(Store::Postgres)
+            }
             None => SqliteLedger::open(spec).map(Store::Sqlite),
         }
     }
@@ -157,17 +168,17 @@ impl Store {
 }
 
 impl Ledger for Store {
-    fn claim(&self, id: &str) -> Result<Claim, LedgerError> {
+    fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
         match self {
-            Store::Sqlite(s) => s.claim(id),
-            Store::Postgres(p) => p.claim(id),
+            Store::Sqlite(s) => s.claim(req),
+            Store::Postgres(p) => p.claim(req),
         }
     }
 
-    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
+    fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
         match self {
-            Store::Sqlite(s) => s.finish(id, run),
-            Store::Postgres(p) => p.finish(id, run),
+            Store::Sqlite(s) => s.finish(req),
+            Store::Postgres(p) => p.finish(req),
         }
     }
 }

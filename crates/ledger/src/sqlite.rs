@@ -7,7 +7,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::{params, Connection, OptionalExtension};
-use sluice_policy::{Claim, Ledger, LedgerError, PreviousRun};
+use sluice_policy::{Claim, ClaimRequest, FinishRequest, Ledger, LedgerError, PreviousRun};
 
 use crate::entry::{error, from_ms, to_ms, LedgerEntry, DEFAULT_RETENTION, PRUNE_INTERVAL};
 use crate::import;
@@ -322,6 +322,14 @@ impl SqliteLedger {
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
+    /// Wait for another process's write at most `left` (never longer than
+    /// the busy timeout) in the calls that follow on `st`'s connection.
+    fn bound(&self, st: &State, left: Duration) -> Result<(), LedgerError> {
+        st.conn
+            .busy_timeout(left.min(self.options.busy_timeout))
+            .map_err(|e| self.err(e))
+    }
+
     fn err(&self, e: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> LedgerError {
         error(&self.path, e)
     }
@@ -370,9 +378,14 @@ impl Ledger for SqliteLedger {
     /// One `INSERT … ON CONFLICT DO NOTHING`; when it inserted nothing, one
     /// read of the earlier row. A recorded run that cannot be read back as a
     /// [`PreviousRun`] is an error naming the id (the id stays taken).
-    fn claim(&self, id: &str) -> Result<Claim, LedgerError> {
+    ///
+    /// Another process's write is waited for at most the busy timeout or
+    /// the request's `left`, whichever is shorter.
+    fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
+        let id = req.id;
         let now = to_ms(SystemTime::now());
         let mut st = self.lock();
+        self.bound(&st, req.left)?;
         let claim = loop {
             let inserted = st
                 .conn
@@ -403,11 +416,14 @@ impl Ledger for SqliteLedger {
     }
 
     /// One upsert: the row gets its run and `finished_at`; an id not claimed
-    /// here (or pruned since) gets a row of its own.
-    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
-        let text = serde_json::to_string(&run).map_err(|e| self.err(e))?;
+    /// here (or pruned since) gets a row of its own. Waits for another
+    /// process's write as a claim does.
+    fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
+        let id = req.id;
+        let text = serde_json::to_string(req.run).map_err(|e| self.err(e))?;
         let now = to_ms(SystemTime::now());
         let mut st = self.lock();
+        self.bound(&st, req.left)?;
         st.conn
             .prepare_cached(FINISH)
             .and_then(|mut s| s.execute(params![id, now, text]))

@@ -184,7 +184,10 @@ fn pruning_beside_ten_thousand_claims_fails_none_of_them() {
     let claimer = open();
     for i in 0..10_000 {
         let id = format!("new-{i}");
-        assert_eq!(claimer.claim(&id).expect("no claim fails"), Claim::Claimed);
+        assert_eq!(
+            claimer.claim(&req(&id)).expect("no claim fails"),
+            Claim::Claimed
+        );
         if i % 1_000 == 999 {
             progress.send(()).expect("the pruner listens");
         }
@@ -209,9 +212,9 @@ fn a_json_ledger_is_imported_once_and_kept_beside_it() {
     let path = dir.path().join("ledger");
     let run = a_run();
     let json = FileLedger::new(&path);
-    assert_eq!(json.claim("running").expect("claim"), Claim::Claimed);
-    assert_eq!(json.claim("done").expect("claim"), Claim::Claimed);
-    json.finish("done", run.clone()).expect("finish");
+    assert_eq!(json.claim(&req("running")).expect("claim"), Claim::Claimed);
+    assert_eq!(json.claim(&req("done")).expect("claim"), Claim::Claimed);
+    json.finish(&done("done", &run)).expect("finish");
     let original = fs::read(&path).expect("the JSON ledger");
     assert_eq!(original.first(), Some(&b'{'));
 
@@ -222,12 +225,15 @@ fn a_json_ledger_is_imported_once_and_kept_beside_it() {
     let mut kept = path.clone().into_os_string();
     kept.push(".json-imported");
     assert_eq!(fs::read(&kept).expect("the JSON is kept"), original);
-    assert_eq!(ledger.claim("running").expect("claim"), Claim::Taken(None));
     assert_eq!(
-        ledger.claim("done").expect("claim"),
+        ledger.claim(&req("running")).expect("claim"),
+        Claim::Taken(None)
+    );
+    assert_eq!(
+        ledger.claim(&req("done")).expect("claim"),
         Claim::Taken(Some(run.clone()))
     );
-    assert_eq!(ledger.claim("new").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("new")).expect("claim"), Claim::Claimed);
     let done = ledger.show("done").expect("show").expect("imported");
     assert_eq!(done.run, Some(run));
     assert!(done.finished_at.is_some());
@@ -235,7 +241,7 @@ fn a_json_ledger_is_imported_once_and_kept_beside_it() {
 
     // Opened again: the database, not a second import.
     let again = SqliteLedger::open(&path).expect("reopens");
-    assert_eq!(again.claim("new").expect("claim"), Claim::Taken(None));
+    assert_eq!(again.claim(&req("new")).expect("claim"), Claim::Taken(None));
     let leftovers: Vec<_> = fs::read_dir(dir.path())
         .expect("dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -286,16 +292,19 @@ fn a_claimed_id_is_taken_while_running_and_carries_its_run_once_finished() {
     let dir = tempfile::tempdir().expect("temp dir");
     let ledger = SqliteLedger::open(dir.path().join("l.db")).expect("opens");
     let run = a_run();
-    assert_eq!(ledger.claim("x").expect("claim"), Claim::Claimed);
-    assert_eq!(ledger.claim("x").expect("claim"), Claim::Taken(None));
-    ledger.finish("x", run.clone()).expect("finish");
+    assert_eq!(ledger.claim(&req("x")).expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("x")).expect("claim"), Claim::Taken(None));
+    ledger.finish(&done("x", &run)).expect("finish");
     assert_eq!(
-        ledger.claim("x").expect("claim"),
+        ledger.claim(&req("x")).expect("claim"),
         Claim::Taken(Some(run.clone()))
     );
     // A finish without a claim (or after a prune) keeps its row too.
-    ledger.finish("y", run.clone()).expect("finish");
-    assert_eq!(ledger.claim("y").expect("claim"), Claim::Taken(Some(run)));
+    ledger.finish(&done("y", &run)).expect("finish");
+    assert_eq!(
+        ledger.claim(&req("y")).expect("claim"),
+        Claim::Taken(Some(run))
+    );
     assert!(ledger.keeps_generated_ids());
 }
 
@@ -305,9 +314,9 @@ fn show_and_list_read_the_rows_back_and_serialize_times_as_rfc3339() {
     let ledger = SqliteLedger::open(dir.path().join("l.db")).expect("opens");
     let before = SystemTime::now() - Duration::from_secs(1);
     assert_eq!(ledger.show("a").expect("show"), None);
-    ledger.claim("a").expect("claim");
-    ledger.claim("b").expect("claim");
-    ledger.finish("b", a_run()).expect("finish");
+    ledger.claim(&req("a")).expect("claim");
+    ledger.claim(&req("b")).expect("claim");
+    ledger.finish(&done("b", &a_run())).expect("finish");
     let a = ledger.show("a").expect("show").expect("kept");
     assert!(a.claimed_at >= before && a.finished_at.is_none() && a.run.is_none());
     let all = ledger.list(before).expect("list");
@@ -331,7 +340,7 @@ fn prune_deletes_only_the_rows_claimed_before_the_window() {
         .open(dir.path().join("l.db"))
         .expect("opens");
     for i in 0..1234 {
-        ledger.claim(&format!("id-{i}")).expect("claim");
+        ledger.claim(&req(&format!("id-{i}"))).expect("claim");
     }
     let now = SystemTime::now();
     assert_eq!(
@@ -341,7 +350,7 @@ fn prune_deletes_only_the_rows_claimed_before_the_window() {
     );
     let later = now + window + Duration::from_secs(1);
     assert_eq!(ledger.prune(later).expect("prune"), 1234, "several batches");
-    assert_eq!(ledger.claim("id-0").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("id-0")).expect("claim"), Claim::Claimed);
 }
 
 #[test]
@@ -400,10 +409,10 @@ fn a_schema_1_ledger_is_brought_to_schema_2_keeping_its_rows() {
     }
     let ledger = SqliteLedger::open(&path).expect("opens");
     assert!(matches!(
-        ledger.claim("old").expect("claim"),
+        ledger.claim(&req("old")).expect("claim"),
         Claim::Taken(_)
     ));
-    assert_eq!(ledger.claim("new").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("new")).expect("claim"), Claim::Claimed);
     let raw = rusqlite::Connection::open(&path).expect("raw connection");
     let version: i32 = raw
         .query_row("PRAGMA user_version", [], |r| r.get(0))
@@ -435,10 +444,10 @@ fn a_claim_prunes_one_batch_by_itself_at_most_once_a_minute() {
     expire("old-1");
     let ledger = SqliteLedger::open(&path).expect("opens");
     assert!(ledger.show("old-1").expect("show").is_some());
-    assert_eq!(ledger.claim("a").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("a")).expect("claim"), Claim::Claimed);
     assert!(ledger.show("old-1").expect("show").is_none(), "pruned");
     expire("old-2");
-    assert_eq!(ledger.claim("b").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("b")).expect("claim"), Claim::Claimed);
     assert!(
         ledger.show("old-2").expect("show").is_some(),
         "not pruned again within the minute"
@@ -456,7 +465,7 @@ fn the_database_is_in_wal_mode_in_either_sync_mode() {
             .open(&path)
             .expect("opens");
         assert_eq!(ledger.settings().sync_mode(), sync);
-        assert_eq!(ledger.claim("a").expect("claim"), Claim::Claimed);
+        assert_eq!(ledger.claim(&req("a")).expect("claim"), Claim::Claimed);
         let raw = rusqlite::Connection::open(&path).expect("raw connection");
         let mode: String = raw
             .query_row("PRAGMA journal_mode", [], |r| r.get(0))
@@ -472,8 +481,8 @@ fn four_processes_opening_one_json_ledger_import_it_once() {
     let run = a_run();
     let json = FileLedger::new(&path);
     for i in 0..100 {
-        json.claim(&format!("json-{i}")).expect("claim");
-        json.finish(&format!("json-{i}"), run.clone())
+        json.claim(&req(&format!("json-{i}"))).expect("claim");
+        json.finish(&done(&format!("json-{i}"), &run))
             .expect("finish");
     }
     let original = fs::read(&path).expect("the JSON ledger");
@@ -499,9 +508,23 @@ fn four_processes_opening_one_json_ledger_import_it_once() {
     let ledger = SqliteLedger::open(&path).expect("opens");
     for i in 0..100 {
         assert_eq!(
-            ledger.claim(&format!("json-{i}")).expect("claim"),
+            ledger.claim(&req(&format!("json-{i}"))).expect("claim"),
             Claim::Taken(Some(run.clone()))
         );
     }
     assert_eq!(ledger.list(UNIX_EPOCH).expect("list").len(), 1100);
+}
+
+/// What remains of a deadline, in the calls these tests make outside any
+/// operation: 10 s.
+const LEFT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A claim of `id` (a write) with [`LEFT`] left.
+fn req(id: &str) -> sluice_policy::ClaimRequest<'_> {
+    sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Write, LEFT)
+}
+
+/// A finish of `id` with `run`, with [`LEFT`] left.
+fn done<'a>(id: &'a str, run: &'a sluice_policy::PreviousRun) -> sluice_policy::FinishRequest<'a> {
+    sluice_policy::FinishRequest::new(id, sluice_policy::Effect::Write, run, LEFT)
 }

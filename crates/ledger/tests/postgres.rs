@@ -394,7 +394,10 @@ fn the_password_comes_from_the_url_pgpassword_or_pgpass_and_is_never_printed() {
     // No password anywhere: refused by the server.
     let text = open(&pg.url(), &[]);
     assert!(text.starts_with("ERROR "), "{text}");
-    assert!(text.contains(&pg.url()), "the database is named: {text}");
+    // Named without user info.
+    let named = format!("postgres://{}/postgres", pg.addr());
+    assert!(text.contains(&named), "the database is named: {text}");
+    assert!(!text.contains("sluice@"), "{text}");
     // PGPASSWORD.
     assert_eq!(
         open(&pg.url(), &[("PGPASSWORD", pg.password())]).trim(),
@@ -439,10 +442,10 @@ fn the_schema_is_created_once_and_a_newer_one_is_refused() {
     let pg = Postgres::start().expect("PostgreSQL starts");
     let url = pg.url_with_password();
     let a = PostgresLedger::open(&url).expect("creates the schema");
-    assert_eq!(a.claim("x").expect("claim"), Claim::Claimed);
+    assert_eq!(a.claim(&req("x")).expect("claim"), Claim::Claimed);
     drop(a);
     let b = PostgresLedger::open(&url).expect("opens the existing schema");
-    assert_eq!(b.claim("x").expect("claim"), Claim::Taken(None));
+    assert_eq!(b.claim(&req("x")).expect("claim"), Claim::Taken(None));
     assert_eq!(
         pg.psql("SELECT version FROM sluice_schema WHERE component = 'ledger'")
             .expect("psql")
@@ -461,7 +464,7 @@ fn the_cli_store_opens_a_postgres_url_and_reads_rows_back() {
     let store = Store::open(Path::new(&pg.url_with_password())).expect("opens");
     assert!(matches!(store, Store::Postgres(_)));
     assert!(store.budget_store().is_some());
-    assert_eq!(store.claim("a").expect("claim"), Claim::Claimed);
+    assert_eq!(store.claim(&req("a")).expect("claim"), Claim::Claimed);
     let entry = store.show("a").expect("show").expect("kept");
     assert!(entry.run.is_none());
     assert_eq!(store.list(UNIX_EPOCH).expect("list").len(), 1);
@@ -479,17 +482,17 @@ fn the_shared_budget_is_one_bucket_for_every_store_on_the_database() {
         success_credit: 0.5,
     };
     let t = Duration::ZERO;
-    assert_eq!(a.try_spend("h:1", &budget, t), (true, 2.0));
-    assert_eq!(b.try_spend("h:1", &budget, t), (true, 1.0));
-    assert_eq!(a.try_spend("h:1", &budget, t), (true, 0.0));
-    assert_eq!(b.try_spend("h:1", &budget, t), (false, 0.0));
+    assert_eq!(a.try_spend("h:1", &budget, t, LEFT), (true, 2.0));
+    assert_eq!(b.try_spend("h:1", &budget, t, LEFT), (true, 1.0));
+    assert_eq!(a.try_spend("h:1", &budget, t, LEFT), (true, 0.0));
+    assert_eq!(b.try_spend("h:1", &budget, t, LEFT), (false, 0.0));
     // Another host has its own bucket.
-    assert_eq!(b.try_spend("h:2", &budget, t), (true, 2.0));
-    assert_eq!(a.credit("h:1", &budget, t), 0.5);
-    assert_eq!(b.credit("h:1", &budget, t), 1.0);
-    assert_eq!(a.try_spend("h:1", &budget, t), (true, 0.0));
-    b.drain("h:2", &budget, t);
-    assert_eq!(a.try_spend("h:2", &budget, t), (false, 0.0));
+    assert_eq!(b.try_spend("h:2", &budget, t, LEFT), (true, 2.0));
+    assert_eq!(a.credit("h:1", &budget, t, LEFT), 0.5);
+    assert_eq!(b.credit("h:1", &budget, t, LEFT), 1.0);
+    assert_eq!(a.try_spend("h:1", &budget, t, LEFT), (true, 0.0));
+    b.drain("h:2", &budget, t, LEFT);
+    assert_eq!(a.try_spend("h:2", &budget, t, LEFT), (false, 0.0));
     assert!(!a.is_degraded() && !b.is_degraded());
 }
 
@@ -504,12 +507,12 @@ fn the_shared_budget_refills_by_the_servers_clock() {
         refill_per_sec: 1000.0,
         success_credit: 0.0,
     };
-    assert_eq!(a.try_spend("h", &budget, Duration::ZERO), (true, 0.0));
+    assert_eq!(a.try_spend("h", &budget, Duration::ZERO, LEFT), (true, 0.0));
     // The policy's clock says no time passed; the server's clock decides.
     // Taken until one refills (a millisecond of the server's time).
     let mut refilled = false;
     for _ in 0..100_000 {
-        if a.try_spend("h", &budget, Duration::ZERO).0 {
+        if a.try_spend("h", &budget, Duration::ZERO, LEFT).0 {
             refilled = true;
             break;
         }
@@ -559,11 +562,11 @@ fn prune_deletes_the_rows_past_the_window_in_batches_and_frees_their_ids() {
         PostgresLedger::open_with_retention(&url, Duration::from_secs(3600)).expect("opens");
     for i in 0..1200 {
         assert_eq!(
-            ledger.claim(&format!("old-{i}")).expect("claim"),
+            ledger.claim(&req(&format!("old-{i}"))).expect("claim"),
             Claim::Claimed
         );
     }
-    assert_eq!(ledger.claim("new").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("new")).expect("claim"), Claim::Claimed);
     // Two hours ago by the server's clock.
     pg.psql("UPDATE sluice_ledger SET claimed_at = claimed_at - 7200000 WHERE id LIKE 'old-%'")
         .expect("psql");
@@ -574,6 +577,18 @@ fn prune_deletes_the_rows_past_the_window_in_batches_and_frees_their_ids() {
     );
     assert!(ledger.show("old-7").expect("show").is_none());
     assert!(ledger.show("new").expect("show").is_some());
-    assert_eq!(ledger.claim("old-7").expect("claim"), Claim::Claimed);
-    assert_eq!(ledger.claim("new").expect("claim"), Claim::Taken(None));
+    assert_eq!(ledger.claim(&req("old-7")).expect("claim"), Claim::Claimed);
+    assert_eq!(
+        ledger.claim(&req("new")).expect("claim"),
+        Claim::Taken(None)
+    );
+}
+
+/// What remains of a deadline, in the calls these tests make outside any
+/// operation: 10 s.
+const LEFT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A claim of `id` (a write) with [`LEFT`] left.
+fn req(id: &str) -> sluice_policy::ClaimRequest<'_> {
+    sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Write, LEFT)
 }

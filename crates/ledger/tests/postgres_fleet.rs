@@ -7,16 +7,15 @@
 //! telling its connections apart by its `application_name`.
 
 use std::collections::BTreeMap;
-use std::io::{Read, Write};
-use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::{Duration, Instant, UNIX_EPOCH};
 
 use sluice_ledger::{PostgresLedger, DEFAULT_RETENTION};
 use sluice_policy::{
-    AttemptError, BudgetStore, Claim, Effect, Ledger, Operation, OutcomeKind, Policy, RetryBudget,
+    AttemptError, Bounds, BudgetStore, Claim, Effect, Ledger, Operation, OutcomeKind, Policy,
+    RetryBudget,
 };
+use sluice_testkit::proxy::{TcpFaultProxy, TcpMode};
 use sluice_testkit::{
     PgBouncer, Postgres, PostgresOptions, PostgresTls, ServerCert, TestPki, TlsAuth,
 };
@@ -59,7 +58,7 @@ fn claim_over(pg: &Postgres, app: &str, query: &str) -> Result<String, String> {
     let url = with_query(&pg.url_with_password(), app, query);
     let ledger = PostgresLedger::open(&url).map_err(|e| e.to_string())?;
     assert_eq!(
-        ledger.claim(&format!("{app}-1")).expect("claim"),
+        ledger.claim(&req(&format!("{app}-1"))).expect("claim"),
         Claim::Claimed
     );
     // The connection stays in the pool, open: the server still shows it.
@@ -120,7 +119,7 @@ fn each_sslmode_reaches_a_tls_server_as_libpq_reads_it() {
         pg.password()
     );
     let ledger = PostgresLedger::open(&kv).expect("the key=value form opens");
-    assert_eq!(ledger.claim("kv").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("kv")).expect("claim"), Claim::Claimed);
     assert_eq!(ssl_of(&pg, "m_kv"), "true");
 }
 
@@ -220,7 +219,7 @@ fn a_client_certificate_logs_in_where_pg_hba_asks_for_one() {
         ),
     );
     let ledger = PostgresLedger::open(&url).expect("a client certificate logs in");
-    assert_eq!(ledger.claim("c-1").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("c-1")).expect("claim"), Claim::Claimed);
     assert_eq!(ssl_of(&pg, "c_cert"), "true");
     let without = with_query(
         &pg.url(),
@@ -231,105 +230,28 @@ fn a_client_certificate_logs_in_where_pg_hba_asks_for_one() {
     assert!(e.to_string().contains("127.0.0.1"), "{e}");
 }
 
-/// A TCP proxy in front of the database that can cut every connection and
-/// from then on accept new ones and say nothing (a database host gone
-/// silent).
-struct SilentAfterCut {
-    addr: SocketAddr,
-    silent: Arc<AtomicBool>,
-    stopped: Arc<AtomicBool>,
-    open: Arc<Mutex<Vec<TcpStream>>>,
+/// A plain TCP fault proxy in front of `pg`.
+fn proxy_to(pg: &Postgres) -> TcpFaultProxy {
+    TcpFaultProxy::start(pg.addr()).expect("the proxy starts")
 }
 
-impl SilentAfterCut {
-    fn start(upstream: SocketAddr) -> SilentAfterCut {
-        let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-        let addr = listener.local_addr().expect("address");
-        let silent = Arc::new(AtomicBool::new(false));
-        let stopped = Arc::new(AtomicBool::new(false));
-        let open: Arc<Mutex<Vec<TcpStream>>> = Arc::default();
-        let (s, o, end) = (silent.clone(), open.clone(), stopped.clone());
-        std::thread::spawn(move || {
-            for client in listener.incoming() {
-                let Ok(client) = client else { return };
-                if end.load(Ordering::SeqCst) {
-                    return;
-                }
-                o.lock()
-                    .expect("lock")
-                    .push(client.try_clone().expect("clone"));
-                if s.load(Ordering::SeqCst) {
-                    continue; // accepted, held open, never answered
-                }
-                let server = TcpStream::connect(upstream).expect("the database");
-                o.lock()
-                    .expect("lock")
-                    .push(server.try_clone().expect("clone"));
-                pump(
-                    client.try_clone().expect("clone"),
-                    server.try_clone().expect("clone"),
-                );
-                pump(server, client);
-            }
-        });
-        SilentAfterCut {
-            addr,
-            silent,
-            stopped,
-            open,
-        }
-    }
-
-    /// How many connections it holds (cut ones are let go).
-    fn accepted(&self) -> usize {
-        self.open.lock().expect("lock").len()
-    }
-
-    /// Cut every connection now; answer none from now on.
-    fn cut_and_go_silent(&self) {
-        self.silent.store(true, Ordering::SeqCst);
-        for s in self.open.lock().expect("lock").drain(..) {
-            let _ = s.shutdown(Shutdown::Both);
-        }
-    }
-}
-
-impl Drop for SilentAfterCut {
-    fn drop(&mut self) {
-        self.cut_and_go_silent();
-        // Wake the accept loop so that it sees the end.
-        self.stopped.store(true, Ordering::SeqCst);
-        let _ = TcpStream::connect(self.addr);
-    }
-}
-
-fn pump(mut from: TcpStream, mut to: TcpStream) {
-    std::thread::spawn(move || {
-        let mut buf = [0u8; 16 * 1024];
-        loop {
-            match from.read(&mut buf) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    if to.write_all(&buf[..n]).is_err() {
-                        break;
-                    }
-                }
-            }
-        }
-        let _ = to.shutdown(Shutdown::Both);
-    });
+/// Cut every connection now and answer none from now on (a database host
+/// gone silent).
+fn cut_and_go_silent(proxy: &TcpFaultProxy) {
+    proxy.set_mode(TcpMode::StallNew);
+    proxy.cut_all();
 }
 
 #[test]
 fn a_database_that_accepts_and_says_nothing_fails_open_claim_and_budget_within_their_bounds() {
     let pg = Postgres::start().expect("PostgreSQL starts");
     // Opening against a host that accepts and never answers.
-    let silent = SilentAfterCut::start(pg.addr());
-    silent.cut_and_go_silent();
+    let silent = proxy_to(&pg);
+    cut_and_go_silent(&silent);
     let url = format!(
         "postgres://sluice:{}@{}/postgres",
         pg.password(),
-        silent.addr
+        silent.addr()
     );
     let bound = Duration::from_secs(2);
     let started = Instant::now();
@@ -344,16 +266,16 @@ fn a_database_that_accepts_and_says_nothing_fails_open_claim_and_budget_within_t
 
     // A store that opened, whose database then goes silent: the pooled
     // connection is cut, the new one is never answered.
-    let proxy = SilentAfterCut::start(pg.addr());
+    let proxy = proxy_to(&pg);
     let url = format!(
         "postgres://sluice:{}@{}/postgres",
         pg.password(),
-        proxy.addr
+        proxy.addr()
     );
     let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
-    assert_eq!(ledger.claim("before").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("before")).expect("claim"), Claim::Claimed);
     let budgets = ledger.budget_store();
-    proxy.cut_and_go_silent();
+    cut_and_go_silent(&proxy);
     let started = Instant::now();
     let e = ledger
         .claim_within("after", bound)
@@ -388,6 +310,123 @@ fn a_database_that_accepts_and_says_nothing_fails_open_claim_and_budget_within_t
     );
     assert_eq!(outcome.kind, OutcomeKind::LocalError);
     assert_eq!(calls, 0);
+}
+
+/// An operation with a 2 s deadline.
+fn two_second_op(id: &str) -> Operation {
+    Operation::new("push", Effect::Write, "git://127.0.0.1:9/r")
+        .id(id)
+        .bounds(Bounds::new(
+            Duration::from_secs(2),
+            Duration::from_secs(1),
+            2,
+        ))
+}
+
+#[test]
+fn a_claim_on_a_database_gone_silent_ends_local_error_within_the_deadline_through_the_policy() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let proxy = proxy_to(&pg);
+    let url = format!(
+        "postgres://sluice:{}@{}/postgres",
+        pg.password(),
+        proxy.addr()
+    );
+    let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
+    let policy = Policy::builder().ledger(Arc::new(ledger)).build();
+    cut_and_go_silent(&proxy);
+    let mut calls = 0;
+    let started = Instant::now();
+    let outcome = policy.run(two_second_op("silent-claim"), |_| {
+        calls += 1;
+        Ok::<_, AttemptError>(())
+    });
+    let took = started.elapsed();
+    assert_eq!(outcome.kind, OutcomeKind::LocalError, "{outcome:?}");
+    assert_eq!(calls, 0, "nothing ran");
+    assert_eq!(outcome.may_have_applied, Some(false));
+    // The claim had the whole deadline (it waited for it), and no more.
+    assert!(
+        took >= Duration::from_millis(1900) && took < Duration::from_secs(3),
+        "took {took:?}"
+    );
+    let cause = outcome.error.expect("the claim's failure").cause;
+    assert!(cause.contains("no answer within"), "{cause}");
+    assert!(!cause.contains(pg.password()), "{cause}");
+}
+
+#[test]
+fn a_finish_on_a_database_gone_silent_ends_recorded_false_within_the_deadline() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let proxy = proxy_to(&pg);
+    let url = format!(
+        "postgres://sluice:{}@{}/postgres",
+        pg.password(),
+        proxy.addr()
+    );
+    let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
+    let policy = Policy::builder().ledger(Arc::new(ledger)).build();
+    let started = Instant::now();
+    // The claim is made; the database goes silent while the operation
+    // runs, so its finish hangs.
+    let outcome = policy.run(two_second_op("silent-finish"), |_| {
+        cut_and_go_silent(&proxy);
+        Ok::<_, AttemptError>(())
+    });
+    let took = started.elapsed();
+    assert_eq!(outcome.kind, OutcomeKind::Succeeded, "{outcome:?}");
+    assert_eq!(outcome.recorded, Some(false));
+    // What remained of the 2 s deadline, and at most the finish's floor
+    // after it (with room for a busy machine).
+    assert!(took < Duration::from_secs(3), "took {took:?}");
+    // The row reads as running: the claim was made, the finish never was.
+    let direct = PostgresLedger::open(&pg.url_with_password()).expect("opens directly");
+    let row = direct
+        .show("silent-finish")
+        .expect("show")
+        .expect("claimed");
+    assert!(row.run.is_none(), "{row:?}");
+}
+
+#[test]
+fn open_connections_that_stall_fail_a_claim_in_time_and_a_cut_pool_is_replaced() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let proxy = proxy_to(&pg);
+    let url = format!(
+        "postgres://sluice:{}@{}/postgres",
+        pg.password(),
+        proxy.addr()
+    );
+    let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
+    assert_eq!(ledger.claim(&req("s-1")).expect("claim"), Claim::Claimed);
+    // Every connection stops moving bytes: the pooled one and new ones.
+    proxy.set_mode(TcpMode::StallAll);
+    let bound = Duration::from_secs(1);
+    let started = Instant::now();
+    let e = ledger
+        .claim_within("s-2", bound)
+        .expect_err("a stalled database fails the claim");
+    let took = started.elapsed();
+    assert!(took >= bound && took < bound * 2, "took {took:?}");
+    assert!(e.to_string().contains("no answer within"), "{e}");
+    // Bytes move again: the next claim works (the stalled connection was
+    // let go; a new one is made).
+    proxy.set_mode(TcpMode::PassThrough);
+    assert_eq!(ledger.claim(&req("s-3")).expect("claim"), Claim::Claimed);
+    // Every connection cut at once: the pool replaces them.
+    assert!(proxy.cut_all() > 0, "there were connections to cut");
+    assert_eq!(
+        ledger
+            .claim(&req("s-4"))
+            .expect("the claim after a cut works"),
+        Claim::Claimed
+    );
+    assert_eq!(
+        ledger.claim(&req("s-1")).expect("claim"),
+        Claim::Taken(None)
+    );
+    assert_eq!(proxy.cuts(), 1);
+    assert!(proxy.accepted() >= 3, "{}", proxy.accepted());
 }
 
 #[test]
@@ -438,7 +477,7 @@ fn a_statement_held_past_its_bound_fails_the_claim_in_time_and_is_cancelled_on_t
     tx.rollback().expect("rollback");
     // The cancelled claim left nothing; the id is free and the store works.
     assert!(ledger.show("held-1").expect("show").is_none());
-    assert_eq!(ledger.claim("held-1").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("held-1")).expect("claim"), Claim::Claimed);
 }
 
 #[test]
@@ -451,15 +490,18 @@ fn a_restart_between_two_claims_leaves_the_second_working_over_tls() {
         &format!("sslmode=verify-full&sslrootcert={}", file(&pki.ca_file())),
     );
     let ledger = PostgresLedger::open(&url).expect("opens");
-    assert_eq!(ledger.claim("r-1").expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("r-1")).expect("claim"), Claim::Claimed);
     pg.restart().expect("PostgreSQL restarts");
     assert_eq!(
         ledger
-            .claim("r-2")
+            .claim(&req("r-2"))
             .expect("the claim after a restart works"),
         Claim::Claimed
     );
-    assert_eq!(ledger.claim("r-1").expect("claim"), Claim::Taken(None));
+    assert_eq!(
+        ledger.claim(&req("r-1")).expect("claim"),
+        Claim::Taken(None)
+    );
     assert_eq!(ssl_of(&pg, "r_restart"), "true");
 }
 
@@ -482,7 +524,7 @@ fn claims_and_finishes_through_pgbouncer_in_transaction_mode_from_eight_threads(
                     // Every thread asks for the same 100 ids, in its own order.
                     for k in 0..100u64 {
                         let id = format!("b-{}", (k * 7 + t * 13) % 100);
-                        match ledger.claim(&id).expect("claim through PgBouncer") {
+                        match ledger.claim(&req(&id)).expect("claim through PgBouncer") {
                             Claim::Claimed => {
                                 let run = policy
                                     .run(
@@ -493,7 +535,9 @@ fn claims_and_finishes_through_pgbouncer_in_transaction_mode_from_eight_threads(
                                         },
                                     )
                                     .summary();
-                                ledger.finish(&id, run).expect("finish through PgBouncer");
+                                ledger
+                                    .finish(&done(&id, &run))
+                                    .expect("finish through PgBouncer");
                                 mine.push(id);
                             }
                             Claim::Taken(_) => {}
@@ -526,10 +570,16 @@ fn claims_and_finishes_through_pgbouncer_in_transaction_mode_from_eight_threads(
         refill_per_sec: 0.0,
         success_credit: 0.0,
     };
-    assert_eq!(budgets.try_spend("h", &budget, Duration::ZERO), (true, 1.0));
-    assert_eq!(budgets.try_spend("h", &budget, Duration::ZERO), (true, 0.0));
     assert_eq!(
-        budgets.try_spend("h", &budget, Duration::ZERO),
+        budgets.try_spend("h", &budget, Duration::ZERO, LEFT),
+        (true, 1.0)
+    );
+    assert_eq!(
+        budgets.try_spend("h", &budget, Duration::ZERO, LEFT),
+        (true, 0.0)
+    );
+    assert_eq!(
+        budgets.try_spend("h", &budget, Duration::ZERO, LEFT),
         (false, 0.0)
     );
     assert!(!budgets.is_degraded());
@@ -547,6 +597,23 @@ fn a_unix_socket_url_connects_under_the_default_sslmode() {
         .replace('/', "%2F");
     let url = format!("postgres://sluice@{dir}:{}/postgres", pg.addr().port());
     let ledger = PostgresLedger::open(&url).expect("opens over the Unix socket");
-    assert_eq!(ledger.claim("u-1").expect("claim"), Claim::Claimed);
-    assert_eq!(ledger.claim("u-1").expect("claim"), Claim::Taken(None));
+    assert_eq!(ledger.claim(&req("u-1")).expect("claim"), Claim::Claimed);
+    assert_eq!(
+        ledger.claim(&req("u-1")).expect("claim"),
+        Claim::Taken(None)
+    );
+}
+
+/// What remains of a deadline, in the calls these tests make outside any
+/// operation: 10 s.
+const LEFT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A claim of `id` (a write) with [`LEFT`] left.
+fn req(id: &str) -> sluice_policy::ClaimRequest<'_> {
+    sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Write, LEFT)
+}
+
+/// A finish of `id` with `run`, with [`LEFT`] left.
+fn done<'a>(id: &'a str, run: &'a sluice_policy::PreviousRun) -> sluice_policy::FinishRequest<'a> {
+    sluice_policy::FinishRequest::new(id, sluice_policy::Effect::Write, run, LEFT)
 }

@@ -57,16 +57,31 @@ impl Default for RetryBudget {
 /// for the `sluice_remote_retry_budget_tokens` gauge. A bucket not seen
 /// before starts full. `now` is the policy's monotonic clock; a store shared
 /// by processes may keep its own time instead (the policy's clock means
-/// nothing to another process).
+/// nothing to another process). `left` is what remains of the operation's
+/// deadline: a store that waits (on a database) waits at most
+/// min(`left`, [`BUDGET_WAIT`]) and then answers from a bucket of its own
+/// process, so a retry is never held up longer by the budget than by the
+/// operation.
 pub trait BudgetStore: Send + Sync + Debug {
     /// Spend one token of `host`'s bucket for a retry: `(true, tokens left)`,
     /// or `(false, tokens)` when it holds less than one.
-    fn try_spend(&self, host: &str, budget: &RetryBudget, now: Duration) -> (bool, f64);
+    fn try_spend(
+        &self,
+        host: &str,
+        budget: &RetryBudget,
+        now: Duration,
+        left: Duration,
+    ) -> (bool, f64);
     /// Earn back `budget.success_credit` after a success; the tokens after.
-    fn credit(&self, host: &str, budget: &RetryBudget, now: Duration) -> f64;
+    fn credit(&self, host: &str, budget: &RetryBudget, now: Duration, left: Duration) -> f64;
     /// Empty `host`'s bucket (it refills from now on).
-    fn drain(&self, host: &str, budget: &RetryBudget, now: Duration);
+    fn drain(&self, host: &str, budget: &RetryBudget, now: Duration, left: Duration);
 }
+
+/// The longest a [`BudgetStore`] call waits for a store shared by
+/// processes before the process's own bucket answers: 1 s (less when the
+/// operation has less left).
+pub const BUDGET_WAIT: Duration = Duration::from_secs(1);
 
 /// The buckets of one process: a map behind a mutex (the default
 /// [`BudgetStore`]).
@@ -96,21 +111,28 @@ impl LocalBudgets {
     }
 }
 
+/// `left` is not needed: a local bucket waits for nothing but its mutex.
 impl BudgetStore for LocalBudgets {
-    fn try_spend(&self, host: &str, budget: &RetryBudget, now: Duration) -> (bool, f64) {
+    fn try_spend(
+        &self,
+        host: &str,
+        budget: &RetryBudget,
+        now: Duration,
+        _left: Duration,
+    ) -> (bool, f64) {
         self.with(host, budget, now, |b| {
             (b.try_spend(budget, now), b.tokens())
         })
     }
 
-    fn credit(&self, host: &str, budget: &RetryBudget, now: Duration) -> f64 {
+    fn credit(&self, host: &str, budget: &RetryBudget, now: Duration, _left: Duration) -> f64 {
         self.with(host, budget, now, |b| {
             b.credit(budget, now);
             b.tokens()
         })
     }
 
-    fn drain(&self, host: &str, budget: &RetryBudget, now: Duration) {
+    fn drain(&self, host: &str, budget: &RetryBudget, now: Duration, _left: Duration) {
         self.with(host, budget, now, |b| {
             b.refill(budget, now);
             b.drain()

@@ -13,10 +13,107 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Read, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::time::{Duration, Instant};
 
 use serde::{Deserialize, Serialize};
 
+use crate::class::Effect;
 use crate::outcome::PreviousRun;
+
+/// The least time the policy gives a ledger's finish, even when the
+/// operation's deadline has passed (or is closer than this): 250 ms. An
+/// outcome that took the whole deadline is still recorded when the store
+/// answers within this; one that cannot be is `recorded: false` at most
+/// this long after the deadline.
+pub const FINISH_FLOOR: Duration = Duration::from_millis(250);
+
+/// What a claim asks of a [`Ledger`]: the operation's id and effect, and
+/// what remains of the operation's deadline, which bounds the whole claim
+/// (connecting, waiting on locks). What the operation is (its kind, its
+/// remote without user info) is given too, for a store that keeps a record
+/// of what ran; a store may ignore it.
+///
+/// Built with [`ClaimRequest::new`]: fields may be added (a minor change),
+/// so it is never built as a literal outside this crate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ClaimRequest<'a> {
+    /// The operation id to claim.
+    pub id: &'a str,
+    /// Read or write.
+    pub effect: Effect,
+    /// What remains of the operation's deadline: the claim's bound.
+    pub left: Duration,
+    /// The operation's kind (`ls-refs`, `fetch`, `push`, …), when known.
+    pub kind: Option<&'a str>,
+    /// The remote, without user info, when known.
+    pub remote: Option<&'a str>,
+}
+
+impl<'a> ClaimRequest<'a> {
+    /// A claim of `id` for an operation of `effect`, within `left`.
+    pub const fn new(id: &'a str, effect: Effect, left: Duration) -> Self {
+        ClaimRequest {
+            id,
+            effect,
+            left,
+            kind: None,
+            remote: None,
+        }
+    }
+
+    /// With what the operation is: its kind and its remote (without user
+    /// info).
+    pub const fn operation(mut self, kind: &'a str, remote: &'a str) -> Self {
+        self.kind = Some(kind);
+        self.remote = Some(remote);
+        self
+    }
+}
+
+/// What a finish asks of a [`Ledger`]: record `run` as how the operation
+/// with `id` ended, within `left` (what remains of the operation's
+/// deadline, at least [`FINISH_FLOOR`] when the policy asks).
+///
+/// Built with [`FinishRequest::new`] (fields may be added).
+#[derive(Clone, Copy, Debug, PartialEq)]
+#[non_exhaustive]
+pub struct FinishRequest<'a> {
+    /// The operation id.
+    pub id: &'a str,
+    /// Read or write.
+    pub effect: Effect,
+    /// The bound of the whole call.
+    pub left: Duration,
+    /// How the operation ended.
+    pub run: &'a PreviousRun,
+    /// The operation's kind, when known.
+    pub kind: Option<&'a str>,
+    /// The remote, without user info, when known.
+    pub remote: Option<&'a str>,
+}
+
+impl<'a> FinishRequest<'a> {
+    /// Record `run` for `id` (an operation of `effect`), within `left`.
+    pub const fn new(id: &'a str, effect: Effect, run: &'a PreviousRun, left: Duration) -> Self {
+        FinishRequest {
+            id,
+            effect,
+            left,
+            run,
+            kind: None,
+            remote: None,
+        }
+    }
+
+    /// With what the operation is: its kind and its remote (without user
+    /// info).
+    pub const fn operation(mut self, kind: &'a str, remote: &'a str) -> Self {
+        self.kind = Some(kind);
+        self.remote = Some(remote);
+        self
+    }
+}
 
 /// The answer to a claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -39,11 +136,17 @@ pub struct LedgerError {
 }
 
 /// Where operation ids are claimed.
+///
+/// Both calls are bounded by the request's `left`: a store that can wait
+/// (for a lock, a database) waits no longer, and answers an error when it
+/// could not finish in that time (a claim's error ends the operation
+/// `local-error`, nothing run; a finish's is tried again while the
+/// operation's budget lasts, then `recorded: false`).
 pub trait Ledger: Send + Sync {
-    /// Claim `id` atomically.
-    fn claim(&self, id: &str) -> Result<Claim, LedgerError>;
-    /// Record how the operation with `id` ended.
-    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError>;
+    /// Claim `req.id` atomically, within `req.left`.
+    fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError>;
+    /// Record how the operation with `req.id` ended, within `req.left`.
+    fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError>;
     /// Whether ids the policy generates are claimed and recorded here too
     /// (default: yes). A generated id is unique by construction, so it needs
     /// no claim; a ledger that outlives the process keeps them so that one
@@ -70,7 +173,9 @@ impl MemoryLedger {
 }
 
 impl Ledger for MemoryLedger {
-    fn claim(&self, id: &str) -> Result<Claim, LedgerError> {
+    /// Never waits but for its mutex: `left` is not needed.
+    fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
+        let id = req.id;
         let mut e = self.entries.lock().expect("ledger lock poisoned");
         // One lookup: a taken id (rare) pays for its key's copy.
         match e.entry(id.to_owned()) {
@@ -82,7 +187,8 @@ impl Ledger for MemoryLedger {
         }
     }
 
-    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
+    fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
+        let (id, run) = (req.id, req.run.clone());
         let mut e = self.entries.lock().expect("ledger lock poisoned");
         match e.get_mut(id) {
             Some(slot) => *slot = Some(run),
@@ -109,7 +215,8 @@ struct LedgerFile {
 
 /// Claims in a JSON file shared by processes.
 ///
-/// Every change takes an exclusive lock on `<file>.lock`, reads the file,
+/// Every change takes an exclusive lock on `<file>.lock` (waiting for
+/// another process's at most the request's `left`), reads the file,
 /// writes the new content to a temporary file beside it and renames it over
 /// the ledger.
 #[derive(Debug, Clone)]
@@ -135,7 +242,11 @@ impl FileLedger {
         }
     }
 
-    fn with_lock<R>(&self, f: impl FnOnce(&mut LedgerFile) -> (bool, R)) -> Result<R, LedgerError> {
+    fn with_lock<R>(
+        &self,
+        left: Duration,
+        f: impl FnOnce(&mut LedgerFile) -> (bool, R),
+    ) -> Result<R, LedgerError> {
         let mut lock_path = self.path.clone().into_os_string();
         lock_path.push(".lock");
         let lock = OpenOptions::new()
@@ -144,7 +255,7 @@ impl FileLedger {
             .write(true)
             .open(&lock_path)
             .map_err(|e| self.err(e))?;
-        lock.lock().map_err(|e| self.err(e))?;
+        lock_within(&lock, left).map_err(|e| self.err(e))?;
         let mut data = match File::open(&self.path) {
             Ok(mut file) => {
                 let mut text = String::new();
@@ -178,9 +289,37 @@ impl FileLedger {
     }
 }
 
+/// The longest pause between two tries of a lock another process holds.
+const LOCK_POLL: Duration = Duration::from_millis(5);
+
+/// Take `file`'s exclusive lock, waiting at most `left` for another
+/// holder: a `WouldBlock` error naming the bound when it is not free by
+/// then. (The platform's blocking lock cannot be given a bound, so the
+/// lock is tried every few milliseconds.)
+fn lock_within(file: &File, left: Duration) -> io::Result<()> {
+    let until = Instant::now() + left;
+    loop {
+        match file.try_lock() {
+            Ok(()) => return Ok(()),
+            Err(std::fs::TryLockError::Error(e)) => return Err(e),
+            Err(std::fs::TryLockError::WouldBlock) => {
+                let now = Instant::now();
+                if now >= until {
+                    return Err(io::Error::new(
+                        io::ErrorKind::WouldBlock,
+                        format!("another process held the lock for {left:?}"),
+                    ));
+                }
+                std::thread::sleep(LOCK_POLL.min(until - now));
+            }
+        }
+    }
+}
+
 impl Ledger for FileLedger {
-    fn claim(&self, id: &str) -> Result<Claim, LedgerError> {
-        self.with_lock(|data| match data.operations.get(id) {
+    fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
+        let id = req.id;
+        self.with_lock(req.left, |data| match data.operations.get(id) {
             Some(prev) => (false, Claim::Taken(prev.clone())),
             None => {
                 data.operations.insert(id.to_string(), None);
@@ -189,10 +328,42 @@ impl Ledger for FileLedger {
         })
     }
 
-    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
-        self.with_lock(|data| {
-            data.operations.insert(id.to_string(), Some(run.clone()));
+    fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
+        self.with_lock(req.left, |data| {
+            data.operations
+                .insert(req.id.to_string(), Some(req.run.clone()));
             (true, ())
         })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_file_ledger_waits_for_a_held_lock_at_most_the_time_left() {
+        let dir = tempfile::tempdir().expect("a temporary directory");
+        let path = dir.path().join("ledger.json");
+        let ledger = FileLedger::new(&path);
+        // Another holder of the lock (a separate open file: flock locks
+        // are per open file, so it conflicts within one process too).
+        let holder = File::create(dir.path().join("ledger.json.lock")).expect("lock file");
+        holder.lock().expect("held");
+        let left = Duration::from_millis(300);
+        let started = Instant::now();
+        let e = ledger
+            .claim(&ClaimRequest::new("x", Effect::Write, left))
+            .expect_err("the lock is held");
+        let took = started.elapsed();
+        assert!(took >= left && took < left * 4, "took {took:?}");
+        assert_eq!(e.source.kind(), io::ErrorKind::WouldBlock, "{e}");
+        holder.unlock().expect("released");
+        assert_eq!(
+            ledger
+                .claim(&ClaimRequest::new("x", Effect::Write, left))
+                .expect("free now"),
+            Claim::Claimed
+        );
     }
 }

@@ -96,7 +96,7 @@ pub mod remote_text;
 pub mod text;
 
 pub use bounds::{BackoffShape, Bounds, Profile, UnknownProfile};
-pub use bucket::{BudgetStore, LocalBudgets, RetryBudget};
+pub use bucket::{BudgetStore, LocalBudgets, RetryBudget, BUDGET_WAIT};
 pub use class::{AttemptError, AuthSignal, Class, Effect};
 pub use clock::{CancelFlag, Clock, ManualClock, Sleeper, SystemClock, ThreadSleeper};
 pub use credential::{
@@ -107,7 +107,9 @@ pub use engine::{
     host_of, AttemptCtx, Operation, Policy, PolicyBuilder, ReconcileCtx, Rejection, Settlement,
 };
 pub use hint::{parse_rate_limit_reset, parse_retry_after};
-pub use ledger::{Claim, FileLedger, Ledger, LedgerError, MemoryLedger};
+pub use ledger::{
+    Claim, ClaimRequest, FileLedger, FinishRequest, Ledger, LedgerError, MemoryLedger, FINISH_FLOOR,
+};
 pub use outcome::{
     AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousRun, Reconciled, SettlingRead,
     Stopped, Verdict, SCHEMA,

@@ -9,11 +9,13 @@ mod common;
 use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::*;
 use sluice_policy::{
-    AttemptError, BackoffShape, Bounds, Claim, FileLedger, Ledger, MemoryLedger, OutcomeKind,
-    Policy,
+    AttemptError, BackoffShape, Bounds, BudgetStore, Claim, ClaimRequest, Clock, Effect,
+    FileLedger, FinishRequest, Ledger, MemoryLedger, OutcomeKind, Policy, RetryBudget,
+    FINISH_FLOOR,
 };
 
 fn exhausting_bounds() -> Bounds {
@@ -103,11 +105,16 @@ fn operations_without_an_id_get_distinct_generated_ids() {
     assert_ne!(a.operation.id, b.operation.id);
 }
 
+/// A claim of `id` with ten seconds left.
+fn req(id: &str) -> ClaimRequest<'_> {
+    ClaimRequest::new(id, Effect::Write, secs(10))
+}
+
 #[test]
 fn a_memory_ledger_claims_an_id_once() {
     let ledger = MemoryLedger::new();
-    assert_eq!(ledger.claim("x").unwrap(), Claim::Claimed);
-    assert_eq!(ledger.claim("x").unwrap(), Claim::Taken(None));
+    assert_eq!(ledger.claim(&req("x")).unwrap(), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("x")).unwrap(), Claim::Taken(None));
 }
 
 #[test]
@@ -120,11 +127,11 @@ fn a_file_ledger_claims_an_id_once_and_keeps_the_outcome() {
     assert!(first.is_success());
     // A fresh value over the same file sees the claim and its outcome.
     let ledger = FileLedger::new(&path);
-    match ledger.claim("op-file").unwrap() {
+    match ledger.claim(&req("op-file")).unwrap() {
         Claim::Taken(Some(prev)) => assert_eq!(prev.result, OutcomeKind::Succeeded),
         other => panic!("{other:?}"),
     }
-    assert_eq!(ledger.claim("op-other").unwrap(), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("op-other")).unwrap(), Claim::Claimed);
     // No temporary file is left beside the ledger.
     let names: Vec<_> = std::fs::read_dir(dir.path())
         .unwrap()
@@ -252,4 +259,149 @@ fn a_generated_id_passed_back_is_rejected_and_a_memory_ledger_does_not_keep_it()
     // Another policy's generated ids differ.
     let other = Policy::default().run(read_op(Bounds::default()), |_ctx| Ok(3));
     assert_ne!(other.operation.id, id);
+}
+
+/// A claim as the ledger saw it: id, time left, kind, remote.
+type Claimed = (String, Duration, Option<String>, Option<String>);
+
+/// What a ledger and a budget store were asked, with the time left.
+#[derive(Debug, Default)]
+struct Asked {
+    claims: std::sync::Mutex<Vec<Claimed>>,
+    finishes: std::sync::Mutex<Vec<(String, Duration, OutcomeKind)>>,
+    spends: std::sync::Mutex<Vec<Duration>>,
+    credits: std::sync::Mutex<Vec<Duration>>,
+}
+
+impl Ledger for Asked {
+    fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, sluice_policy::LedgerError> {
+        self.claims.lock().unwrap().push((
+            req.id.to_string(),
+            req.left,
+            req.kind.map(str::to_string),
+            req.remote.map(str::to_string),
+        ));
+        Ok(Claim::Claimed)
+    }
+
+    fn finish(&self, req: &FinishRequest<'_>) -> Result<(), sluice_policy::LedgerError> {
+        self.finishes
+            .lock()
+            .unwrap()
+            .push((req.id.to_string(), req.left, req.run.result));
+        Ok(())
+    }
+}
+
+impl BudgetStore for Asked {
+    fn try_spend(&self, _: &str, _: &RetryBudget, _: Duration, left: Duration) -> (bool, f64) {
+        self.spends.lock().unwrap().push(left);
+        (true, 1.0)
+    }
+
+    fn credit(&self, _: &str, _: &RetryBudget, _: Duration, left: Duration) -> f64 {
+        self.credits.lock().unwrap().push(left);
+        1.0
+    }
+
+    fn drain(&self, _: &str, _: &RetryBudget, _: Duration, _: Duration) {}
+}
+
+#[test]
+fn the_ledger_and_the_budget_are_given_what_remains_of_the_deadline() {
+    let asked = Arc::new(Asked::default());
+    let (builder, clock) = manual_builder();
+    let policy = builder
+        .ledger(asked.clone())
+        .budget_store(asked.clone())
+        .build();
+    let bounds =
+        Bounds::new(secs(10), secs(2), 3).with_backoff(BackoffShape::constant(millis(100)));
+    let mut n = 0;
+    let out = policy.run(read_op(bounds).id("op-left"), |_ctx| {
+        n += 1;
+        clock.advance(secs(3));
+        if n == 1 {
+            Err(AttemptError::unjudged("connect", "connection refused"))
+        } else {
+            Ok(())
+        }
+    });
+    assert!(out.is_success(), "{out:?}");
+    assert_eq!(
+        *asked.claims.lock().unwrap(),
+        vec![(
+            "op-left".to_string(),
+            secs(10),
+            Some("ls-refs".to_string()),
+            Some("git://example.test/repo".to_string())
+        )]
+    );
+    // The retry's token was taken 3 s in; the credit after the success,
+    // 3 s + 100 ms + 3 s in.
+    assert_eq!(*asked.spends.lock().unwrap(), vec![secs(7)]);
+    assert_eq!(*asked.credits.lock().unwrap(), vec![millis(3_900)]);
+    assert_eq!(
+        *asked.finishes.lock().unwrap(),
+        vec![("op-left".to_string(), millis(3_900), OutcomeKind::Succeeded)]
+    );
+}
+
+#[test]
+fn a_finish_after_the_deadline_is_given_the_floor() {
+    let asked = Arc::new(Asked::default());
+    let (builder, clock) = manual_builder();
+    let policy = builder.ledger(asked.clone()).build();
+    let bounds = Bounds::new(secs(2), secs(2), 1);
+    let out = policy.run(read_op(bounds).id("op-late"), |_ctx| {
+        clock.advance(secs(5));
+        Err::<(), _>(AttemptError::unjudged("connect", "timed out"))
+    });
+    assert_eq!(out.recorded, Some(true));
+    assert_eq!(
+        *asked.finishes.lock().unwrap(),
+        vec![("op-late".to_string(), FINISH_FLOOR, OutcomeKind::Unknown)]
+    );
+}
+
+/// A ledger whose finish fails after taking the time it is given (a
+/// database that hangs), on the policy's manual clock.
+struct HangingFinish {
+    clock: sluice_policy::ManualClock,
+    given: std::sync::Mutex<Vec<Duration>>,
+}
+
+impl Ledger for HangingFinish {
+    fn claim(&self, _: &ClaimRequest<'_>) -> Result<Claim, sluice_policy::LedgerError> {
+        Ok(Claim::Claimed)
+    }
+
+    fn finish(&self, req: &FinishRequest<'_>) -> Result<(), sluice_policy::LedgerError> {
+        self.given.lock().unwrap().push(req.left);
+        self.clock.advance(req.left);
+        Err(sluice_policy::LedgerError {
+            path: "postgres://h/db".into(),
+            source: std::io::Error::new(std::io::ErrorKind::TimedOut, "no answer"),
+        })
+    }
+}
+
+#[test]
+fn a_finish_that_hangs_ends_recorded_false_at_most_the_floor_past_the_deadline() {
+    let (builder, clock) = manual_builder();
+    let ledger = Arc::new(HangingFinish {
+        clock: clock.clone(),
+        given: Default::default(),
+    });
+    let policy = builder.ledger(ledger.clone()).build();
+    let bounds = Bounds::new(secs(2), secs(2), 1);
+    let out = policy.run(read_op(bounds).id("op-hang"), |_ctx| {
+        clock.advance(millis(500));
+        Ok(())
+    });
+    assert!(out.is_success());
+    assert_eq!(out.recorded, Some(false));
+    // One try given the 1.5 s left; none after it (no time for another).
+    assert_eq!(*ledger.given.lock().unwrap(), vec![millis(1_500)]);
+    assert!(clock.now() <= secs(2) + FINISH_FLOOR, "{:?}", clock.now());
 }

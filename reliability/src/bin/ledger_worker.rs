@@ -45,9 +45,9 @@ fn main() {
                 std::thread::sleep(Duration::from_micros(200));
             }
             for (i, id) in args[3..].iter().enumerate() {
-                match ledger.claim(id) {
+                match ledger.claim(&req(id)) {
                     Ok(Claim::Claimed) => {
-                        ledger.finish(id, run_of(i as u64)).expect("finish");
+                        ledger.finish(&done(id, &run_of(i as u64))).expect("finish");
                         let mut o = out.lock();
                         writeln!(o, "claimed {id}").expect("stdout");
                         o.flush().expect("stdout");
@@ -64,14 +64,14 @@ fn main() {
             let ledger = FileLedger::new(&args[1]);
             for n in 0u64.. {
                 let id = format!("{}-{n}", args[2]);
-                match ledger.claim(&id) {
+                match ledger.claim(&req(&id)) {
                     Ok(Claim::Claimed) => {}
                     other => {
                         eprintln!("unexpected claim of {id}: {other:?}");
                         std::process::exit(3);
                     }
                 }
-                ledger.finish(&id, run_of(n)).expect("finish");
+                ledger.finish(&done(&id, &run_of(n))).expect("finish");
                 let mut o = out.lock();
                 writeln!(o, "done {id}").expect("stdout");
                 o.flush().expect("stdout");
@@ -82,4 +82,18 @@ fn main() {
             std::process::exit(2);
         }
     }
+}
+
+/// What remains of a deadline, in the calls these tests make outside any
+/// operation: 10 s.
+const LEFT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A claim of `id` (a write) with [`LEFT`] left.
+fn req(id: &str) -> sluice_policy::ClaimRequest<'_> {
+    sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Write, LEFT)
+}
+
+/// A finish of `id` with `run`, with [`LEFT`] left.
+fn done<'a>(id: &'a str, run: &'a sluice_policy::PreviousRun) -> sluice_policy::FinishRequest<'a> {
+    sluice_policy::FinishRequest::new(id, sluice_policy::Effect::Write, run, LEFT)
 }

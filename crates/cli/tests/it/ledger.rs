@@ -181,7 +181,7 @@ fn a_postgres_ledger_rejects_an_id_asked_twice_and_a_database_that_cannot_answer
     ]);
     assert_eq!(down.code, 5, "{down:?}");
     assert_eq!(w.proxy.connections().len(), calls, "nothing ran");
-    let named = format!("postgres://sluice@{}/postgres", pg.addr());
+    let named = format!("postgres://{}/postgres", pg.addr());
     assert!(
         down.stderr.contains(&named),
         "the database is named: {down:?}"

@@ -20,7 +20,8 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime};
 
 use sluice_policy::{
-    BudgetStore, Claim, Ledger, LedgerError, LocalBudgets, PreviousRun, RetryBudget,
+    BudgetStore, Claim, ClaimRequest, FinishRequest, Ledger, LedgerError, LocalBudgets,
+    PreviousRun, RetryBudget,
 };
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
@@ -36,16 +37,16 @@ pub const PG_SCHEMA_VERSION: i32 = 1;
 /// 5 s (every call is bounded by its own time left as well).
 pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// The bound of a call that is not given the time left: opening the store,
-/// and a claim or a finish through the [`Ledger`] trait (which does not
-/// pass the time left yet; [`PostgresLedger::claim_within`] and
-/// [`PostgresLedger::finish_within`] take it): 5 s.
+/// The bound of opening the store when the caller gives none
+/// ([`PostgresLedger::open`]; [`PostgresLedger::open_within`] takes one):
+/// 5 s. Claims and finishes are bounded by the time their operation has
+/// left ([`ClaimRequest::left`], [`FinishRequest::left`]).
 pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// How long a take of the shared retry budget waits for the database at
 /// most before this process's own bucket answers: 1 s (less when the
-/// operation has less left).
-pub const BUDGET_WAIT: Duration = Duration::from_secs(1);
+/// operation has less left). The policy crate's constant.
+pub use sluice_policy::BUDGET_WAIT;
 
 /// The bound of `show` and `prune` (a person's question, or housekeeping).
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
@@ -197,8 +198,8 @@ async fn ensure_schema(c: &mut Client) -> Result<Result<(), String>, tokio_postg
 /// `key=value` form), with the password taken, in order, from the URL,
 /// `PGPASSWORD`, or the `.pgpass` file (`PGPASSFILE`, else `~/.pgpass`; its
 /// `host:port:database:user:password` lines, `*` matching anything). The
-/// password is never printed: errors and `Debug` name the database as
-/// `postgres://user@host:port/db`.
+/// password is never printed, nor the user: errors and `Debug` name the
+/// database as `postgres://host:port/db`.
 ///
 /// # TLS
 ///
@@ -228,9 +229,10 @@ async fn ensure_schema(c: &mut Client) -> Result<Result<(), String>, tokio_postg
 /// Every call — a connection (TCP, TLS, login), a claim, a finish, a
 /// budget's statement — ends by the time its caller has left:
 /// [`claim_within`](Self::claim_within) and
-/// [`finish_within`](Self::finish_within) take it; the [`Ledger`] trait's
-/// `claim` and `finish` use [`DEFAULT_CALL_TIMEOUT`] until the trait passes
-/// it. A database that accepts a connection and then says nothing, or
+/// [`finish_within`](Self::finish_within) take it, and the [`Ledger`]
+/// trait's `claim` and `finish` pass them the request's `left` (what
+/// remains of the operation's deadline; a finish at least
+/// [`FINISH_FLOOR`](sluice_policy::FINISH_FLOOR)). A database that accepts a connection and then says nothing, or
 /// holds a statement, makes the call an error when the bound passes (the
 /// statement is cancelled on the server, the connection dropped). A claim
 /// whose insert the server committed just as its bound passed is an error
@@ -326,7 +328,7 @@ impl PostgresLedger {
         })
     }
 
-    /// The database, as printed: `postgres://user@host:port/db`.
+    /// The database, as printed: `postgres://host:port/db` (no user info).
     pub fn database(&self) -> &str {
         &self.pool.shown
     }
@@ -477,14 +479,14 @@ impl PostgresLedger {
 }
 
 impl Ledger for PostgresLedger {
-    /// [`PostgresLedger::claim_within`] [`DEFAULT_CALL_TIMEOUT`].
-    fn claim(&self, id: &str) -> Result<Claim, LedgerError> {
-        self.claim_within(id, DEFAULT_CALL_TIMEOUT)
+    /// [`PostgresLedger::claim_within`] the request's `left`.
+    fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
+        self.claim_within(req.id, req.left)
     }
 
-    /// [`PostgresLedger::finish_within`] [`DEFAULT_CALL_TIMEOUT`].
-    fn finish(&self, id: &str, run: PreviousRun) -> Result<(), LedgerError> {
-        self.finish_within(id, &run, DEFAULT_CALL_TIMEOUT)
+    /// [`PostgresLedger::finish_within`] the request's `left`.
+    fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
+        self.finish_within(req.id, req.run, req.left)
     }
 }
 
@@ -493,9 +495,8 @@ impl Ledger for PostgresLedger {
 /// clock (the policy's monotonic clock is ignored: it means nothing to
 /// another replica).
 ///
-/// A take waits for the database at most min(time left, [`BUDGET_WAIT`])
-/// (the [`BudgetStore`] trait's methods, which are not given the time
-/// left yet: [`BUDGET_WAIT`]). When the database cannot answer in that
+/// A take waits for the database at most min(time left, [`BUDGET_WAIT`]).
+/// When the database cannot answer in that
 /// time, the take falls back to this process's own bucket
 /// ([`LocalBudgets`]) and a warn event says so, once per outage; an info
 /// event says when the shared budget answers again.
@@ -520,7 +521,7 @@ impl PostgresBudgets {
         self.degraded.load(Ordering::Relaxed)
     }
 
-    /// [`BudgetStore::try_spend`] waiting for the database at most
+    /// [`BudgetStore::try_spend`]: waits for the database at most
     /// min(`left`, [`BUDGET_WAIT`]).
     pub fn try_spend_within(
         &self,
@@ -545,7 +546,7 @@ impl PostgresBudgets {
                     .await?;
                 Ok((r.get(0), r.get(1)))
             },
-            |l| l.try_spend(host, budget, now),
+            |l| l.try_spend(host, budget, now, left),
         )
     }
 
@@ -575,7 +576,7 @@ impl PostgresBudgets {
                     .await?;
                 Ok(r.get(0))
             },
-            |l| l.credit(host, budget, now),
+            |l| l.credit(host, budget, now, left),
         )
     }
 
@@ -590,7 +591,7 @@ impl PostgresBudgets {
                     .await
                     .map(drop)
             },
-            |l| l.drain(host, budget, now),
+            |l| l.drain(host, budget, now, left),
         )
     }
 
@@ -624,19 +625,25 @@ impl PostgresBudgets {
 }
 
 impl BudgetStore for PostgresBudgets {
-    /// [`PostgresBudgets::try_spend_within`] [`BUDGET_WAIT`].
-    fn try_spend(&self, host: &str, budget: &RetryBudget, now: Duration) -> (bool, f64) {
-        self.try_spend_within(host, budget, now, BUDGET_WAIT)
+    /// [`PostgresBudgets::try_spend_within`] `left`.
+    fn try_spend(
+        &self,
+        host: &str,
+        budget: &RetryBudget,
+        now: Duration,
+        left: Duration,
+    ) -> (bool, f64) {
+        self.try_spend_within(host, budget, now, left)
     }
 
-    /// [`PostgresBudgets::credit_within`] [`BUDGET_WAIT`].
-    fn credit(&self, host: &str, budget: &RetryBudget, now: Duration) -> f64 {
-        self.credit_within(host, budget, now, BUDGET_WAIT)
+    /// [`PostgresBudgets::credit_within`] `left`.
+    fn credit(&self, host: &str, budget: &RetryBudget, now: Duration, left: Duration) -> f64 {
+        self.credit_within(host, budget, now, left)
     }
 
-    /// [`PostgresBudgets::drain_within`] [`BUDGET_WAIT`].
-    fn drain(&self, host: &str, budget: &RetryBudget, now: Duration) {
-        self.drain_within(host, budget, now, BUDGET_WAIT)
+    /// [`PostgresBudgets::drain_within`] `left`.
+    fn drain(&self, host: &str, budget: &RetryBudget, now: Duration, left: Duration) {
+        self.drain_within(host, budget, now, left)
     }
 }
 

@@ -65,7 +65,7 @@ fn claim_all(path: &Path, seed: u64) {
     };
     for i in ids {
         let id = format!("id-{i}");
-        match ledger.claim(&id).expect("a claim never fails") {
+        match ledger.claim(&req(&id)).expect("a claim never fails") {
             Claim::Claimed => writeln!(out, "CLAIMED {id}").expect("stdout"),
             Claim::Taken(_) => {}
         }
@@ -87,7 +87,7 @@ fn claim_and_log(path: &Path, seed: u64, log_path: &Path) {
     let mut out = std::io::stdout().lock();
     for i in shuffled(2000, seed) {
         let id = format!("id-{i}");
-        let claim = ledger.claim(&id).expect("a claim never fails");
+        let claim = ledger.claim(&req(&id)).expect("a claim never fails");
         if claim == Claim::Claimed {
             writeln!(log, "{id}").expect("log");
             log.sync_data().expect("log synced");
@@ -95,7 +95,21 @@ fn claim_and_log(path: &Path, seed: u64, log_path: &Path) {
         writeln!(out, "TICK").expect("stdout");
         out.flush().expect("stdout");
         if claim == Claim::Claimed {
-            ledger.finish(&id, run.clone()).expect("finish");
+            ledger.finish(&done(&id, &run)).expect("finish");
         }
     }
+}
+
+/// What remains of a deadline, in the calls these tests make outside any
+/// operation: 10 s.
+const LEFT: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// A claim of `id` (a write) with [`LEFT`] left.
+fn req(id: &str) -> sluice_policy::ClaimRequest<'_> {
+    sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Write, LEFT)
+}
+
+/// A finish of `id` with `run`, with [`LEFT`] left.
+fn done<'a>(id: &'a str, run: &'a sluice_policy::PreviousRun) -> sluice_policy::FinishRequest<'a> {
+    sluice_policy::FinishRequest::new(id, sluice_policy::Effect::Write, run, LEFT)
 }

@@ -3,7 +3,7 @@
 
 use super::state::Run;
 use crate::class::AttemptError;
-use crate::ledger::Claim;
+use crate::ledger::{Claim, ClaimRequest};
 use crate::outcome::{Outcome, OutcomeKind, PreviousRun, Stopped};
 
 impl Run<'_> {
@@ -21,7 +21,12 @@ impl Run<'_> {
         } else if known_here {
             Ok(Claim::Taken(None))
         } else {
-            policy.ledger.claim(id)
+            // The claim is bounded by the whole deadline (it is the first
+            // step): a store that cannot answer in that time fails it.
+            let left = self.remaining_at(policy.clock.now());
+            let req = ClaimRequest::new(id, self.info.effect, left)
+                .operation(&self.info.kind, &self.info.remote);
+            policy.ledger.claim(&req)
         };
         match claim {
             Ok(Claim::Claimed) => Ok(()),

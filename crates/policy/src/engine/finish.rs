@@ -53,7 +53,7 @@ impl Run<'_> {
         }
         let record = !self.generated || self.policy.ledger.keeps_generated_ids();
         if record {
-            out.recorded = Some(self.policy.record(self.id(), &out, self.end()));
+            out.recorded = Some(self.policy.record(&out, self.end()));
         }
         out
     }
@@ -79,8 +79,11 @@ impl Run<'_> {
                     if self.write {
                         out.may_have_applied = Some(true);
                     }
+                    // What remains of the deadline bounds a shared store's
+                    // credit (its own bucket answers past it).
+                    let left = self.remaining_at(ended);
                     self.policy.with_bucket(&self.host, |s, host, budget| {
-                        ((), s.credit(host, budget, ended))
+                        ((), s.credit(host, budget, ended, left))
                     });
                 }
                 Some(r) => {

@@ -11,9 +11,9 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use backon::{BackoffBuilder, ExponentialBuilder};
 
 use crate::bounds::Bounds;
-use crate::bucket::{BudgetStore, LocalBudgets, RetryBudget};
+use crate::bucket::{BudgetStore, LocalBudgets, RetryBudget, BUDGET_WAIT};
 use crate::clock::{Clock, Sleeper, SystemClock, ThreadSleeper};
-use crate::ledger::{Ledger, MemoryLedger};
+use crate::ledger::{FinishRequest, Ledger, MemoryLedger, FINISH_FLOOR};
 use crate::metric;
 use crate::outcome::Outcome;
 use crate::refusal_log::RefusalLog;
@@ -186,11 +186,12 @@ impl Policy {
     }
 
     /// Empty `host`'s retry budget: failures against it are not retried
-    /// until it refills.
+    /// until it refills. A shared store is waited for at most
+    /// [`BUDGET_WAIT`](crate::BUDGET_WAIT) (no operation's deadline bounds it).
     pub fn drain_retry_budget(&self, host: &str) {
         let now = self.clock.now();
         self.with_bucket(host, |s, host, budget| {
-            s.drain(host, budget, now);
+            s.drain(host, budget, now, BUDGET_WAIT);
             ((), 0.0)
         });
     }
@@ -214,13 +215,20 @@ impl Policy {
 
     /// Write the outcome to the ledger, trying again (as reads are, with
     /// backoff) while the operation's budget lasts; `false` when it never
-    /// was written.
-    pub(super) fn record<T>(&self, id: &str, out: &Outcome<T>, end: Duration) -> bool {
+    /// was written. Each try is bounded by what remains of the deadline,
+    /// but at least [`FINISH_FLOOR`]: a store that hangs makes it
+    /// `recorded: false` at most that long after the deadline.
+    pub(super) fn record<T>(&self, out: &Outcome<T>, end: Duration) -> bool {
         let summary = out.summary();
+        let info = &out.operation;
+        let id = info.id.as_str();
         let mut tries = 0u32;
         loop {
             tries += 1;
-            match self.ledger.finish(id, summary.clone()) {
+            let left = end.saturating_sub(self.clock.now()).max(FINISH_FLOOR);
+            let req = FinishRequest::new(id, info.effect, &summary, left)
+                .operation(&info.kind, &info.remote);
+            match self.ledger.finish(&req) {
                 Ok(()) => return true,
                 Err(e) => {
                     let pause = Duration::from_millis(50) * tries.min(10);

@@ -65,8 +65,9 @@ impl Run<'_> {
             });
             return None;
         }
-        let spent =
-            policy.with_bucket(&self.host, |s, host, budget| s.try_spend(host, budget, now));
+        let spent = policy.with_bucket(&self.host, |s, host, budget| {
+            s.try_spend(host, budget, now, remaining)
+        });
         if !spent {
             st.stopped = Some(Stopped::RetryBudgetEmpty);
             return None;

@@ -1,6 +1,9 @@
 //! A TCP proxy in front of a git server that knows where the git conversation
 //! is and injects a named fault at a named point.
 //!
+//! [`TcpFaultProxy`] is its plain TCP mode (no protocol understood: cut
+//! every connection, stall new or open ones), for a database's connections.
+//!
 //! [`FaultProxy`] listens on `127.0.0.1:<free port>` and forwards each
 //! connection to an upstream address (a `git daemon` in [`Protocol::Git`]
 //! mode, a web server such as [`crate::HttpBackend`] in [`Protocol::Http`]
@@ -31,6 +34,9 @@
 
 mod git;
 mod http;
+mod tcp;
+
+pub use tcp::{TcpFaultProxy, TcpMode};
 
 use std::collections::HashMap;
 use std::io;
