@@ -6,7 +6,7 @@
 //! `local-error` (exit 5) naming the database, with nothing sent to the
 //! remote and no password in any output.
 
-mod common;
+use crate::common;
 
 use std::net::{TcpListener, TcpStream};
 use std::sync::{Arc, Mutex};
