@@ -170,7 +170,8 @@ pub fn failed(
         ForgeFailure::NoAnswer { .. } => (Class::Unknown, None, None),
         ForgeFailure::Tls { .. }
         | ForgeFailure::ProxyRefused { .. }
-        | ForgeFailure::Redirect { .. } => (Class::Answered, None, None),
+        | ForgeFailure::Redirect { .. }
+        | ForgeFailure::ForeignLink { .. } => (Class::Answered, None, None),
         ForgeFailure::Local { .. } => (Class::Local, None, None),
     };
     let mut e = AttemptError::new(class, f.phase().as_str(), f.to_string())
@@ -193,6 +194,12 @@ fn rate_limit_facts(headers: &HeaderMap, message: &str) -> RateLimitFacts {
 
 /// Whether a message names GitHub's secondary rate limit (or its older
 /// "abuse detection" wording).
+///
+/// This matches words, which a class never otherwise comes from: it is one
+/// of the workspace's two documented text-matching exceptions (the other is
+/// a proxy's 407 to CONNECT, `sluice_https::proxy_auth_required`), because
+/// GitHub gives the secondary limit no header or status of its own — its
+/// documentation names it only by this message.
 pub fn is_secondary_rate_limit(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     m.contains("secondary rate limit") || m.contains("abuse detection")

@@ -385,9 +385,30 @@ impl Reading<'_> {
         decode(Effect::Read, &a)
     }
 
+    /// GET one object and parse its JSON (the settling read of a write
+    /// whose landing one object shows).
+    #[allow(dead_code)] // the single-object settling reads of the typed writes
     pub(crate) fn get_json_url<T: DeserializeOwned>(&self, url: &Url) -> Result<T, AttemptError> {
         let a = self.get_answer(url)?;
         decode(Effect::Read, &a)
+    }
+
+    /// GET every page of a list (`Link: <…>; rel="next"`) within this
+    /// read's time; `items` takes one page's answer to its items.
+    pub(crate) fn get_all_pages<T>(
+        &self,
+        url: &Url,
+        items: impl Fn(&Answer) -> Result<Vec<T>, AttemptError>,
+    ) -> Result<Vec<T>, AttemptError> {
+        let mut all = Vec::new();
+        let mut next = Some(url.clone());
+        while let Some(u) = next {
+            let a = self.get_answer(&u)?;
+            let (page, n) = crate::pages::page_of(&a, &u, &items)?;
+            all.extend(page);
+            next = n;
+        }
+        Ok(all)
     }
 
     fn get_answer(&self, url: &Url) -> Result<Answer, AttemptError> {

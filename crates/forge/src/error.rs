@@ -100,6 +100,13 @@ pub enum ForgeFailure {
         /// What the HTTP stack said.
         detail: String,
     },
+    /// A list answer named its next page on another origin: not followed
+    /// (the credential goes only where the list was asked for).
+    #[error("the next page is on another host: {link}")]
+    ForeignLink {
+        /// The link, as the answer gave it.
+        link: String,
+    },
     /// This side could not make the request (a credential that is no valid
     /// header value; a request the HTTP stack cannot build).
     #[error("{detail}")]
@@ -133,7 +140,7 @@ impl ForgeFailure {
         match self {
             ForgeFailure::Status { phase, .. } | ForgeFailure::NoAnswer { phase, .. } => *phase,
             ForgeFailure::Cut { .. } => Phase::ResponseHeaders,
-            ForgeFailure::Undecodable { .. } => Phase::Body,
+            ForgeFailure::Undecodable { .. } | ForgeFailure::ForeignLink { .. } => Phase::Body,
             ForgeFailure::NotSent { .. }
             | ForgeFailure::Tls { .. }
             | ForgeFailure::ProxyRefused { .. }

@@ -53,6 +53,7 @@ mod classify;
 mod client;
 mod error;
 mod gate;
+mod pages;
 mod phase;
 mod types;
 
@@ -64,6 +65,7 @@ pub use classify::{
 };
 pub use client::{effect_of, CallOptions, ForgeClient, ForgeClientBuilder, HttpResponse, Reading};
 pub use error::{ForgeError, ForgeFailure};
+pub use pages::next_page;
 pub use phase::Phase;
 pub use reqwest::header::HeaderMap;
 pub use reqwest::{Method, Url};

@@ -7,6 +7,7 @@ mod common;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::paged::PagedForge;
 use common::*;
 use sluice_forge::{CallOptions, NewCheckRun, NewPullRequest};
 use sluice_policy::{fingerprint, Bounds, Class, OutcomeKind, Stopped, Verdict};
@@ -489,4 +490,86 @@ fn two_threads_writing_to_one_forge_arrive_at_least_a_second_apart() {
         forge.log_text()
     );
     assert_eq!(forge.check_runs(REPO).len(), 2);
+}
+
+// Every page
+fn paged_client(forge: &PagedForge) -> sluice_forge::ForgeClient {
+    sluice_forge::ForgeClient::builder(&forge.url())
+        .policy(policy(Duration::from_secs(1)))
+        .bounds(exercise())
+        .build()
+        .expect("client")
+}
+
+/// How many requests asked for check-run page `page` (1: no `page`).
+fn check_run_pages(log: &[String], page: usize) -> usize {
+    log.iter()
+        .filter(|t| t.contains("/check-runs"))
+        .filter(|t| {
+            let p = t
+                .split('&')
+                .find_map(|kv| kv.strip_prefix("page="))
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1);
+            p == page
+        })
+        .count()
+}
+
+#[test]
+fn ci_status_reads_250_check_runs_over_three_pages_and_a_failed_page_is_read_again_alone() {
+    let forge = PagedForge::start(250, 0, Some(2));
+    let out = paged_client(&forge).ci_status(&repo(), SHA, opts());
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{out:?}\n{:?}",
+        forge.log()
+    );
+    let ci = out.value.expect("value");
+    let ids: Vec<u64> = ci.check_runs.iter().map(|r| r.id).collect();
+    assert_eq!(
+        ids,
+        (1..=250).collect::<Vec<u64>>(),
+        "every check run, in order"
+    );
+    assert!(
+        ci.check_runs.iter().all(|r| r.head_sha.is_empty()),
+        "a check run without head_sha is still a check run"
+    );
+    // The failed page was the first attempt's failure; the second attempt
+    // read it again, and only it.
+    assert_eq!(out.attempts.len(), 2, "{:?}", out.attempts);
+    assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
+    assert!(out.attempts[0]
+        .cause
+        .as_deref()
+        .unwrap_or("")
+        .starts_with("HTTP 502"));
+    let log = forge.log();
+    assert_eq!(check_run_pages(&log, 1), 1, "{log:?}");
+    assert_eq!(check_run_pages(&log, 2), 2, "{log:?}");
+    assert_eq!(check_run_pages(&log, 3), 1, "{log:?}");
+    assert_eq!(
+        log.iter().filter(|t| t.ends_with("/status")).count(),
+        1,
+        "the combined status is not read again: {log:?}"
+    );
+}
+
+#[test]
+fn pull_requests_from_a_head_are_listed_to_the_last_page() {
+    let forge = PagedForge::start(0, 150, None);
+    let out = paged_client(&forge).list_pulls_by_head(&repo(), "feature", None, "open", opts());
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{out:?}\n{:?}",
+        forge.log()
+    );
+    let numbers: Vec<u64> = out.value.expect("value").iter().map(|p| p.number).collect();
+    assert_eq!(numbers, (1..=150).collect::<Vec<u64>>());
+    let log = forge.log();
+    assert_eq!(log.len(), 2, "two pages of 100: {log:?}");
+    assert!(log[1].contains("page=2"), "{log:?}");
 }

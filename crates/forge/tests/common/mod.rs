@@ -3,6 +3,8 @@
 //! tracing capture.
 #![allow(dead_code)]
 
+pub mod paged;
+
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
