@@ -150,6 +150,14 @@ pub enum Behaviour {
     /// Apply the request, then say nothing for this long (or until the
     /// server stops), then close the connection unanswered.
     ApplyThenStall(Duration),
+    /// Apply the request with reads lagging it by `lag` (whatever
+    /// [`FakeForge::set_read_lag`] says), then answer `status`.
+    ApplyLaggingThenStatus {
+        /// How long reads still see the object as it was.
+        lag: Duration,
+        /// The answer.
+        status: u16,
+    },
     /// `Ok` for a bearer token in `valid`; 401 for any other (or none).
     Token {
         /// The accepted tokens.
@@ -246,6 +254,8 @@ struct Script {
 #[derive(Default)]
 struct State {
     scripts: HashMap<Endpoint, Script>,
+    /// One-shot behaviours by (method, path): used before the endpoint's.
+    by_path: HashMap<(String, String), VecDeque<Behaviour>>,
     next_number: u64,
     next_id: u64,
     pulls: HashMap<String, Vec<Value>>,
@@ -398,6 +408,17 @@ impl FakeForge {
             .entry(endpoint)
             .or_default()
             .once
+            .push_back(behaviour);
+    }
+
+    /// Queue a one-shot behaviour for the next `method` request to exactly
+    /// `path` (without query); used before the endpoint's behaviours, so
+    /// threads sharing the server can each fault their own object.
+    pub fn push_path(&self, method: &str, path: &str, behaviour: Behaviour) {
+        lock(&self.shared.state)
+            .by_path
+            .entry((method.to_string(), path.to_string()))
+            .or_default()
             .push_back(behaviour);
     }
 
@@ -877,6 +898,8 @@ fn reason(status: u16) -> &'static str {
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
         422 => "Unprocessable Entity",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
@@ -1057,6 +1080,11 @@ fn behave(shared: &Shared, req: &Request) -> Reply {
     let (endpoint, _, _) = route(&req.method, req.path());
     let behaviour = {
         let mut st = lock(&shared.state);
+        let key = (req.method.clone(), req.path().to_string());
+        if let Some(b) = st.by_path.get_mut(&key).and_then(VecDeque::pop_front) {
+            drop(st);
+            return play(shared, req, b);
+        }
         let script = st.scripts.entry(endpoint).or_default();
         let b = script
             .once
@@ -1069,6 +1097,10 @@ fn behave(shared: &Shared, req: &Request) -> Reply {
             b => b,
         }
     };
+    play(shared, req, behaviour)
+}
+
+fn play(shared: &Shared, req: &Request, behaviour: Behaviour) -> Reply {
     match behaviour {
         Behaviour::Ok => apply(shared, req),
         Behaviour::Delay(d) => {
@@ -1120,6 +1152,10 @@ fn behave(shared: &Shared, req: &Request) -> Reply {
             headers: vec![("Retry-After".into(), retry_after.to_string())],
             body: json!({ "message": SECONDARY_LIMIT_MESSAGE, "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits" }).to_string(),
         },
+        Behaviour::ApplyLaggingThenStatus { lag, status } => {
+            let _ = apply_lagging(shared, req, Some(lag));
+            message(status, reason(status))
+        }
         Behaviour::ApplyThenStall(d) => {
             let _ = apply(shared, req);
             let end = Instant::now() + d;
@@ -1176,27 +1212,40 @@ fn missing(field: &str) -> Reply {
 
 /// Do what the API does.
 fn apply(shared: &Shared, req: &Request) -> Reply {
-    let (endpoint, repo, rest) = route(&req.method, req.path());
+    apply_lagging(shared, req, None)
+}
+
+/// Do what the API does, reads lagging a write by `lag` when given.
+fn apply_lagging(shared: &Shared, req: &Request, lag: Option<Duration>) -> Reply {
     let base = format!("http://127.0.0.1:{}", shared.port);
     let started = shared.started;
     let mut st = lock(&shared.state);
+    // Held for the whole of this apply: no other request sees it.
+    st.github.lag_once = lag;
+    let reply = apply_locked(&mut st, req, &base, started);
+    st.github.lag_once = None;
+    reply
+}
+
+fn apply_locked(st: &mut State, req: &Request, base: &str, started: Instant) -> Reply {
+    let (endpoint, repo, rest) = route(&req.method, req.path());
     match endpoint {
         Endpoint::Zen => Reply::Answer {
             status: 200,
             headers: Vec::new(),
             body: "\"Keep it logically awesome.\"".into(),
         },
-        Endpoint::GetPull => github::get_pull(&st, &repo, rest[1].parse().unwrap_or(0)),
+        Endpoint::GetPull => github::get_pull(st, &repo, rest[1].parse().unwrap_or(0)),
         Endpoint::MergePull => {
-            github::merge_pull(&mut st, req, &repo, rest[1].parse().unwrap_or(0), started)
+            github::merge_pull(st, req, &repo, rest[1].parse().unwrap_or(0), started)
         }
-        Endpoint::GetRef => github::get_ref(&st, &base, &repo, &rest[2..].join("/")),
+        Endpoint::GetRef => github::get_ref(st, base, &repo, &rest[2..].join("/")),
         Endpoint::UpdateRef => {
-            github::update_ref(&mut st, req, &base, &repo, &rest[2..].join("/"), started)
+            github::update_ref(st, req, base, &repo, &rest[2..].join("/"), started)
         }
-        Endpoint::GetCheckRun => github::get_check_run(&st, &repo, rest[1].parse().unwrap_or(0)),
+        Endpoint::GetCheckRun => github::get_check_run(st, &repo, rest[1].parse().unwrap_or(0)),
         Endpoint::UpdateCheckRun => {
-            github::update_check_run(&mut st, req, &repo, rest[1].parse().unwrap_or(0), started)
+            github::update_check_run(st, req, &repo, rest[1].parse().unwrap_or(0), started)
         }
         Endpoint::ListPulls => {
             let head = req.query("head");
@@ -1273,7 +1322,7 @@ fn apply(shared: &Shared, req: &Request) -> Reply {
             });
             let key = format!("pull:{repo}:{label}->{base_ref}");
             st.pulls.entry(repo).or_default().push(pr.clone());
-            github::record(&mut st, Endpoint::CreatePull, key, started);
+            github::record(st, Endpoint::CreatePull, key, started);
             json_reply(201, pr)
         }
         Endpoint::CombinedStatus => {
@@ -1350,7 +1399,7 @@ fn apply(shared: &Shared, req: &Request) -> Reply {
             });
             let key = format!("check-run:{repo}:{}", run["external_id"]);
             st.check_runs.entry(repo).or_default().push(run.clone());
-            github::record(&mut st, Endpoint::CreateCheckRun, key, started);
+            github::record(st, Endpoint::CreateCheckRun, key, started);
             json_reply(201, run)
         }
         Endpoint::CreateIssueComment => {
@@ -1370,7 +1419,7 @@ fn apply(shared: &Shared, req: &Request) -> Reply {
             });
             let key = format!("comment:{repo}#{}", rest[1]);
             st.comments.entry(repo).or_default().push(c.clone());
-            github::record(&mut st, Endpoint::CreateIssueComment, key, started);
+            github::record(st, Endpoint::CreateIssueComment, key, started);
             json_reply(201, c)
         }
         Endpoint::AccessToken => {

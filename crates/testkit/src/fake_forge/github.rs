@@ -34,6 +34,8 @@ pub(super) struct Github {
     pub(super) commits: HashMap<String, Vec<String>>,
     /// How long a write stays invisible to reads.
     pub(super) read_lag: Duration,
+    /// The lag of the write being applied now, when its behaviour sets one.
+    pub(super) lag_once: Option<Duration>,
     /// Objects as reads see them until the instant: key → (until, value).
     pub(super) stale: HashMap<String, (Instant, Value)>,
     /// Every applied write, in order.
@@ -50,14 +52,14 @@ impl Github {
     /// Remember `prior` as what reads of `key` see for the read lag (the
     /// oldest prior value is kept while an earlier lag lasts).
     pub(super) fn lag(&mut self, key: &str, prior: Value) {
-        if self.read_lag.is_zero() {
+        let lag = self.lag_once.unwrap_or(self.read_lag);
+        if lag.is_zero() {
             return;
         }
         let now = Instant::now();
         let keep = self.stale.get(key).is_some_and(|(until, _)| *until > now);
         if !keep {
-            self.stale
-                .insert(key.to_string(), (now + self.read_lag, prior));
+            self.stale.insert(key.to_string(), (now + lag, prior));
         }
     }
 
