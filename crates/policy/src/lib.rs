@@ -108,8 +108,8 @@ pub use engine::{
 pub use hint::{parse_rate_limit_reset, parse_retry_after};
 pub use ledger::{Claim, FileLedger, Ledger, LedgerError, MemoryLedger};
 pub use outcome::{
-    AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousRun, Reconciled, Stopped, Verdict,
-    SCHEMA,
+    AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousRun, Reconciled, SettlingRead,
+    Stopped, Verdict, SCHEMA,
 };
 pub use refusal_log::REFUSAL_LOG_INTERVAL;
 pub use secrecy;

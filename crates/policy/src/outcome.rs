@@ -112,10 +112,11 @@ pub struct AttemptRecord {
 pub enum Verdict {
     /// The write is on the remote: success.
     Landed,
-    /// The remote held the value the write expected when it was read (twice,
-    /// the second time after half the reconcile reserve). A server that got
-    /// the whole request may still apply it, so the write is never sent
-    /// again: the outcome stays `unknown` with `may_have_applied: true`.
+    /// The remote held the value the write expected when it was read, at
+    /// every read until the operation's deadline (read again with backoff,
+    /// each pause at most half the reconcile reserve). A server that got the
+    /// whole request may still apply it, so the write is never sent again:
+    /// the outcome stays `unknown` with `may_have_applied: true`.
     NotLanded,
     /// Somebody else changed it: not retried. A read cannot tell whether the
     /// write landed before that change, so the outcome is `unknown` with
@@ -137,11 +138,24 @@ impl Verdict {
 /// The `reconciled` member of an outcome.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reconciled {
-    /// The verdict of the settling read.
+    /// The verdict of the last settling read that answered.
     pub verdict: Verdict,
-    /// What the read observed, per ref (`oid` or `absent`), or per key the
+    /// What that read observed, per ref (`oid` or `absent`), or per key the
     /// caller chooses for forge writes.
     pub observed: BTreeMap<String, String>,
+    /// Every settling read of the operation, in order.
+    #[serde(default)]
+    pub reads: Vec<SettlingRead>,
+}
+
+/// One settling read, as `reconciled.reads` lists it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SettlingRead {
+    /// When the read ended, from the operation's start (ms).
+    pub elapsed_ms: u64,
+    /// What it found; `None` (JSON `null`) when the read itself failed (a
+    /// refused connection, a cut, a timeout) and was read again.
+    pub verdict: Option<Verdict>,
 }
 
 /// The earlier run of a claimed operation id, carried by a rejection.

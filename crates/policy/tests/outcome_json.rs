@@ -128,13 +128,22 @@ fn an_unknown_write_serialises_its_settlement_in_kebab_case() {
     check_shape(&v);
     assert_eq!(v["result"], "unknown");
     assert_eq!(v["operation"]["effect"], "write");
-    // Not landed (twice read) is never sent again: one attempt, and the
-    // write may still land.
+    // Not landed (read until the deadline) is never sent again: one
+    // attempt, and the write may still land.
     assert_eq!(v["stopped"], Value::Null);
     assert_eq!(v["may_have_applied"], true);
     assert_eq!(v["attempts"].as_array().unwrap().len(), 1);
     assert_eq!(v["reconciled"]["verdict"], "not-landed");
-    assert_eq!(keys(&v["reconciled"]), set(&["verdict", "observed"]));
+    assert_eq!(
+        keys(&v["reconciled"]),
+        set(&["verdict", "observed", "reads"])
+    );
+    let reads = v["reconciled"]["reads"].as_array().unwrap();
+    assert!(reads.len() > 1, "every settling read listed: {reads:?}");
+    for r in reads {
+        assert_eq!(keys(r), set(&["elapsed_ms", "verdict"]));
+        assert_eq!(r["verdict"], "not-landed");
+    }
     assert_eq!(v["reconciled"]["observed"]["refs/heads/gone"], "absent");
     assert_eq!(v["attempts"][0]["class"], "unknown");
     assert_eq!(v["attempts"][0]["phase"], "pack-sent");

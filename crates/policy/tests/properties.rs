@@ -247,4 +247,29 @@ proptest! {
             prop_assert_eq!(out.may_have_applied, None);
         }
     }
+
+    #[test]
+    fn every_settling_read_is_listed_and_the_finish_keeps_its_moment(case in a_case()) {
+        let (out, events) = run(&case);
+        let reads: Vec<Duration> = events
+            .iter()
+            .filter_map(|e| match e {
+                Event::Read { at, .. } => Some(*at),
+                Event::Attempt { .. } => None,
+            })
+            .collect();
+        if let Some(reconciled) = &out.reconciled {
+            prop_assert_eq!(reconciled.reads.len(), reads.len(), "{:?}", events);
+        }
+        // A read starts only where the finish keeps its 250 ms (or half of
+        // what remained when settling began, when less was left).
+        let first_unknown_end = events.iter().position(|e| matches!(e, Event::Read { .. }));
+        if let Some(i) = first_unknown_end {
+            let settle_start = match &events[i] { Event::Read { at, .. } => *at, Event::Attempt { .. } => unreachable!() };
+            let left = (case.bounds.deadline.saturating_sub(settle_start) / 2).min(Duration::from_millis(250));
+            for at in &reads {
+                prop_assert!(*at < case.bounds.deadline - left, "a read at {at:?} inside the finish's moment: {events:?}");
+            }
+        }
+    }
 }

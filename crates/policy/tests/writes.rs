@@ -59,11 +59,15 @@ fn an_unknown_write_is_settled_by_reading_not_retried() {
 }
 
 #[test]
-fn a_write_found_not_landed_is_read_once_more_and_never_sent_again() {
+fn a_write_found_not_landed_is_read_again_until_the_deadline_and_never_sent_again() {
     let (policy, clock) = manual_policy();
     let rec = Recorder::default();
     let reads = Cell::new(0);
-    let bounds = Bounds::default();
+    // The default shape without its jitter, so every pause is known.
+    let bounds = Bounds::default().with_backoff(BackoffShape {
+        jitter: false,
+        ..BackoffShape::DEFAULT
+    });
     let out = policy.run_write(
         write_op(bounds),
         |ctx| -> Result<&str, _> {
@@ -76,19 +80,27 @@ fn a_write_found_not_landed_is_read_once_more_and_never_sent_again() {
         },
     );
     assert_eq!(rec.count(), 1, "an unknown write is never sent again");
-    assert_eq!(reads.get(), 2, "not landed is read once more");
+    // 20 s, reads taking no time: pauses 200, 400, 800 ms, then half the
+    // 2 s reserve (1 s) while one fits before 19.75 s (the finish's 250 ms
+    // kept): reads at 0, 0.2, 0.6, 1.4, 2.4, ..., 19.4 s.
     assert_eq!(
-        clock.sleeps(),
-        vec![bounds.reconcile_reserve / 2],
-        "the second read comes half the reserve later"
+        reads.get(),
+        22,
+        "not landed is read again until the deadline"
     );
+    let mut pauses = vec![200, 400, 800];
+    pauses.extend([bounds.reconcile_reserve.as_millis() / 2; 18]);
+    let slept: Vec<u128> = clock.sleeps().iter().map(|d| d.as_millis()).collect();
+    assert_eq!(slept, pauses, "backoff capped at half the reserve");
     assert_eq!(out.kind, OutcomeKind::Unknown);
     assert_eq!(out.may_have_applied, Some(true));
     assert_eq!(out.stopped, None);
     assert_eq!(out.value, Some("per-ref"), "the layer's per-ref verdicts");
     assert_eq!(out.reconciled.as_ref().unwrap().verdict, Verdict::NotLanded);
+    assert_eq!(out.reconciled.as_ref().unwrap().reads.len(), 22);
     let json = serde_json::to_value(&out).unwrap();
     assert_eq!(json["reconciled"]["verdict"], "not-landed");
+    assert_eq!(json["reconciled"]["reads"][21]["elapsed_ms"], 19_400);
     assert_eq!(json["may_have_applied"], true);
 }
 
@@ -325,7 +337,8 @@ fn a_write_keeps_a_reserve_of_its_budget_for_settling_reads() {
         },
     );
     assert_eq!(rec.calls()[0].timeout, secs(8));
-    assert_eq!(read_budget.get(), Some(secs(2)));
+    // The reserve, less the moment kept for the ledger's finish.
+    assert_eq!(read_budget.get(), Some(secs(2) - millis(250)));
     assert_eq!(out.kind, OutcomeKind::Succeeded);
 }
 
@@ -383,11 +396,21 @@ fn a_cancelled_write_whose_answer_is_unknown_is_still_settled_by_reading() {
             1,
             "{verdict:?}: a cancelled write is not sent again"
         );
-        let expected_reads = if verdict == Verdict::NotLanded { 2 } else { 1 };
+        // Not landed: read again until the deadline, as an uncancelled
+        // write is (the default 20 s with jittered pauses of at most 1 s).
+        if verdict == Verdict::NotLanded {
+            assert!(
+                reads.get() >= 19,
+                "{verdict:?}: read again until the deadline ({} reads)",
+                reads.get()
+            );
+        } else {
+            assert_eq!(reads.get(), 1, "{verdict:?}: settled by one read");
+        }
         assert_eq!(
+            out.reconciled.as_ref().unwrap().reads.len(),
             reads.get(),
-            expected_reads,
-            "{verdict:?}: settled by reading (not landed: read once more)"
+            "{verdict:?}: every read listed"
         );
         assert_eq!(out.kind, kind, "{verdict:?}");
         assert_eq!(out.reconciled.unwrap().verdict, verdict);

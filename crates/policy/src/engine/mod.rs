@@ -88,16 +88,21 @@ impl Policy {
     ///
     /// `reconcile` is called only after an attempt whose request was
     /// complete and whose answer was not read (a cut, a timeout, a cancel);
-    /// it is retried (as reads are, through backon, at most `max_attempts`
-    /// reads) until it answers or the budget is spent. **The write is never
-    /// attempted again after that**, whatever the read finds: landed is
-    /// success; not landed is read once more after half the reconcile
-    /// reserve (a server that got the whole request may still be applying
-    /// it) and, still not there, ends `unknown` with `may_have_applied:
-    /// true` and verdict `not-landed`; moved ends `unknown` with
+    /// a read that fails is retried (as reads are, through backon, at most
+    /// `max_attempts` reads in a row) until it answers or the budget is
+    /// spent. **The write is never attempted again after that**, whatever
+    /// the read finds: landed is success; not landed is read again with
+    /// backoff (jittered, capped, each pause at most half the reconcile
+    /// reserve) while the deadline allows — bounded by the deadline, not by
+    /// `max_attempts`, and stopping about 250 ms before it so the ledger's
+    /// finish has its moment — since a server that got the whole request
+    /// may still be applying it; landed then is success, still not there
+    /// ends `unknown` with `may_have_applied: true` and verdict
+    /// `not-landed`; moved ends the reads at once, `unknown` with
     /// `may_have_applied: true` (the write may have landed and been built
-    /// upon before the read). The caller's next round acts on what the
-    /// remote holds.
+    /// upon before the read). Every settling read is listed in the
+    /// outcome's `reconciled.reads`. The caller's next round acts on what
+    /// the remote holds.
     pub fn run_write<T>(
         &self,
         op: Operation,

@@ -255,7 +255,40 @@ impl Policy {
         }
         exp.build()
     }
+
+    /// backon's exponential backoff for the pauses between settling reads
+    /// that found a write not landed yet: `bounds`' shape, without a count
+    /// (the deadline bounds them), never longer than `cap` once jittered
+    /// (jitter adds up to the delay again, so a jittered shape is capped at
+    /// half of it) and at least [`MIN_SETTLING_PAUSE`] (a shape of zero
+    /// does not spin). The caller still clamps each pause to `cap`.
+    pub(super) fn settling_pauses(
+        &self,
+        bounds: &Bounds,
+        cap: Duration,
+    ) -> backon::ExponentialBackoff {
+        let shape = bounds.backoff;
+        let top = if shape.jitter { cap / 2 } else { cap };
+        let max = shape.max_delay.min(top).max(MIN_SETTLING_PAUSE.min(cap));
+        let min = shape.min_delay.max(MIN_SETTLING_PAUSE).min(max);
+        let mut exp = ExponentialBuilder::new()
+            .with_min_delay(min)
+            .with_max_delay(max)
+            .with_factor(shape.factor)
+            .without_max_times();
+        if shape.jitter {
+            exp = exp.with_jitter();
+            if let Some(seed) = self.jitter_seed {
+                let n = self.counter.fetch_add(1, Ordering::Relaxed);
+                exp = exp.with_jitter_seed(seed ^ n.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+            }
+        }
+        exp.build()
+    }
 }
+
+/// The least pause between two settling reads.
+pub(super) const MIN_SETTLING_PAUSE: Duration = Duration::from_millis(10);
 
 /// The prefix of one policy's generated ids: the process, and this policy
 /// among the process's policies (the clock at its making, and a counter).

@@ -1,6 +1,10 @@
 //! The settle step: a write whose request was complete and whose answer was
 //! not read is settled by the caller's read, never sent again. A
-//! `not-landed` verdict is read once more after half the reconcile reserve.
+//! `not-landed` verdict is read again with backoff (backon, jittered,
+//! capped; each pause at most half the reconcile reserve) while the
+//! operation's deadline allows, stopping in time to leave the ledger's
+//! finish its moment ([`FINISH_MOMENT`]); `landed` or `moved` ends it at
+//! once. Every read is listed in `reconciled.reads`.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -9,17 +13,33 @@ use std::time::Duration;
 use backon::BlockingRetryable;
 
 use super::ctx::{ReconcileCtx, Settlement};
-use super::state::{Run, Step};
+use super::state::{ms, Run, Step};
 use super::wait::ReadBackoff;
 use crate::class::{AttemptError, Class};
-use crate::outcome::{Reconciled, Stopped, Verdict};
+use crate::outcome::{Reconciled, SettlingRead, Stopped, Verdict};
+
+/// What the settling reads leave of the deadline for the ledger's finish
+/// (at most half of what remained when settling began, so a short budget
+/// still gets its read).
+pub(crate) const FINISH_MOMENT: Duration = Duration::from_millis(250);
+
+/// What the settling reads of one write found so far.
+struct Reads<T> {
+    /// How many reads were made (failed ones included).
+    n: u32,
+    /// Every read, as `reconciled.reads` lists it.
+    log: Vec<SettlingRead>,
+    /// The last read that answered.
+    last: Option<Settlement<T>>,
+}
 
 impl Run<'_> {
-    /// Settle the unknown write that failed with `err` by the caller's read,
-    /// retried (as reads are, through backon, at most `max_attempts` reads)
-    /// until it answers or the budget is spent. A `not-landed` verdict is
-    /// read once more after half the reconcile reserve; the write is never
-    /// attempted again.
+    /// Settle the unknown write that failed with `err` by the caller's read.
+    /// A read that fails is read again (as reads are, through backon, at
+    /// most `max_attempts` reads in a row); a read that finds the write not
+    /// landed is read again with backoff until the deadline (less the
+    /// finish's moment); `landed` or `moved` ends the reads at once. The
+    /// write is never attempted again.
     pub(super) fn settle<T, R>(
         &self,
         err: AttemptError,
@@ -32,29 +52,22 @@ impl Run<'_> {
             return Err(Step::Unsettled(err, None));
         };
         let id = self.id();
-        let end = self.end();
-        let mut reads = 0u32;
-        let mut s = match self.settling_read(reconcile, end, &mut reads) {
-            Ok(s) => s,
-            Err(why) => return Err(Step::Unsettled(err, why)),
+        let until = self.settle_until();
+        let mut reads = Reads {
+            n: 0,
+            log: Vec::new(),
+            last: None,
         };
-        if s.verdict == Verdict::NotLanded {
-            // The server may still be applying what it received (hooks and
-            // checks run after the last byte, whether or not we are there):
-            // look once more after half the reserve.
-            let pause = (self.bounds.reconcile_reserve / 2)
-                .min(end.saturating_sub(self.policy.clock.now()));
-            tracing::debug!(op = %id, pause = ?pause, "not landed yet: reading once more");
-            self.policy.sleeper.sleep(pause, &AtomicBool::new(false));
-            if let Ok(again) = self.settling_read(reconcile, end, &mut reads) {
-                s = again;
-            }
-        }
-        tracing::debug!(op = %id, verdict = s.verdict.as_str(), "unknown write settled by reading");
+        let why = self.read_until_settled(reconcile, until, &mut reads);
+        let Some(s) = reads.last else {
+            return Err(Step::Unsettled(err, why));
+        };
+        tracing::debug!(op = %id, verdict = s.verdict.as_str(), reads = reads.n, "unknown write settled by reading");
         let mut st = self.state();
         st.reconciled = Some(Reconciled {
             verdict: s.verdict,
             observed: s.observed,
+            reads: reads.log,
         });
         match s.verdict {
             Verdict::Landed => match s.value {
@@ -70,9 +83,10 @@ impl Run<'_> {
                 AttemptError::unknown(
                     err.phase.clone(),
                     format!(
-                        "{} (settled by reading: not landed as of the last read; \
-                         it may still land, and it is not sent again)",
-                        err.cause
+                        "{} (settled by reading: not landed as of the last read, \
+                         read {} times until the deadline; it may still land, \
+                         and it is not sent again)",
+                        err.cause, reads.n
                     ),
                 ),
                 s.value,
@@ -87,39 +101,100 @@ impl Run<'_> {
         }
     }
 
+    /// Where the settling reads must stop on the policy's clock: the
+    /// deadline less the finish's moment (at most half of what remains).
+    fn settle_until(&self) -> Duration {
+        let end = self.end();
+        let remaining = end.saturating_sub(self.policy.clock.now());
+        end - FINISH_MOMENT.min(remaining / 2)
+    }
+
+    /// Read until a read answers `landed` or `moved`, or a `not-landed`
+    /// read has no room for another before `until`. A `not-landed` verdict
+    /// waits the next pause of the settling backoff (at most half the
+    /// reserve) and reads again. `Err` of the reads (none answered, or the
+    /// reads after a `not-landed` one) is returned as why they stopped.
+    fn read_until_settled<T, R>(
+        &self,
+        reconcile: &mut R,
+        until: Duration,
+        reads: &mut Reads<T>,
+    ) -> Option<Stopped>
+    where
+        R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
+    {
+        let id = self.id();
+        let cap = self.reserve / 2;
+        let mut pauses = (!cap.is_zero()).then(|| self.policy.settling_pauses(&self.bounds, cap));
+        loop {
+            match self.settling_read(reconcile, until, reads) {
+                Ok(s) => {
+                    let again = s.verdict == Verdict::NotLanded;
+                    reads.last = Some(s);
+                    if !again {
+                        return None;
+                    }
+                }
+                // A read after a `not-landed` one that never answered:
+                // the verdict stays what the last answer said.
+                Err(why) => return why,
+            }
+            // The server may still be applying what it received (hooks and
+            // checks run after the last byte, whether or not we are there;
+            // a forge may lag its own write): read again while there is
+            // room. No reserve, no pause: the caller kept no time for it.
+            let pause = pauses.as_mut().and_then(Iterator::next)?.min(cap);
+            let room = until.saturating_sub(self.policy.clock.now());
+            if pause >= room {
+                tracing::debug!(op = %id, reads = reads.n, "not landed, and no room for another read");
+                return None;
+            }
+            tracing::debug!(op = %id, pause = ?pause, "not landed yet: reading again");
+            // The caller's flag does not cut the pause short: a cancelled
+            // write is still settled (the deadline bounds the reads).
+            self.policy.sleeper.sleep(pause, &AtomicBool::new(false));
+        }
+    }
+
     /// One settling read, retried through backon until it answers or the
-    /// budget (to `end`) is spent; `reads` counts every read of the
-    /// operation. `Err` carries why the reads stopped (`None` when a read
-    /// was answered).
+    /// budget (to `end`) is spent; every read is counted and logged in
+    /// `reads`. `Err` carries why the reads stopped (`None` when a read was
+    /// answered).
     fn settling_read<T, R>(
         &self,
         reconcile: &mut R,
         end: Duration,
-        reads: &mut u32,
+        reads: &mut Reads<T>,
     ) -> Result<Settlement<T>, Option<Stopped>>
     where
         R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
     {
         let id = self.id();
         let clock = &*self.policy.clock;
-        let first = *reads;
+        let first = reads.n;
+        let start = self.start;
         // `Err(None)`: no time left for a read.
         let read = || -> Result<Settlement<T>, Option<AttemptError>> {
             let remaining = end.saturating_sub(clock.now());
             if remaining.is_zero() {
                 return Err(None);
             }
-            *reads += 1;
-            let _span = tracing::info_span!("settling_read", n = *reads).entered();
+            reads.n += 1;
+            let _span = tracing::info_span!("settling_read", n = reads.n).entered();
             let credential = self.state().current.as_ref().map(|(c, _)| c.clone());
             let ctx = ReconcileCtx {
                 remaining,
                 timeout: remaining.min(self.bounds.attempt_timeout),
-                n: *reads,
+                n: reads.n,
                 cancel: &self.cancel,
                 credential,
             };
-            reconcile(&ctx).map_err(Some)
+            let result = reconcile(&ctx);
+            reads.log.push(SettlingRead {
+                elapsed_ms: ms(clock.now().saturating_sub(start)),
+                verdict: result.as_ref().ok().map(|s| s.verdict),
+            });
+            result.map_err(Some)
         };
         let backoff = ReadBackoff {
             inner: self.policy.exponential(&self.bounds),
@@ -141,13 +216,13 @@ impl Run<'_> {
             })
             .call();
         result.map_err(|e| {
-            tracing::debug!(op = %id, reads = *reads, "no settling read answered");
+            tracing::debug!(op = %id, reads = reads.n, "no settling read answered");
             match &e {
                 Some(e) if e.class == Class::Answered => {
                     tracing::debug!(op = %id, cause = %e.cause, "settling read answered");
                     None
                 }
-                Some(_) if *reads - first >= self.bounds.max_attempts.max(1) => {
+                Some(_) if reads.n - first >= self.bounds.max_attempts.max(1) => {
                     Some(Stopped::MaxAttempts)
                 }
                 _ => Some(Stopped::Deadline),

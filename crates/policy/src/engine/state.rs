@@ -25,9 +25,9 @@ pub(super) enum Step<T> {
     Failed(AttemptError),
     /// Stop before another attempt.
     Stop(Stopped),
-    /// A settling read found the write moved (or still not landed after the
-    /// second read): never sent again, and it may have landed (or may still
-    /// land). The value is what the read made of it, when the layer kept one.
+    /// A settling read found the write moved (or it was still not landed
+    /// at the last read the deadline allowed): never sent again, and it may
+    /// have landed (or may still land). The value is what the read made of it, when the layer kept one.
     Settled(AttemptError, Option<T>),
     /// A write's answer is unknown and no read settled it; why the reads
     /// stopped (none when there was no reconciler or a read was answered).
