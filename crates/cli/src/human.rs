@@ -420,38 +420,6 @@ pub fn history<T>(outcome: &Outcome<T>) -> String {
     s
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn refs_print_like_git_ls_remote() {
-        let oid =
-            gix::ObjectId::from_hex(b"0123456789abcdef0123456789abcdef01234567").expect("hex");
-        let peeled =
-            gix::ObjectId::from_hex(b"89abcdef0123456789abcdef0123456789abcdef").expect("hex");
-        let out = ls_refs(&[
-            RemoteRef {
-                name: "refs/tags/v1".into(),
-                oid: Some(oid),
-                peeled: Some(peeled),
-                symref_target: None,
-            },
-            RemoteRef {
-                name: "HEAD".into(),
-                oid: None,
-                peeled: None,
-                symref_target: Some("refs/heads/main".into()),
-            },
-        ]);
-        assert_eq!(
-            out,
-            "0123456789abcdef0123456789abcdef01234567\trefs/tags/v1\n\
-             89abcdef0123456789abcdef0123456789abcdef\trefs/tags/v1^{}\n"
-        );
-    }
-}
-
 /// `forge get-pull`: one line, `#N state head sha -> base: title`.
 pub fn forge_pull(pull: &serde_json::Value) -> String {
     let state = if pull["merged"] == true {
@@ -525,4 +493,36 @@ pub fn forge_ci(ci: &sluice_forge::CiStatus) -> String {
         );
     }
     s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refs_print_like_git_ls_remote() {
+        let oid =
+            gix::ObjectId::from_hex(b"0123456789abcdef0123456789abcdef01234567").expect("hex");
+        let peeled =
+            gix::ObjectId::from_hex(b"89abcdef0123456789abcdef0123456789abcdef").expect("hex");
+        let out = ls_refs(&[
+            RemoteRef {
+                name: "refs/tags/v1".into(),
+                oid: Some(oid),
+                peeled: Some(peeled),
+                symref_target: None,
+            },
+            RemoteRef {
+                name: "HEAD".into(),
+                oid: None,
+                peeled: None,
+                symref_target: Some("refs/heads/main".into()),
+            },
+        ]);
+        assert_eq!(
+            out,
+            "0123456789abcdef0123456789abcdef01234567\trefs/tags/v1\n\
+             89abcdef0123456789abcdef0123456789abcdef\trefs/tags/v1^{}\n"
+        );
+    }
 }

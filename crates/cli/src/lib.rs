@@ -192,7 +192,7 @@ pub struct GlobalArgs {
     #[arg(long, global = true)]
     pub json: bool,
     /// forge: the REST API's base, http:// or https://, its path kept
-    /// (default https://api.github.com).
+    /// (default: GitHub's, api.github.com over https).
     #[arg(long, global = true, value_name = "URL")]
     pub api: Option<String>,
     /// Tracing to stderr (debug for the sluice crates; -vv: trace).
