@@ -114,7 +114,7 @@ impl GitHubAppSource {
         installation_id: u64,
         pem: &SecretString,
     ) -> Result<Self, ForgeError> {
-        let api_base = crate::client::parse_base(api_base)?;
+        let api_base = crate::base::parse_base(api_base)?;
         let key = EncodingKey::from_rsa_pem(pem.expose_secret().as_bytes())
             .map_err(|e| ForgeError::Key(e.to_string()))?;
         let http = Self::http_client(&sluice_https::HttpsConfig::new())?;
@@ -137,10 +137,10 @@ impl GitHubAppSource {
         https
             .client_builder()
             .map_err(|e| ForgeError::Http(e.to_string()))?
-            .user_agent(crate::client::DEFAULT_USER_AGENT)
+            .user_agent(crate::base::DEFAULT_USER_AGENT)
             .redirect(reqwest::redirect::Policy::none())
             .build()
-            .map_err(|e| ForgeError::Http(crate::client::error_chain(&e)))
+            .map_err(|e| ForgeError::Http(sluice_policy::text::error_chain(&e)))
     }
 
     /// Mint tokens with these https settings (trust roots, proxy) instead
@@ -243,20 +243,20 @@ impl GitHubAppSource {
             .post(url)
             .header(AUTHORIZATION, auth)
             .header(ACCEPT, "application/vnd.github+json")
-            .header("x-github-api-version", crate::client::API_VERSION)
+            .header("x-github-api-version", crate::base::API_VERSION)
             .timeout(self.timeout.min(limit))
             .send()
             .map_err(|e| {
                 CredentialError::new(format!(
                     "installation token request failed: {}",
-                    crate::client::error_chain(&e)
+                    sluice_policy::text::error_chain(&e)
                 ))
             })?;
         let status = resp.status().as_u16();
         let body = resp.text().map_err(|e| {
             CredentialError::new(format!(
                 "installation token answer was cut: {}",
-                crate::client::error_chain(&e)
+                sluice_policy::text::error_chain(&e)
             ))
         })?;
         if !(200..300).contains(&status) {

@@ -4,8 +4,8 @@
 //! | call | kind | effect | settled by |
 //! |---|---|---|---|
 //! | [`ForgeClient::get_pull`] | `get-pull` | read | — |
-//! | [`ForgeClient::list_pulls_by_head`] | `list-pulls` | read | — |
-//! | [`ForgeClient::ci_status`] | `ci-status` | read (two GETs per attempt) | — |
+//! | [`ForgeClient::list_pulls_by_head`] | `list-pulls` | read (every page) | — |
+//! | [`ForgeClient::ci_status`] | `ci-status` | read (the combined status, then every page of check runs) | — |
 //! | [`ForgeClient::find_check_run`] | `find-check-run` | read | — |
 //! | [`ForgeClient::create_pull`] | `create-pull` | write | the open pull requests from its head into its base |
 //! | [`ForgeClient::create_check_run`] | `create-check-run` | write | the ref's check runs, by `external_id` |
@@ -26,12 +26,18 @@ use reqwest::{Method, Url};
 use serde_json::Value;
 use sluice_policy::{AttemptCtx, AttemptError, Credential, Outcome, Settlement};
 
-use crate::client::{decode, judge, CallOptions, ForgeClient, Prepared, Reading};
+use crate::client::{decode, judge, Answer, CallOptions, ForgeClient, Prepared, Reading};
+use crate::pages::Pages;
 use crate::types::{
     CheckRun, CheckRunList, CheckRunUpdate, CiStatus, CombinedStatus, GitRef, IssueComment,
     MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullRequest, RepoRef,
 };
 use sluice_policy::Effect;
+
+/// One page of check runs: its items.
+fn check_runs_of(a: &Answer) -> Result<Vec<CheckRun>, AttemptError> {
+    decode::<CheckRunList>(Effect::Read, a).map(|l| l.check_runs)
+}
 
 impl ForgeClient {
     fn repo_url(&self, repo: &RepoRef, rest: &[&str]) -> Url {
@@ -110,7 +116,7 @@ impl ForgeClient {
     /// The pull requests from `head` (`branch`, or `owner:branch`; the
     /// repository's owner when none is given), into `base` when given, in
     /// `state` (`open`, `closed` or `all`): `GET /repos/{owner}/{repo}/pulls`
-    /// (the first 100).
+    /// (every page, `Link: rel="next"`, within the one operation).
     pub fn list_pulls_by_head(
         &self,
         repo: &RepoRef,
@@ -120,21 +126,20 @@ impl ForgeClient {
         opts: CallOptions,
     ) -> Outcome<Vec<PullRequest>> {
         let url = self.pulls_by_head_url(repo, head, base, state);
+        let mut pages = Pages::new(url.clone());
         self.typed_read("list-pulls", &url, &opts, |c, ctx, cred| {
-            let p = Prepared {
-                method: Method::GET,
-                url: &url,
-                body: None,
-            };
-            let a = c.attempt_exchange(ctx, &p, cred)?;
-            judge(Effect::Read, &a)?;
-            decode(Effect::Read, &a)
+            let deadline = Instant::now() + ctx.timeout;
+            pages.read(c, ctx, cred, deadline, |a| {
+                decode::<Vec<PullRequest>>(Effect::Read, a)
+            })
         })
     }
 
     /// The CI status of `git_ref` (a sha, branch or tag): the combined
-    /// commit status and the check runs, both read in every attempt, within
-    /// the attempt's one deadline.
+    /// commit status and every check run of every page (`Link:
+    /// rel="next"`), within the one operation. What an attempt read is kept:
+    /// a page that fails is read again by the next attempt, not the pages
+    /// (or the combined status) before it.
     pub fn ci_status(&self, repo: &RepoRef, git_ref: &str, opts: CallOptions) -> Outcome<CiStatus> {
         let mut status_segs = vec!["commits"];
         status_segs.extend(git_ref.split('/'));
@@ -142,27 +147,24 @@ impl ForgeClient {
         status_segs.push("status");
         let status_url = self.repo_url(repo, &status_segs);
         let runs_url = self.check_runs_url(repo, git_ref, None);
+        let mut combined: Option<CombinedStatus> = None;
+        let mut pages = Pages::new(runs_url);
         self.typed_read("ci-status", &remote, &opts, |c, ctx, cred| {
             let deadline = Instant::now() + ctx.timeout;
-            let p = Prepared {
-                method: Method::GET,
-                url: &status_url,
-                body: None,
-            };
-            let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
-            judge(Effect::Read, &a)?;
-            let combined: CombinedStatus = decode(Effect::Read, &a)?;
-            let p = Prepared {
-                method: Method::GET,
-                url: &runs_url,
-                body: None,
-            };
-            let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
-            judge(Effect::Read, &a)?;
-            let runs: CheckRunList = decode(Effect::Read, &a)?;
+            if combined.is_none() {
+                let p = Prepared {
+                    method: Method::GET,
+                    url: &status_url,
+                    body: None,
+                };
+                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                judge(Effect::Read, &a)?;
+                combined = Some(decode(Effect::Read, &a)?);
+            }
+            let check_runs = pages.read(c, ctx, cred, deadline, check_runs_of)?;
             Ok(CiStatus {
-                combined,
-                check_runs: runs.check_runs,
+                combined: combined.clone().expect("read above"),
+                check_runs,
             })
         })
     }
@@ -218,7 +220,9 @@ impl ForgeClient {
             &opts,
             Some(
                 |r: &Reading<'_>| -> Result<Settlement<PullRequest>, AttemptError> {
-                    let pulls: Vec<PullRequest> = r.get_json_url(&list_url)?;
+                    let pulls = r.get_all_pages(&list_url, |a| {
+                        decode::<Vec<PullRequest>>(Effect::Read, a)
+                    })?;
                     Ok(match pulls.into_iter().next() {
                         Some(pr) => {
                             let n = pr.number.to_string();
@@ -255,11 +259,10 @@ impl ForgeClient {
             &opts,
             Some(
                 |r: &Reading<'_>| -> Result<Settlement<CheckRun>, AttemptError> {
-                    let list: CheckRunList = r.get_json_url(&list_url)?;
+                    let runs = r.get_all_pages(&list_url, check_runs_of)?;
                     let key = format!("check-run:{external_id}");
                     Ok(
-                        match list
-                            .check_runs
+                        match runs
                             .into_iter()
                             .find(|c| c.external_id.as_deref() == Some(external_id.as_str()))
                         {

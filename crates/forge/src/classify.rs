@@ -1,6 +1,10 @@
-//! The forge's classification table: one pure function from what an HTTP
+//! The forge's classification: one pure function from what an HTTP
 //! exchange showed — (effect, phase reached, status, headers, the API's
-//! message) — to the policy's classes.
+//! message) — to the policy's classes. A status is classed by the
+//! workspace's one table, [`sluice_https::status_class`] (git's smart HTTP
+//! uses it too, so a status means the same in both); this file adds what
+//! only an exchange knows (no status at all, a cut body, a redirect's
+//! target) and GitHub's documented waits.
 //!
 //! | exchange | read (GET) | write (POST/PATCH/PUT/DELETE) |
 //! |---|---|---|
@@ -10,14 +14,17 @@
 //! | 2xx with its body read | success | success |
 //! | 2xx whose body was cut (phase `response-headers`) | unknown | unknown |
 //! | 3xx (a redirect not followed) | answered | answered |
-//! | 401 | answered, [`AuthSignal::Unauthorized`] | same |
+//! | 401 | answered, [`AuthSignal`]`::Unauthorized` | same |
 //! | 403 rate limit (`x-ratelimit-remaining: 0`, a secondary-rate-limit message, or `Retry-After`) | unjudged + hint | unjudged + hint |
-//! | other 403, 404 | answered, [`AuthSignal::ForbiddenOrNotFound`] | same |
+//! | other 403, 404 | answered, [`AuthSignal`]`::ForbiddenOrNotFound` | same |
 //! | 408 (the server gave up reading the request) | unjudged | unjudged |
 //! | 429 | unjudged + hint | unjudged + hint |
 //! | other 4xx | answered, with the API's message | same |
 //! | 503 | unjudged (+ `Retry-After`) | unjudged (+ `Retry-After`) |
-//! | other 5xx | unjudged (+ `Retry-After`) | unknown: settled by reading |
+//! | 500, 502, 504 | unjudged (+ `Retry-After`) | unknown: settled by reading |
+//! | other 5xx | unjudged (+ `Retry-After`) | unjudged (+ `Retry-After`) |
+//!
+//! [`AuthSignal`]: sluice_policy::AuthSignal
 //!
 //! The credential class is the policy's decision: the table only attaches
 //! the [`AuthSignal`]. A 401/403/404 the policy does not count as a refusal
@@ -31,45 +38,15 @@
 use std::time::{Duration, SystemTime};
 
 use reqwest::header::HeaderMap;
-use sluice_policy::{parse_rate_limit_reset, parse_retry_after, AttemptError, AuthSignal, Effect};
+use sluice_https::RateLimitFacts;
+
+use crate::error::ForgeFailure;
+use crate::phase::Phase;
+use sluice_policy::{parse_rate_limit_reset, parse_retry_after, AttemptError, Class, Effect};
 
 /// The least wait GitHub asks for after a secondary rate limit that names
 /// no wait of its own: one minute.
 pub const SECONDARY_LIMIT_WAIT: Duration = Duration::from_secs(60);
-
-/// The forge's protocol phases, in order: `connect` → `request-sent` →
-/// `response-headers` → `body`. An attempt's phase is the last one it
-/// completed; `connect` is the starting state.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Phase {
-    /// Nothing completed yet (a refused connection reports this).
-    Connect,
-    /// A connection was made and the request handed to it: from here the
-    /// request may be complete on the server.
-    RequestSent,
-    /// The status line and headers were read.
-    ResponseHeaders,
-    /// The whole body was read.
-    Body,
-}
-
-impl Phase {
-    /// The kebab-case name used in outcomes.
-    pub const fn as_str(self) -> &'static str {
-        match self {
-            Phase::Connect => "connect",
-            Phase::RequestSent => "request-sent",
-            Phase::ResponseHeaders => "response-headers",
-            Phase::Body => "body",
-        }
-    }
-}
-
-impl std::fmt::Display for Phase {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
 
 /// What one HTTP exchange showed: the input of [`classify`].
 #[derive(Clone, Copy, Debug)]
@@ -85,6 +62,9 @@ pub struct Exchange<'a> {
     /// The API's message for an answer (see [`api_message`]), or what
     /// happened on the wire when there is no status.
     pub text: &'a str,
+    /// GitHub's `documentation_url` of an answer (see
+    /// [`documentation_url`]), kept in the [`ForgeFailure`].
+    pub documentation_url: Option<&'a str>,
     /// A TLS refusal found in the failure's source chain
     /// ([`sluice_https::tls_refusal`]), when there is no status.
     pub tls: Option<&'a sluice_https::TlsRefusal>,
@@ -95,77 +75,131 @@ pub struct Exchange<'a> {
 /// credential signal). `now` is the wall clock, for `x-ratelimit-reset` and
 /// HTTP-date `Retry-After` values. Pure: no I/O, no clock of its own.
 pub fn classify(x: &Exchange<'_>, now: SystemTime) -> Result<(), AttemptError> {
-    let phase = x.phase.as_str();
     let Some(status) = x.status else {
-        // A certificate error or an alert while connecting: the server's
-        // answer, the same whatever we try.
-        if let (Some(refusal), Phase::Connect) = (x.tls, x.phase) {
-            return Err(AttemptError::answered(
-                phase,
-                format!("{refusal}: {}", x.text),
-            ));
-        }
-        // No answer at all.
-        return Err(if x.phase == Phase::Connect {
-            AttemptError::unjudged(phase, x.text.to_string())
-        } else {
-            AttemptError::unknown(phase, x.text.to_string())
-        });
+        let f = match (x.tls, x.phase) {
+            // A certificate error or an alert while connecting: the
+            // server's answer, the same whatever we try.
+            (Some(refusal), Phase::Connect) => ForgeFailure::Tls {
+                refusal: refusal.clone(),
+                detail: x.text.to_string(),
+            },
+            // No answer at all.
+            _ => ForgeFailure::NoAnswer {
+                phase: x.phase,
+                detail: x.text.to_string(),
+            },
+        };
+        return Err(failed(f, x.effect, x.headers, now));
     };
-    let cause = describe(status, x.text);
-    if (200..300).contains(&status) {
+    let f = if (200..300).contains(&status) {
         if x.phase >= Phase::Body {
             return Ok(());
         }
-        // The remote said yes but its answer was cut: for a write it is
-        // known to have landed, yet its value is missing — settle by reading.
-        return Err(AttemptError::unknown(
-            phase,
-            format!("HTTP {status}, but the body was cut: {}", x.text),
-        ));
-    }
-    if (300..400).contains(&status) {
+        ForgeFailure::Cut {
+            status,
+            detail: x.text.to_string(),
+        }
+    } else if (300..400).contains(&status) {
         let to = x
             .headers
             .get("location")
             .and_then(|v| v.to_str().ok())
             .unwrap_or("nowhere");
-        return Err(AttemptError::answered(
-            phase,
-            format!("HTTP {status}: redirected to {to} (not followed)"),
-        ));
-    }
-    let hint = retry_hint(status, x.headers, x.text, now);
-    match status {
-        401 => Err(AttemptError::answered(phase, cause).with_auth(AuthSignal::Unauthorized)),
-        403 if is_rate_limit_403(x.headers, x.text) => {
-            Err(AttemptError::unjudged(phase, cause).with_retry_after(hint))
+        ForgeFailure::Status {
+            status,
+            message: format!("redirected to {to} (not followed)"),
+            documentation_url: None,
+            phase: x.phase,
         }
-        403 | 404 => {
-            Err(AttemptError::answered(phase, cause).with_auth(AuthSignal::ForbiddenOrNotFound))
+    } else {
+        ForgeFailure::Status {
+            status,
+            message: x.text.to_string(),
+            documentation_url: x.documentation_url.map(str::to_string),
+            phase: x.phase,
         }
-        408 | 429 => Err(AttemptError::unjudged(phase, cause).with_retry_after(hint)),
-        400..=499 => Err(AttemptError::answered(phase, cause)),
-        503 => Err(AttemptError::unjudged(phase, cause).with_retry_after(hint)),
-        500..=599 => match x.effect {
-            Effect::Read => Err(AttemptError::unjudged(phase, cause).with_retry_after(hint)),
-            // GitHub can apply a write and still answer 500/502/504.
-            Effect::Write => Err(AttemptError::unknown(phase, cause)),
-        },
-        _ => Err(AttemptError::answered(phase, cause)),
-    }
+    };
+    Err(failed(f, x.effect, x.headers, now))
 }
 
-fn describe(status: u16, text: &str) -> String {
-    if text.is_empty() {
-        format!("HTTP {status}")
-    } else {
-        format!("HTTP {status}: {text}")
+/// Class one failure (the table above): `effect` of the request, the
+/// answer's `headers` (empty when none were read), `now` the wall clock
+/// for GitHub's waits. The [`AttemptError`]'s words are the failure's, and
+/// the failure rides along as its source
+/// (`error.source_as::<ForgeFailure>()`). A status is classed by the
+/// workspace's one table ([`sluice_https::status_class`]); nothing else
+/// here decides a class.
+pub fn failed(
+    f: ForgeFailure,
+    effect: Effect,
+    headers: &HeaderMap,
+    now: SystemTime,
+) -> AttemptError {
+    let (class, auth, hint) = match &f {
+        ForgeFailure::Status {
+            status, message, ..
+        } => {
+            let limits = rate_limit_facts(headers, message);
+            // A write's status came after its body was sent.
+            let sc = sluice_https::status_class(*status, effect == Effect::Write, limits)
+                .unwrap_or(sluice_https::StatusClass {
+                    class: Class::Answered,
+                    auth: None,
+                });
+            let hint = if sc.class == Class::Unjudged {
+                retry_hint(*status, headers, message, now)
+            } else {
+                None
+            };
+            (sc.class, sc.auth, hint)
+        }
+        // The forge said yes, but its value was not read: a write is
+        // known to have landed — settle by reading.
+        ForgeFailure::Cut { .. } => (Class::Unknown, None, None),
+        // A read's answer that cannot be parsed is the answer; a write's
+        // landed, but its value was not read: settle by reading.
+        ForgeFailure::Undecodable { .. } => match effect {
+            Effect::Read => (Class::Answered, None, None),
+            Effect::Write => (Class::Unknown, None, None),
+        },
+        ForgeFailure::NoAnswer {
+            phase: Phase::Connect,
+            ..
+        }
+        | ForgeFailure::NotSent { .. } => (Class::Unjudged, None, None),
+        ForgeFailure::NoAnswer { .. } => (Class::Unknown, None, None),
+        ForgeFailure::Tls { .. }
+        | ForgeFailure::ProxyRefused { .. }
+        | ForgeFailure::Redirect { .. }
+        | ForgeFailure::ForeignLink { .. } => (Class::Answered, None, None),
+        ForgeFailure::Local { .. } => (Class::Local, None, None),
+    };
+    let mut e = AttemptError::new(class, f.phase().as_str(), f.to_string())
+        .with_retry_after(hint)
+        .with_source(f);
+    if let Some(auth) = auth {
+        e = e.with_auth(auth);
+    }
+    e
+}
+
+/// The rate-limit facts of a response: its headers, and GitHub's secondary
+/// limit, which only its message names.
+fn rate_limit_facts(headers: &HeaderMap, message: &str) -> RateLimitFacts {
+    RateLimitFacts {
+        secondary: is_secondary_rate_limit(message),
+        ..RateLimitFacts::from_headers(headers)
     }
 }
 
 /// Whether a message names GitHub's secondary rate limit (or its older
 /// "abuse detection" wording).
+///
+/// This matches words, which a class never otherwise comes from: it is one
+/// of the workspace's two documented text-matching exceptions (the other is
+/// a proxy's 407 to CONNECT, `sluice_https::proxy_auth_required`), because
+/// GitHub gives the secondary limit no header or status of its own — its
+/// documentation names it only by this message.
 pub fn is_secondary_rate_limit(message: &str) -> bool {
     let m = message.to_ascii_lowercase();
     m.contains("secondary rate limit") || m.contains("abuse detection")
@@ -176,16 +210,6 @@ fn header<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .get(name)
         .and_then(|v| v.to_str().ok())
         .map(str::trim)
-}
-
-fn primary_exhausted(headers: &HeaderMap) -> bool {
-    header(headers, "x-ratelimit-remaining") == Some("0")
-}
-
-fn is_rate_limit_403(headers: &HeaderMap, message: &str) -> bool {
-    primary_exhausted(headers)
-        || is_secondary_rate_limit(message)
-        || headers.contains_key("retry-after")
 }
 
 /// The wait a response asks for, in GitHub's documented order:
@@ -202,14 +226,15 @@ pub fn retry_hint(
     if let Some(d) = header(headers, "retry-after").and_then(|v| parse_retry_after(v, now)) {
         return Some(d);
     }
-    if primary_exhausted(headers) {
+    let limits = rate_limit_facts(headers, message);
+    if limits.primary_exhausted {
         if let Some(d) =
             header(headers, "x-ratelimit-reset").and_then(|v| parse_rate_limit_reset(v, now))
         {
             return Some(d);
         }
     }
-    let rate_limited = status == 429 || (status == 403 && is_rate_limit_403(headers, message));
+    let rate_limited = status == 429 || (status == 403 && limits.limited());
     rate_limited.then_some(SECONDARY_LIMIT_WAIT)
 }
 
@@ -249,11 +274,20 @@ pub fn api_message(body: &str) -> String {
         .collect()
 }
 
+/// GitHub's `documentation_url` from an error body, when it names one.
+pub fn documentation_url(body: &str) -> Option<String> {
+    serde_json::from_str::<serde_json::Value>(body)
+        .ok()?
+        .get("documentation_url")?
+        .as_str()
+        .map(str::to_string)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use reqwest::header::HeaderValue;
-    use sluice_policy::Class;
+    use sluice_policy::AuthSignal;
     use std::time::UNIX_EPOCH;
 
     fn now() -> SystemTime {
@@ -282,6 +316,7 @@ mod tests {
                 status,
                 headers: h,
                 text,
+                documentation_url: None,
                 tls: None,
             },
             now(),
@@ -319,6 +354,7 @@ mod tests {
                 status: None,
                 headers: &h,
                 text: "invalid peer certificate: Expired",
+                documentation_url: None,
                 tls: Some(&refusal),
             };
             let r = classify(&x, now()).unwrap_err();
@@ -444,6 +480,18 @@ mod tests {
     }
 
     #[test]
+    fn a_5xx_that_says_nothing_of_the_write_is_unjudged_for_both_effects() {
+        let h = hdrs(&[("retry-after", "4")]);
+        for e in BOTH {
+            let r = run(e, Phase::Body, Some(501), &h, "").unwrap_err();
+            assert_eq!(
+                (r.class, r.retry_after),
+                (Class::Unjudged, Some(Duration::from_secs(4)))
+            );
+        }
+    }
+
+    #[test]
     fn other_4xx_and_redirects_are_answered_in_the_apis_words() {
         let h = hdrs(&[("location", "https://elsewhere.invalid/x")]);
         for e in BOTH {
@@ -469,6 +517,67 @@ mod tests {
                 Some(Class::Unjudged)
             );
         }
+    }
+
+    #[test]
+    fn the_failure_rides_along_typed_with_githubs_words_as_data() {
+        let h = HeaderMap::new();
+        let x = Exchange {
+            effect: Effect::Write,
+            phase: Phase::Body,
+            status: Some(405),
+            headers: &h,
+            text: "Pull Request is not mergeable",
+            documentation_url: Some(
+                "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request",
+            ),
+            tls: None,
+        };
+        let e = classify(&x, now()).unwrap_err();
+        assert_eq!(e.class, Class::Answered);
+        assert_eq!(e.cause, "HTTP 405: Pull Request is not mergeable");
+        let f = e.source_as::<ForgeFailure>().expect("typed source");
+        assert_eq!(
+            f,
+            &ForgeFailure::Status {
+                status: 405,
+                message: "Pull Request is not mergeable".into(),
+                documentation_url: Some(
+                    "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request".into()
+                ),
+                phase: Phase::Body,
+            }
+        );
+        assert_eq!(f.status(), Some(405));
+        assert_eq!(f.message(), Some("Pull Request is not mergeable"));
+        // Failures without a status are typed too.
+        let e = run(Effect::Read, Phase::Connect, None, &h, "connection refused").unwrap_err();
+        assert_eq!(
+            e.source_as::<ForgeFailure>(),
+            Some(&ForgeFailure::NoAnswer {
+                phase: Phase::Connect,
+                detail: "connection refused".into()
+            })
+        );
+        let e = failed(
+            ForgeFailure::Undecodable {
+                status: 201,
+                detail: "expected value".into(),
+            },
+            Effect::Write,
+            &h,
+            now(),
+        );
+        assert_eq!((e.class, e.phase.as_ref()), (Class::Unknown, "body"));
+    }
+
+    #[test]
+    fn githubs_documentation_url_is_read_from_its_error_json() {
+        assert_eq!(
+            documentation_url(r#"{"message":"x","documentation_url":"https://docs.github.com/x"}"#),
+            Some("https://docs.github.com/x".to_string())
+        );
+        assert_eq!(documentation_url("<html>"), None);
     }
 
     #[test]

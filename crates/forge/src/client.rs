@@ -16,15 +16,14 @@ use sluice_policy::{
     Outcome, OutcomeKind, Policy, Settlement, StaticSource,
 };
 
-use crate::app::GitHubAppSource;
-use crate::classify::{api_message, classify, Exchange, Phase};
-use crate::error::ForgeError;
-use crate::gate::{GateRefusal, Gates};
+use sluice_policy::text::{error_chain, redact};
 
-/// The user agent sent unless the builder sets another.
-pub const DEFAULT_USER_AGENT: &str = concat!("sluice-remote/", env!("CARGO_PKG_VERSION"));
-/// The REST API version asked for (`X-GitHub-Api-Version`).
-pub const API_VERSION: &str = "2022-11-28";
+use crate::app::GitHubAppSource;
+use crate::base::{parse_base, split_user_info, API_VERSION};
+use crate::classify::{self, api_message, classify, documentation_url, Exchange};
+use crate::error::{ForgeError, ForgeFailure};
+use crate::gate::{GateRefusal, Gates, Permit};
+use crate::phase::Phase;
 
 /// How often a read waiting for its answer looks at the cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(25);
@@ -319,10 +318,10 @@ impl Answer {
 
 /// Judge a fully read answer with the table of [`classify`].
 pub(crate) fn judge(effect: Effect, a: &Answer) -> Result<(), AttemptError> {
-    let message = if (200..300).contains(&a.status) {
-        String::new()
+    let (message, docs) = if (200..300).contains(&a.status) {
+        (String::new(), None)
     } else {
-        api_message(&a.body)
+        (api_message(&a.body), documentation_url(&a.body))
     };
     classify(
         &Exchange {
@@ -331,6 +330,7 @@ pub(crate) fn judge(effect: Effect, a: &Answer) -> Result<(), AttemptError> {
             status: Some(a.status),
             headers: &a.headers,
             text: &message,
+            documentation_url: docs.as_deref(),
             tls: None,
         },
         SystemTime::now(),
@@ -342,14 +342,11 @@ pub(crate) fn judge(effect: Effect, a: &Answer) -> Result<(), AttemptError> {
 /// settle by reading).
 pub(crate) fn decode<T: DeserializeOwned>(effect: Effect, a: &Answer) -> Result<T, AttemptError> {
     serde_json::from_str(&a.body).map_err(|e| {
-        let cause = format!(
-            "HTTP {}: the answer is not the expected JSON: {e}",
-            a.status
-        );
-        match effect {
-            Effect::Read => AttemptError::answered(Phase::Body.as_str(), cause),
-            Effect::Write => AttemptError::unknown(Phase::Body.as_str(), cause),
-        }
+        let f = ForgeFailure::Undecodable {
+            status: a.status,
+            detail: e.to_string(),
+        };
+        classify::failed(f, effect, &a.headers, SystemTime::now())
     })
 }
 
@@ -388,9 +385,30 @@ impl Reading<'_> {
         decode(Effect::Read, &a)
     }
 
+    /// GET one object and parse its JSON (the settling read of a write
+    /// whose landing one object shows).
+    #[allow(dead_code)] // the single-object settling reads of the typed writes
     pub(crate) fn get_json_url<T: DeserializeOwned>(&self, url: &Url) -> Result<T, AttemptError> {
         let a = self.get_answer(url)?;
         decode(Effect::Read, &a)
+    }
+
+    /// GET every page of a list (`Link: <…>; rel="next"`) within this
+    /// read's time; `items` takes one page's answer to its items.
+    pub(crate) fn get_all_pages<T>(
+        &self,
+        url: &Url,
+        items: impl Fn(&Answer) -> Result<Vec<T>, AttemptError>,
+    ) -> Result<Vec<T>, AttemptError> {
+        let mut all = Vec::new();
+        let mut next = Some(url.clone());
+        while let Some(u) = next {
+            let a = self.get_answer(&u)?;
+            let (page, n) = crate::pages::page_of(&a, &u, &items)?;
+            all.extend(page);
+            next = n;
+        }
+        Ok(all)
     }
 
     fn get_answer(&self, url: &Url) -> Result<Answer, AttemptError> {
@@ -417,7 +435,7 @@ impl ForgeClient {
     pub fn builder(base_url: &str) -> ForgeClientBuilder {
         ForgeClientBuilder {
             base: base_url.to_string(),
-            user_agent: DEFAULT_USER_AGENT.to_string(),
+            user_agent: crate::base::DEFAULT_USER_AGENT.to_string(),
             policy: None,
             creds: None,
             bounds: Bounds::default(),
@@ -712,9 +730,9 @@ impl ForgeClient {
         url
     }
 
-    /// Send one request and read its whole answer. Transport failures are
-    /// classed here (by the phase they happened in); a fully read answer is
-    /// returned for [`judge`].
+    /// Send one request and read its whole answer. A failure is described
+    /// as a [`ForgeFailure`] and classed by the forge's table
+    /// ([`classify::failed`]); a fully read answer is returned for [`judge`].
     ///
     /// The request runs on a helper thread holding the host's permit, so a
     /// read can stop waiting when the caller cancels (the abandoned request
@@ -730,159 +748,37 @@ impl ForgeClient {
         reached: &mut dyn FnMut(Phase),
     ) -> Result<Answer, AttemptError> {
         let effect = p.effect();
-        let connect = Phase::Connect.as_str();
-        let host = host_key(p.url);
-        let started = Instant::now();
+        let none = HeaderMap::new();
+        let fail = |f: ForgeFailure, headers: &HeaderMap| {
+            classify::failed(f, effect, headers, SystemTime::now())
+        };
         let permit = self
-            .inner
-            .gates
-            .acquire(&host, effect == Effect::Write, deadline, cancel)
-            .map_err(|r| {
-                let waited = started.elapsed().as_millis();
-                AttemptError::unjudged(
-                    connect,
-                    match r {
-                        GateRefusal::Deadline => format!(
-                            "no free slot to {host} within the attempt's time ({waited} ms waited for the concurrency cap or the write pacing)"
-                        ),
-                        GateRefusal::Cancelled => "cancelled before sending".to_string(),
-                    },
-                )
-            })?;
-        let remaining = deadline.saturating_duration_since(Instant::now());
-        if remaining.is_zero() {
-            return Err(AttemptError::unjudged(
-                connect,
-                "no time left in the attempt before sending",
-            ));
-        }
+            .pass_gate(p.url, effect, deadline, cancel)
+            .map_err(|f| fail(f, &none))?;
         let http = match effect {
             Effect::Read => &self.inner.read_http,
             Effect::Write => &self.inner.write_http,
         };
-        let mut req = http
-            .request(p.method.clone(), p.url.clone())
-            .header(ACCEPT, "application/vnd.github+json")
-            .header("x-github-api-version", API_VERSION)
-            .timeout(remaining);
+        let request = build_request(http, p, credential, deadline).map_err(|f| fail(f, &none))?;
         let fingerprint = credential.map(|c| c.fingerprint().to_string());
-        if let Some(c) = credential {
-            let mut v = HeaderValue::from_str(&format!("Bearer {}", c.secret().expose_secret()))
-                .map_err(|_| {
-                    // Ours, not the remote's: local-error, never retried.
-                    AttemptError::local(
-                        connect,
-                        format!(
-                            "credential {} is not a valid HTTP header value",
-                            c.fingerprint()
-                        ),
-                    )
-                })?;
-            v.set_sensitive(true);
-            req = req.header(AUTHORIZATION, v);
-        }
-        if let Some(b) = p.body {
-            req = req
-                .header(CONTENT_TYPE, "application/json")
-                .body(b.to_vec());
-        }
-        let request = req
-            .build()
-            .map_err(|e| AttemptError::local(connect, error_chain(&e.without_url())))?;
         let sent_at = Instant::now();
-        let (tx, rx) = mpsc::channel();
-        let client = http.clone();
-        // The request's thread is the attempt's: its events are the attempt's.
-        let span = tracing::Span::current();
-        std::thread::Builder::new()
-            .name("sluice-forge-request".into())
-            .spawn(move || {
-                let _attempt = span.enter();
-                // The permit is held until the request has truly ended.
-                let _permit = permit;
-                let result = client.execute(request).map(|resp| {
-                    let status = resp.status().as_u16();
-                    let headers = resp.headers().clone();
-                    (status, headers, resp.text())
-                });
-                let _ = tx.send(result);
-            })
-            .map_err(|e| {
-                AttemptError::unjudged(connect, format!("could not start the request: {e}"))
-            })?;
-        let result = loop {
-            match rx.recv_timeout(CANCEL_POLL) {
-                Ok(r) => break r,
-                Err(mpsc::RecvTimeoutError::Timeout) => {
-                    if effect == Effect::Read && cancel.is_cancelled() {
-                        reached(Phase::RequestSent);
-                        return Err(AttemptError::unknown(
-                            Phase::RequestSent.as_str(),
-                            "cancelled while waiting for the answer",
-                        ));
-                    }
-                }
-                Err(mpsc::RecvTimeoutError::Disconnected) => {
-                    reached(Phase::RequestSent);
-                    return Err(AttemptError::unknown(
-                        Phase::RequestSent.as_str(),
-                        "the request ended without an answer",
-                    ));
-                }
+        let (status, headers, body) = match send(http, request, permit, effect, cancel) {
+            Ok(answer) => answer,
+            Err(Unsent::NotStarted(f)) => return Err(fail(f, &none)),
+            Err(Unsent::Abandoned(f)) => {
+                reached(Phase::RequestSent);
+                return Err(fail(f, &none));
             }
-        };
-        let (status, headers, body) = match result {
-            Ok(r) => r,
-            Err(e) => {
-                // A connect error (refused, DNS, TLS, connect timeout) never
-                // reached the server; anything later may have.
-                let phase = if e.is_connect() {
-                    Phase::Connect
-                } else {
+            Err(Unsent::Failed(e)) => {
+                let f = self.transport_failure(e, p.url);
+                if f.phase() > Phase::Connect {
                     reached(Phase::RequestSent);
-                    if e.is_redirect() {
-                        return Err(AttemptError::answered(
-                            Phase::ResponseHeaders.as_str(),
-                            error_chain(&e.without_url()),
-                        ));
-                    }
-                    Phase::RequestSent
-                };
-                let tls = if phase == Phase::Connect {
-                    sluice_https::tls_refusal(&e)
-                } else {
-                    None
-                };
-                let refused_by_proxy = sluice_https::proxy_auth_required(&e);
-                let mut text = error_chain(&e.without_url());
-                let proxy = self.inner.proxies.named_for(p.url);
-                if let Some(proxy) = &proxy {
-                    text.push_str(&format!(" (through proxy {proxy})"));
-                }
-                // The proxy refused CONNECT with 407: its answer.
-                if phase == Phase::Connect && proxy.is_some() && refused_by_proxy {
-                    return Err(AttemptError::answered(
-                        Phase::Connect.as_str(),
-                        format!("407 Proxy Authentication Required: {text}"),
-                    ));
                 }
                 tracing::debug!(
-                    method = %p.method, url = %p.url, credential = ?fingerprint, phase = phase.as_str(),
-                    elapsed_ms = sent_at.elapsed().as_millis() as u64, error = %text, "forge request failed"
+                    method = %p.method, url = %p.url, credential = ?fingerprint, phase = f.phase().as_str(),
+                    elapsed_ms = sent_at.elapsed().as_millis() as u64, error = %f, "forge request failed"
                 );
-                let empty = HeaderMap::new();
-                return Err(classify(
-                    &Exchange {
-                        effect,
-                        phase,
-                        status: None,
-                        headers: &empty,
-                        text: &text,
-                        tls: tls.as_ref(),
-                    },
-                    SystemTime::now(),
-                )
-                .expect_err("no status is never a success"));
+                return Err(fail(f, &none));
             }
         };
         reached(Phase::RequestSent);
@@ -890,24 +786,22 @@ impl ForgeClient {
         let body = match body {
             Ok(b) => b,
             Err(e) => {
-                let text = error_chain(&e.without_url());
+                let detail = error_chain(&e.without_url());
                 tracing::debug!(
                     method = %p.method, url = %p.url, credential = ?fingerprint, status,
-                    elapsed_ms = sent_at.elapsed().as_millis() as u64, error = %text, "forge answer cut"
+                    elapsed_ms = sent_at.elapsed().as_millis() as u64, error = %detail, "forge answer cut"
                 );
-                return Err(classify(
-                    &Exchange {
-                        effect,
+                let f = if (200..300).contains(&status) {
+                    ForgeFailure::Cut { status, detail }
+                } else {
+                    ForgeFailure::Status {
+                        status,
+                        message: detail,
+                        documentation_url: None,
                         phase: Phase::ResponseHeaders,
-                        status: Some(status),
-                        headers: &headers,
-                        text: &text,
-                        tls: None,
-                    },
-                    SystemTime::now(),
-                )
-                .err()
-                .unwrap_or_else(|| AttemptError::unknown(Phase::ResponseHeaders.as_str(), text)));
+                    }
+                };
+                return Err(fail(f, &headers));
             }
         };
         reached(Phase::Body);
@@ -920,6 +814,69 @@ impl ForgeClient {
             headers,
             body,
         })
+    }
+
+    /// Wait for a pass through `url`'s host's gate (the concurrency cap,
+    /// and for a write the pacing) until `deadline`.
+    fn pass_gate(
+        &self,
+        url: &Url,
+        effect: Effect,
+        deadline: Instant,
+        cancel: &CancelFlag,
+    ) -> Result<Permit, ForgeFailure> {
+        let host = host_key(url);
+        let started = Instant::now();
+        self.inner
+            .gates
+            .acquire(&host, effect == Effect::Write, deadline, cancel)
+            .map_err(|r| ForgeFailure::NotSent {
+                detail: match r {
+                    GateRefusal::Deadline => format!(
+                        "no free slot to {host} within the attempt's time ({} ms waited for the concurrency cap or the write pacing)",
+                        started.elapsed().as_millis()
+                    ),
+                    GateRefusal::Cancelled => "cancelled before sending".to_string(),
+                },
+            })
+    }
+
+    /// What a request that got no answer met: where it failed (a connect
+    /// error never reached the server; anything later may have), the TLS
+    /// refusal or the proxy's 407 when it was one, the proxy named.
+    fn transport_failure(&self, e: reqwest::Error, url: &Url) -> ForgeFailure {
+        let connect = e.is_connect();
+        let redirect = e.is_redirect();
+        let tls = if connect {
+            sluice_https::tls_refusal(&e)
+        } else {
+            None
+        };
+        let refused_by_proxy = sluice_https::proxy_auth_required(&e);
+        let mut detail = error_chain(&e.without_url());
+        if !connect && redirect {
+            return ForgeFailure::Redirect { detail };
+        }
+        let proxy = self.inner.proxies.named_for(url);
+        if let Some(proxy) = &proxy {
+            detail.push_str(&format!(" (through proxy {proxy})"));
+        }
+        if !connect {
+            return ForgeFailure::NoAnswer {
+                phase: Phase::RequestSent,
+                detail,
+            };
+        }
+        if proxy.is_some() && refused_by_proxy {
+            return ForgeFailure::ProxyRefused { detail };
+        }
+        match tls {
+            Some(refusal) => ForgeFailure::Tls { refusal, detail },
+            None => ForgeFailure::NoAnswer {
+                phase: Phase::Connect,
+                detail,
+            },
+        }
     }
 
     pub(crate) fn observed(key: &str, value: impl Into<String>) -> BTreeMap<String, String> {
@@ -936,89 +893,118 @@ fn host_key(url: &Url) -> String {
     )
 }
 
-/// Parse a base URL: absolute http(s), no user info, no query.
-pub(crate) fn parse_base(s: &str) -> Result<Url, ForgeError> {
-    let url = Url::parse(s).map_err(|e| ForgeError::InvalidUrl(format!("{:?}: {e}", redact(s))))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(ForgeError::InvalidUrl(format!(
-            "{:?}: not an http(s) URL",
-            redact(s)
-        )));
-    }
-    if !url.username().is_empty() || url.password().is_some() {
-        return Err(ForgeError::InvalidUrl(format!(
-            "{:?}: user info is not allowed here",
-            redact(s)
-        )));
-    }
-    Ok(url)
+/// What a request's thread brings back: status, headers, and the body (or
+/// why it was cut).
+type Received = (u16, HeaderMap, reqwest::Result<String>);
+
+/// Why a request brought back no answer.
+enum Unsent {
+    /// Its thread could not start: nothing was sent.
+    NotStarted(ForgeFailure),
+    /// It was handed to the connection and then given up on (a read's
+    /// cancel) or lost: it may be complete on the server.
+    Abandoned(ForgeFailure),
+    /// The HTTP stack failed it.
+    Failed(reqwest::Error),
 }
 
-/// Split user info off an absolute URL: the URL without it, and the secret
-/// it held (the password, or the user name when there is no password).
-pub fn split_user_info(s: &str) -> Result<(Url, Option<SecretString>), ForgeError> {
-    let mut url =
-        Url::parse(s).map_err(|e| ForgeError::InvalidUrl(format!("{:?}: {e}", redact(s))))?;
-    if !matches!(url.scheme(), "http" | "https") || url.host_str().is_none() {
-        return Err(ForgeError::InvalidUrl(format!(
-            "{:?}: not an http(s) URL",
-            redact(s)
-        )));
+/// The request, ready to send: the API's headers, the credential as a
+/// bearer token, the body, a timeout of what remains until `deadline`.
+fn build_request(
+    http: &reqwest::blocking::Client,
+    p: &Prepared<'_>,
+    credential: Option<&Credential>,
+    deadline: Instant,
+) -> Result<reqwest::blocking::Request, ForgeFailure> {
+    let remaining = deadline.saturating_duration_since(Instant::now());
+    if remaining.is_zero() {
+        return Err(ForgeFailure::NotSent {
+            detail: "no time left in the attempt before sending".into(),
+        });
     }
-    let secret = match (url.username(), url.password()) {
-        ("", None) => None,
-        (_, Some(p)) if !p.is_empty() => Some(sluice_policy::percent_decode(p)),
-        (u, _) if !u.is_empty() => Some(sluice_policy::percent_decode(u)),
-        _ => None,
+    let mut req = http
+        .request(p.method.clone(), p.url.clone())
+        .header(ACCEPT, "application/vnd.github+json")
+        .header("x-github-api-version", API_VERSION)
+        .timeout(remaining);
+    if let Some(c) = credential {
+        let mut v = HeaderValue::from_str(&format!("Bearer {}", c.secret().expose_secret()))
+            // Ours, not the remote's: local-error, never retried.
+            .map_err(|_| ForgeFailure::Local {
+                detail: format!(
+                    "credential {} is not a valid HTTP header value",
+                    c.fingerprint()
+                ),
+            })?;
+        v.set_sensitive(true);
+        req = req.header(AUTHORIZATION, v);
+    }
+    if let Some(b) = p.body {
+        req = req
+            .header(CONTENT_TYPE, "application/json")
+            .body(b.to_vec());
+    }
+    req.build().map_err(|e| ForgeFailure::Local {
+        detail: error_chain(&e.without_url()),
+    })
+}
+
+/// Send `request` on a thread of its own holding `permit` until the
+/// request has truly ended, and wait for its answer: a read stops waiting
+/// when `cancel` is raised; a write is waited for to its answer or its
+/// timeout.
+fn send(
+    http: &reqwest::blocking::Client,
+    request: reqwest::blocking::Request,
+    permit: Permit,
+    effect: Effect,
+    cancel: &CancelFlag,
+) -> Result<Received, Unsent> {
+    let (tx, rx) = mpsc::channel();
+    let client = http.clone();
+    // The request's thread is the attempt's: its events are the attempt's.
+    let span = tracing::Span::current();
+    std::thread::Builder::new()
+        .name("sluice-forge-request".into())
+        .spawn(move || {
+            let _attempt = span.enter();
+            let _permit = permit;
+            let result = client.execute(request).map(|resp| {
+                let status = resp.status().as_u16();
+                let headers = resp.headers().clone();
+                (status, headers, resp.text())
+            });
+            let _ = tx.send(result);
+        })
+        .map_err(|e| {
+            Unsent::NotStarted(ForgeFailure::NotSent {
+                detail: format!("could not start the request: {e}"),
+            })
+        })?;
+    let lost = |detail: &str| {
+        Unsent::Abandoned(ForgeFailure::NoAnswer {
+            phase: Phase::RequestSent,
+            detail: detail.to_string(),
+        })
     };
-    let _ = url.set_username("");
-    let _ = url.set_password(None);
-    Ok((url, secret.map(SecretString::from)))
-}
-
-/// A URL-ish string with anything between `://` and `@` replaced, for
-/// error messages.
-pub fn redact(s: &str) -> String {
-    match sluice_policy::user_info_span(s) {
-        Some(span) => format!("{}***@{}", &s[..span.start], &s[span.end..]),
-        None => s.to_string(),
-    }
-}
-
-/// An error and its sources, joined with `: ` (repeats skipped).
-pub(crate) fn error_chain(e: &(dyn std::error::Error + 'static)) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(x) = src {
-        let t = x.to_string();
-        if !s.contains(&t) {
-            s.push_str(": ");
-            s.push_str(&t);
+    loop {
+        match rx.recv_timeout(CANCEL_POLL) {
+            Ok(r) => return r.map_err(Unsent::Failed),
+            Err(mpsc::RecvTimeoutError::Timeout) => {
+                if effect == Effect::Read && cancel.is_cancelled() {
+                    return Err(lost("cancelled while waiting for the answer"));
+                }
+            }
+            Err(mpsc::RecvTimeoutError::Disconnected) => {
+                return Err(lost("the request ended without an answer"));
+            }
         }
-        src = x.source();
     }
-    s
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn user_info_is_split_off_and_redacted() {
-        let (u, s) =
-            split_user_info("https://x-access-token:s3cr%40t@example.invalid/a?b=c").expect("url");
-        assert_eq!(u.as_str(), "https://example.invalid/a?b=c");
-        assert_eq!(s.expect("secret").expose_secret(), "s3cr@t");
-        let (u, s) = split_user_info("https://tok3n@example.invalid/").expect("url");
-        assert_eq!(u.as_str(), "https://example.invalid/");
-        assert_eq!(s.expect("secret").expose_secret(), "tok3n");
-        let (_, s) = split_user_info("http://example.invalid/").expect("url");
-        assert!(s.is_none());
-        assert!(split_user_info("ftp://example.invalid/").is_err());
-        assert_eq!(redact("https://u:p@h/x@y"), "https://***@h/x@y");
-        assert_eq!(redact("https://h/x@y"), "https://h/x@y");
-    }
 
     #[test]
     fn methods_have_effects() {

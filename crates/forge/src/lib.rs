@@ -7,9 +7,14 @@
 //!   concurrent requests per host and the write pacing (writes to one host
 //!   one at a time, each at least a second after the previous one ended).
 //! * Every call is one operation and ends with an [`Outcome`](sluice_policy::Outcome): GET is a
-//!   read, POST/PATCH/PUT/DELETE are writes. Failures are classed from the
-//!   exchange by one pure table, [`classify`]; the policy decides on
-//!   retries, credential refusals and waits.
+//!   read, POST/PATCH/PUT/DELETE are writes. A failed request is a
+//!   [`ForgeFailure`] (the status, GitHub's `message` and
+//!   `documentation_url` as data), carried as the source of the policy's
+//!   `AttemptError` (`error.source_as::<ForgeFailure>()`); it is classed by
+//!   one pure function ([`classify`] / [`failed`]), whose statuses are the
+//!   workspace's one table ([`sluice_https::status_class`], git's smart HTTP
+//!   uses it too); the policy decides on retries, credential refusals and
+//!   waits.
 //! * The typed calls ([`ForgeClient::get_pull`],
 //!   [`ForgeClient::create_pull`], [`ForgeClient::list_pulls_by_head`],
 //!   [`ForgeClient::ci_status`], [`ForgeClient::create_issue_comment`],
@@ -42,23 +47,26 @@
 #![forbid(unsafe_code)]
 
 mod app;
+mod base;
 mod calls;
 mod classify;
 mod client;
 mod error;
 mod gate;
+mod pages;
+mod phase;
 mod types;
 
 pub use app::{AppClaims, GitHubAppSource, JWT_BACKDATE, JWT_LIFETIME};
+pub use base::{split_user_info, API_VERSION, DEFAULT_USER_AGENT};
 pub use classify::{
-    api_message, classify, is_secondary_rate_limit, retry_hint, Exchange, Phase,
-    SECONDARY_LIMIT_WAIT,
+    api_message, classify, documentation_url, failed, is_secondary_rate_limit, retry_hint,
+    Exchange, SECONDARY_LIMIT_WAIT,
 };
-pub use client::{
-    effect_of, redact, split_user_info, CallOptions, ForgeClient, ForgeClientBuilder, HttpResponse,
-    Reading, API_VERSION, DEFAULT_USER_AGENT,
-};
-pub use error::ForgeError;
+pub use client::{effect_of, CallOptions, ForgeClient, ForgeClientBuilder, HttpResponse, Reading};
+pub use error::{ForgeError, ForgeFailure};
+pub use pages::next_page;
+pub use phase::Phase;
 pub use reqwest::header::HeaderMap;
 pub use reqwest::{Method, Url};
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};

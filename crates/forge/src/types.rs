@@ -153,7 +153,9 @@ pub struct CheckRun {
     pub id: u64,
     /// Its name.
     pub name: String,
-    /// The commit it checks.
+    /// The commit it checks (empty when the forge left it out: some
+    /// GitHub Enterprise versions do, and it is still a check run).
+    #[serde(default)]
     pub head_sha: String,
     /// `queued`, `in_progress`, `completed`, ...
     pub status: String,

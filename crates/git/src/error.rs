@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use sluice_policy::{AttemptError, AuthSignal, Class};
+use sluice_policy::{AttemptError, Class};
 
 use crate::wire::WireState;
 
@@ -207,8 +207,9 @@ impl GitError {
             GitError::Http {
                 status,
                 request_complete,
+                retry_after,
                 ..
-            } => http_class(*status, *request_complete),
+            } => http_class(*status, *request_complete, retry_after.is_some()).class,
             GitError::Transport {
                 request_complete, ..
             }
@@ -246,31 +247,42 @@ impl GitError {
             status,
             retry_after,
             words,
+            request_complete,
             ..
         } = self
         {
             e.cause = format!("HTTP {status}: {words}");
             e.retry_after = *retry_after;
-            match status {
-                401 => e.auth = Some(AuthSignal::Unauthorized),
-                403 | 404 => e.auth = Some(AuthSignal::ForbiddenOrNotFound),
-                _ => {}
-            }
+            e.auth = http_class(*status, *request_complete, retry_after.is_some()).auth;
         }
         e
     }
 }
 
-/// HTTP statuses: 401 (credential class, bought afresh by the policy), 429
-/// and 5xx before the request was complete are unjudged; 500/502/504 after a
-/// write's body was sent are unknown; other 4xx are answered.
-pub(crate) fn http_class(status: u16, request_complete: bool) -> Class {
-    match status {
-        401 | 429 | 503 => Class::Unjudged,
-        500..=599 if request_complete => Class::Unknown,
-        500..=599 => Class::Unjudged,
-        _ => Class::Answered,
-    }
+/// HTTP statuses, by the workspace's one table ([`sluice_https::status_class`],
+/// the forge's too): 401 answered with the credential signal (the policy
+/// decides whether the credential held was refused and buys afresh), 408,
+/// 429, 503 and a 403 asking for a wait (`Retry-After`) unjudged,
+/// 500/502/504 after the request was complete unknown, other 5xx unjudged,
+/// other 4xx answered. Smart HTTP keeps no rate-limit header but
+/// `Retry-After`.
+pub(crate) fn http_class(
+    status: u16,
+    request_complete: bool,
+    retry_after: bool,
+) -> sluice_https::StatusClass {
+    let limits = sluice_https::RateLimitFacts {
+        retry_after,
+        ..Default::default()
+    };
+    // A 2xx never becomes a `GitError::Http`: one that did is no answer the
+    // table knows, so it stays the remote's.
+    sluice_https::status_class(status, request_complete, limits).unwrap_or(
+        sluice_https::StatusClass {
+            class: Class::Answered,
+            auth: None,
+        },
+    )
 }
 
 /// Class a failure from what the wire saw; `detail` is what the local side
@@ -372,17 +384,47 @@ pub(crate) fn from_wire(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use sluice_policy::AuthSignal;
 
     #[test]
     fn http_statuses_follow_the_table() {
-        assert_eq!(http_class(503, false), Class::Unjudged);
-        assert_eq!(http_class(503, true), Class::Unjudged);
-        assert_eq!(http_class(429, true), Class::Unjudged);
-        assert_eq!(http_class(502, false), Class::Unjudged);
-        assert_eq!(http_class(502, true), Class::Unknown);
-        assert_eq!(http_class(404, false), Class::Answered);
-        assert_eq!(http_class(401, false), Class::Unjudged);
-        assert_eq!(http_class(422, true), Class::Answered);
+        let class = |s, complete| http_class(s, complete, false).class;
+        assert_eq!(class(503, false), Class::Unjudged);
+        assert_eq!(class(503, true), Class::Unjudged);
+        assert_eq!(class(429, true), Class::Unjudged);
+        assert_eq!(class(408, true), Class::Unjudged, "as the forge's");
+        assert_eq!(class(502, false), Class::Unjudged);
+        assert_eq!(class(502, true), Class::Unknown);
+        assert_eq!(class(404, false), Class::Answered);
+        assert_eq!(class(422, true), Class::Answered);
+        // 401: the credential signal; the policy decides (as the forge's).
+        let c = http_class(401, false, false);
+        assert_eq!(
+            (c.class, c.auth),
+            (Class::Answered, Some(AuthSignal::Unauthorized))
+        );
+        // A 403 asking for a wait is a rate limit, not a refusal.
+        let c = http_class(403, false, true);
+        assert_eq!((c.class, c.auth), (Class::Unjudged, None));
+        let c = http_class(403, false, false);
+        assert_eq!(c.auth, Some(AuthSignal::ForbiddenOrNotFound));
+    }
+
+    #[test]
+    fn an_http_error_carries_the_tables_signal_to_the_policy() {
+        let e = GitError::Http {
+            phase: Phase::Connect,
+            status: 401,
+            retry_after: None,
+            words: "Unauthorized".into(),
+            request_complete: false,
+        }
+        .to_attempt();
+        assert_eq!(
+            (e.class, e.auth),
+            (Class::Answered, Some(AuthSignal::Unauthorized))
+        );
+        assert_eq!(e.cause, "HTTP 401: Unauthorized");
     }
 
     #[test]

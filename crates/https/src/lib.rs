@@ -15,6 +15,10 @@
 //!    alert is a [`TlsRefusal`], the server's answer (trying again cannot
 //!    change it). Anything else (a handshake cut, reset or timeout) is left
 //!    to the caller's transport table.
+//! 4. When a request is answered with a status that is not a success,
+//!    [`status_class`] classes it: the one HTTP status table of the
+//!    workspace, which the forge's calls and git's smart HTTP both use, so a
+//!    status means the same in both.
 //!
 //! ```
 //! let config = sluice_https::HttpsConfig::new();
@@ -32,7 +36,9 @@
 //!
 //! # Modules
 //!
-//! One: this file (the config, the proxies, the roots, the TLS table).
+//! This file (the config, the proxies, the roots, the TLS table) and
+//! `status` (the HTTP status table: [`status_class`], [`RateLimitFacts`],
+//! [`StatusClass`]).
 //! URLs lose their user info through the workspace's one
 //! [`sluice_policy::text::redact`].
 //!
@@ -43,7 +49,8 @@
 //! [`HttpsConfig`] (and [`ProxyChoice`], [`HttpsError`]), [`Proxies`],
 //! [`platform_roots`] and [`read_pem_certs`], the TLS table
 //! ([`tls_refusal`], [`refusal_of`], [`find_rustls_error`], [`TlsRefusal`]),
-//! [`proxy_auth_required`] and [`proxy_name`].
+//! [`proxy_auth_required`] and [`proxy_name`], and the status table
+//! ([`status_class`], [`RateLimitFacts`], [`StatusClass`]).
 //!
 //! # Classes from types, with one exception here
 //!
@@ -55,6 +62,10 @@
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+
+mod status;
+
+pub use status::{status_class, RateLimitFacts, StatusClass};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, OnceLock};

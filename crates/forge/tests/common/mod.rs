@@ -3,6 +3,8 @@
 //! tracing capture.
 #![allow(dead_code)]
 
+pub mod paged;
+
 use std::io::Write;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,6 +34,44 @@ pub const SHA: &str = "1111111111111111111111111111111111111111";
 /// A policy whose settle pause is `settle`.
 pub fn policy(settle: Duration) -> Arc<Policy> {
     Arc::new(Policy::builder().settle(settle).build())
+}
+
+/// A sleeper that records every pause the policy asks for, then sleeps it
+/// (the forge's own pacing and deadlines run on the real clock).
+#[derive(Default)]
+pub struct RecordingSleeper(Mutex<Vec<Duration>>);
+
+impl RecordingSleeper {
+    /// Every pause asked for so far.
+    pub fn pauses(&self) -> Vec<Duration> {
+        self.0.lock().expect("pauses").clone()
+    }
+}
+
+impl sluice_policy::Sleeper for RecordingSleeper {
+    fn sleep(&self, dur: Duration, cancel: &std::sync::atomic::AtomicBool) {
+        self.0.lock().expect("pauses").push(dur);
+        sluice_policy::ThreadSleeper.sleep(dur, cancel);
+    }
+}
+
+/// A policy whose pauses are recorded by the returned sleeper.
+pub fn recorded_policy() -> (Arc<Policy>, Arc<RecordingSleeper>) {
+    let sleeper = Arc::new(RecordingSleeper::default());
+    let policy = Policy::builder()
+        .settle(Duration::from_secs(1))
+        .sleeper(sleeper.clone())
+        .build();
+    (Arc::new(policy), sleeper)
+}
+
+/// What the policy planned for an operation: every attempt's timeout and
+/// every pause after one. It never exceeds the deadline.
+pub fn planned_ms<T>(out: &sluice_policy::Outcome<T>) -> u64 {
+    out.attempts
+        .iter()
+        .map(|a| a.timeout_ms + a.delay_ms.unwrap_or(0))
+        .sum()
 }
 
 /// A client of `forge` under `policy`, with the exercise's bounds.

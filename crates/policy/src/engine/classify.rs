@@ -1,6 +1,7 @@
 //! The classify step: an attempt's end is recorded (its span, its metrics,
-//! the history), a refused credential is noted and its failure turned
-//! unjudged, and the class × effect table says whether backon tries again.
+//! the history), a refused credential is noted (the credential class: the
+//! policy's one decision beside the layer's table), and the class × effect
+//! table says whether backon tries again.
 
 use tracing::Span;
 
@@ -41,11 +42,16 @@ impl Run<'_> {
         st.succeeded_at = Some(tried.end);
     }
 
-    /// The attempt failed with `e`: a 401 with no credential source is the
-    /// remote's answer (nothing to buy afresh); a refusal of the credential
-    /// held (any 401; a 403 or 404 within the fresh window of buying it) is
-    /// noted, the credential dropped, the next pause made at least the
-    /// settle time, and the failure made unjudged. The failure as classed.
+    /// The attempt failed with `e`, classed by its layer's table (for HTTP,
+    /// the one table in `sluice-https`, which answers a 401 and attaches
+    /// the credential signal). The policy keeps that class, with one
+    /// decision of its own, the credential class of the design: a refusal
+    /// of the credential held (any 401; a 403 or 404 within the fresh
+    /// window of buying it) is noted, the credential dropped, the next
+    /// pause made at least the settle time, and the attempt is `unjudged`
+    /// (the remote judged the credential, not the call). A 401 with no
+    /// credential source stays the remote's answer (nothing to buy afresh);
+    /// its words say how to give one.
     pub(super) fn classify(
         &self,
         span: &Span,
@@ -54,8 +60,7 @@ impl Run<'_> {
         mut e: AttemptError,
     ) -> AttemptError {
         if e.auth == Some(AuthSignal::Unauthorized) && self.credentials.is_none() {
-            // Nothing to buy afresh: trying again cannot change it.
-            e.class = Class::Answered;
+            // Nothing to buy afresh: the table's answer stands.
             e.cause = format!(
                 "{} (no credential was given: give one with --token-command \
                  or user info in the URL)",
