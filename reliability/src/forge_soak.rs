@@ -25,7 +25,7 @@ use std::time::{Duration, Instant, SystemTime};
 
 use serde_json::Value;
 use sluice_forge::{CallOptions, CheckRunUpdate, ForgeClient, MergeMethod, RepoRef};
-use sluice_policy::{Bounds, Outcome, OutcomeKind, Policy, Verdict};
+use sluice_policy::{Bounds, Outcome, OutcomeKind, Policy, RetryBudget, Verdict};
 use sluice_testkit::fake_forge::{Behaviour, Event, FakeForge};
 
 use crate::Rng;
@@ -62,7 +62,7 @@ impl ForgeSoakConfig {
     }
 
     /// 2,000 operations on 8 threads, 20% faulted, writes paced 1 ms
-    /// apart, each operation 4 s / 1 s per attempt / 4 attempts with a 1 s
+    /// apart, no retry budget (storm protection is tested elsewhere), each operation 4 s / 1 s per attempt / 4 attempts with a 1 s
     /// reconcile reserve.
     pub fn standard() -> Self {
         ForgeSoakConfig {
@@ -170,6 +170,8 @@ struct Done {
     path: Option<(&'static str, String)>,
     /// Whether the fake's final state holds the write (writes).
     holds: Option<bool>,
+    /// Why it stopped and each attempt's class and cause, for the report.
+    story: String,
     elapsed: Duration,
 }
 
@@ -230,7 +232,14 @@ pub fn run(cfg: &ForgeSoakConfig) -> ForgeSoakReport {
     let forge = FakeForge::start().expect("the fake forge starts on loopback");
     let client = ForgeClient::builder(&forge.url())
         .policy(Arc::new(
-            Policy::builder().settle(Duration::from_millis(50)).build(),
+            Policy::builder()
+                .settle(Duration::from_millis(50))
+                // Storm protection has its own test (`tests/storm.rs`):
+                // here ~8% of operations retry at once on one host, which
+                // can empty the default bucket (20 tokens, 1 a second) and
+                // end a read `retry-budget-empty`, by design.
+                .retry_budget(RetryBudget::UNLIMITED)
+                .build(),
         ))
         .write_spacing(cfg.write_spacing)
         .max_concurrent_per_host(cfg.workers)
@@ -296,6 +305,7 @@ fn one(
         key: None,
         path: None,
         holds: None,
+        story: String::new(),
         elapsed: Duration::ZERO,
     };
     let queue = |method: &str, path: &str| {
@@ -372,6 +382,25 @@ fn record<T>(d: &mut Done, out: &Outcome<T>) {
     d.kind = out.kind;
     d.may_have_applied = out.may_have_applied;
     d.verdict = out.reconciled.as_ref().map(|r| r.verdict);
+    let attempts: Vec<String> = out
+        .attempts
+        .iter()
+        .map(|a| {
+            format!(
+                "#{} {} {:?}: {}",
+                a.n,
+                a.phase,
+                a.class,
+                a.cause.as_deref().unwrap_or("ok")
+            )
+        })
+        .collect();
+    d.story = format!(
+        "stopped {:?} after {} ms; {}",
+        out.stopped,
+        out.elapsed_ms,
+        attempts.join("; ")
+    );
 }
 
 /// Check every operation against the fake's log and final state.
@@ -424,7 +453,7 @@ fn check_one(
 ) {
     let mut violation = |why: String| {
         r.violations
-            .push(format!("{:?} ({:?}): {why}", d.op, d.fault))
+            .push(format!("{:?} ({:?}): {why} [{}]", d.op, d.fault, d.story))
     };
     let (Some(key), Some((method, path)), Some(holds)) = (&d.key, &d.path, d.holds) else {
         // A read is tried again whatever happened, unless the forge
@@ -453,7 +482,7 @@ fn check_one(
     let mut mismatch = |why: String| {
         r.verdict_mismatches += 1;
         r.violations
-            .push(format!("{:?} ({:?}): {why}", d.op, d.fault));
+            .push(format!("{:?} ({:?}): {why} [{}]", d.op, d.fault, d.story));
     };
     match (d.kind, d.verdict) {
         (OutcomeKind::Succeeded, _) if !holds => {

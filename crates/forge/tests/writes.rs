@@ -435,3 +435,25 @@ fn a_check_run_update_the_forge_refuses_is_answered_and_may_not_have_applied() {
     assert_eq!(out.may_have_applied, Some(false));
     assert_eq!(forge.applied_count(&format!("check-run:{id}")), 0);
 }
+
+#[test]
+fn a_read_the_forge_did_not_take_is_read_again() {
+    for fault in [
+        Behaviour::RateLimited { retry_after: 0 },
+        Behaviour::PrimaryLimit {
+            reset: std::time::SystemTime::now() + Duration::from_secs(1),
+        },
+    ] {
+        let forge = FakeForge::start().expect("fake forge");
+        let n = forge.add_pull(REPO, "feature", "main", HEAD);
+        forge.push(Endpoint::GetPull, fault.clone());
+        let out = client(&forge, bounds()).get_pull(&repo(), n, CallOptions::new());
+        assert_eq!(
+            out.kind,
+            OutcomeKind::Succeeded,
+            "{fault:?}: {out:?}\n{}",
+            forge.log_text()
+        );
+        assert_eq!(out.attempts.len(), 2, "{fault:?}");
+    }
+}
