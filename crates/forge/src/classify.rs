@@ -448,6 +448,39 @@ mod tests {
     }
 
     #[test]
+    fn githubs_primary_limit_with_429_and_its_secondary_limit_with_retry_after_wait_as_documented()
+    {
+        for e in BOTH {
+            // The primary limit answered 429: wait until the reset.
+            let h = hdrs(&[
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "1700000045"),
+            ]);
+            let r = run(e, Phase::Body, Some(429), &h, "API rate limit exceeded").unwrap_err();
+            assert_eq!(
+                (r.class, r.retry_after),
+                (Class::Unjudged, Some(Duration::from_secs(45)))
+            );
+            // The secondary limit with Retry-After: that wait, not a minute.
+            let h = hdrs(&[("retry-after", "7")]);
+            let msg = "You have exceeded a secondary rate limit and have been temporarily blocked.";
+            let r = run(e, Phase::Body, Some(403), &h, msg).unwrap_err();
+            assert_eq!(
+                (r.class, r.retry_after, r.auth),
+                (Class::Unjudged, Some(Duration::from_secs(7)), None)
+            );
+            // A reset already past: no wait beyond what backoff gives.
+            let h = hdrs(&[
+                ("x-ratelimit-remaining", "0"),
+                ("x-ratelimit-reset", "1699999990"),
+            ]);
+            let r = run(e, Phase::Body, Some(403), &h, "API rate limit exceeded").unwrap_err();
+            assert_eq!(r.class, Class::Unjudged);
+            assert!(r.retry_after.unwrap_or_default() <= Duration::from_secs(60));
+        }
+    }
+
+    #[test]
     fn a_503_is_unjudged_for_both_effects_and_keeps_its_retry_after() {
         let h = hdrs(&[("retry-after", "1")]);
         for e in BOTH {

@@ -6,7 +6,9 @@ use std::collections::BTreeMap;
 use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
 
-use reqwest::header::{HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE};
+use reqwest::header::{
+    HeaderMap, HeaderValue, ACCEPT, AUTHORIZATION, CONTENT_TYPE, ETAG, IF_NONE_MATCH,
+};
 use reqwest::{Method, Url};
 use secrecy::{ExposeSecret, SecretString};
 use serde::de::DeserializeOwned;
@@ -16,12 +18,14 @@ use sluice_policy::{
     Outcome, OutcomeKind, Policy, Settlement, StaticSource,
 };
 
+use sluice_policy::metric;
 use sluice_policy::text::{error_chain, redact};
 
 use crate::app::GitHubAppSource;
 use crate::base::{parse_base, split_user_info, API_VERSION};
 use crate::classify::{self, api_message, classify, documentation_url, Exchange};
 use crate::error::{ForgeError, ForgeFailure};
+use crate::etag::{ETags, Kept};
 use crate::gate::{GateRefusal, Gates, Permit};
 use crate::phase::Phase;
 
@@ -235,6 +239,7 @@ impl ForgeClientBuilder {
                 gates: Gates::new(self.max_concurrent, self.write_spacing),
                 user_agent: self.user_agent,
                 proxies,
+                etags: ETags::default(),
             }),
         })
     }
@@ -251,6 +256,8 @@ struct Inner {
     user_agent: String,
     /// Which proxy each request goes through (named in its errors).
     proxies: sluice_https::Proxies,
+    /// The answers kept for conditional reads.
+    etags: ETags,
 }
 
 /// A client of one forge's REST API (GitHub or GitHub Enterprise).
@@ -759,8 +766,15 @@ impl ForgeClient {
             Effect::Read => &self.inner.read_http,
             Effect::Write => &self.inner.write_http,
         };
-        let request = build_request(http, p, credential, deadline).map_err(|f| fail(f, &none))?;
         let fingerprint = credential.map(|c| c.fingerprint().to_string());
+        // A read sends the ETag of the answer kept for it, if any.
+        let kept = match effect {
+            Effect::Read => self.inner.etags.get(p.url.as_str(), fingerprint.as_deref()),
+            Effect::Write => None,
+        };
+        let etag = kept.as_ref().map(|k| k.etag.as_str());
+        let request =
+            build_request(http, p, credential, etag, deadline).map_err(|f| fail(f, &none))?;
         let sent_at = Instant::now();
         let (status, headers, body) = match send(http, request, permit, effect, cancel) {
             Ok(answer) => answer,
@@ -809,11 +823,51 @@ impl ForgeClient {
             method = %p.method, url = %p.url, credential = ?fingerprint, status,
             elapsed_ms = sent_at.elapsed().as_millis() as u64, "forge answered"
         );
-        Ok(Answer {
+        let answer = Answer {
             status,
             headers,
             body,
+        };
+        Ok(match effect {
+            Effect::Read => self.conditional(p.url, fingerprint.as_deref(), kept, answer),
+            Effect::Write => answer,
         })
+    }
+
+    /// A read's answer, conditional reads applied: a `304` answered from
+    /// the answer `kept` (and counted); a success with an `ETag` kept for
+    /// the next read of `url` with the credential `fingerprint`.
+    fn conditional(
+        &self,
+        url: &Url,
+        fingerprint: Option<&str>,
+        kept: Option<Kept>,
+        answer: Answer,
+    ) -> Answer {
+        if let (304, Some(k)) = (answer.status, &kept) {
+            let host = sluice_policy::host_of(url.as_str());
+            metric::not_modified(&host);
+            return Answer {
+                status: k.status,
+                headers: k.headers.clone(),
+                body: k.body.clone(),
+            };
+        }
+        let etag = answer
+            .headers
+            .get(ETAG)
+            .and_then(|v| v.to_str().ok())
+            .map(str::to_string);
+        if let (true, Some(etag)) = ((200..300).contains(&answer.status), etag) {
+            let k = Kept {
+                etag,
+                status: answer.status,
+                headers: answer.headers.clone(),
+                body: answer.body.clone(),
+            };
+            self.inner.etags.put(url.as_str(), fingerprint, k);
+        }
+        answer
     }
 
     /// Wait for a pass through `url`'s host's gate (the concurrency cap,
@@ -914,6 +968,7 @@ fn build_request(
     http: &reqwest::blocking::Client,
     p: &Prepared<'_>,
     credential: Option<&Credential>,
+    etag: Option<&str>,
     deadline: Instant,
 ) -> Result<reqwest::blocking::Request, ForgeFailure> {
     let remaining = deadline.saturating_duration_since(Instant::now());
@@ -938,6 +993,9 @@ fn build_request(
             })?;
         v.set_sensitive(true);
         req = req.header(AUTHORIZATION, v);
+    }
+    if let Some(tag) = etag.and_then(|t| HeaderValue::from_str(t).ok()) {
+        req = req.header(IF_NONE_MATCH, tag);
     }
     if let Some(b) = p.body {
         req = req

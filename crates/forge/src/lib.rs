@@ -21,6 +21,11 @@
 //!   [`ForgeClient::create_check_run`]) carry their settling reads; the
 //!   generic [`ForgeClient::request`], [`ForgeClient::request_write`] and
 //!   [`ForgeClient::get_url`] serve the rest.
+//! * Reads are conditional: the last answer to a GET is kept with its
+//!   `ETag` per URL and credential ([`KEPT_ANSWERS`] at most, the least
+//!   recently used evicted), `If-None-Match` is sent, and a `304` is
+//!   answered from what was kept (counted in
+//!   `sluice_remote_not_modified_total{host}`).
 //! * Credentials: the policy's sources (static, command), and
 //!   [`GitHubAppSource`] (a JWT buys installation tokens, cached until
 //!   shortly before they expire). The API gets `Authorization: Bearer`;
@@ -52,6 +57,7 @@ mod calls;
 mod classify;
 mod client;
 mod error;
+mod etag;
 mod gate;
 mod pages;
 mod phase;
@@ -65,6 +71,7 @@ pub use classify::{
 };
 pub use client::{effect_of, CallOptions, ForgeClient, ForgeClientBuilder, HttpResponse, Reading};
 pub use error::{ForgeError, ForgeFailure};
+pub use etag::CAPACITY as KEPT_ANSWERS;
 pub use pages::next_page;
 pub use phase::Phase;
 pub use reqwest::header::HeaderMap;

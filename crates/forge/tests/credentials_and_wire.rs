@@ -287,6 +287,38 @@ fn a_primary_rate_limit_is_retried_once_its_reset_time_has_come() {
 }
 
 #[test]
+fn a_primary_rate_limit_whose_reset_does_not_fit_the_budget_stops_at_once() {
+    let forge = FakeForge::start().expect("fake forge");
+    let (policy, sleeper) = recorded_policy();
+    let client = client_with(&forge, policy, None);
+    let reset = UNIX_EPOCH + Duration::from_secs(now_secs() + 120);
+    forge.push(Endpoint::Zen, Behaviour::PrimaryLimit { reset });
+    let out = client
+        .request(
+            Method::GET,
+            "/zen",
+            None,
+            CallOptions::new().bounds(Bounds::new(
+                Duration::from_secs(10),
+                Duration::from_secs(5),
+                3,
+            )),
+        )
+        .expect("request");
+    assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
+    assert_eq!(out.stopped, Some(Stopped::RetryHintExceedsBudget));
+    assert_eq!(forge.arrivals(Endpoint::Zen).len(), 1, "no second request");
+    assert!(sleeper.pauses().is_empty(), "{:?}", sleeper.pauses());
+    let err = out.error.expect("error");
+    assert_eq!(err.class, Class::Unjudged);
+    assert!(err.retry_after.expect("the reset") > Duration::from_secs(100));
+    let f = err
+        .source_as::<sluice_forge::ForgeFailure>()
+        .expect("typed failure");
+    assert_eq!(f.status(), Some(403));
+}
+
+#[test]
 fn a_comment_whose_answer_is_cut_has_no_settling_read_and_ends_unknown_that_may_have_applied() {
     let forge = FakeForge::start().expect("fake forge");
     forge.set(Endpoint::CreateIssueComment, Behaviour::ApplyThenCut);

@@ -573,3 +573,36 @@ fn pull_requests_from_a_head_are_listed_to_the_last_page() {
     assert_eq!(log.len(), 2, "two pages of 100: {log:?}");
     assert!(log[1].contains("page=2"), "{log:?}");
 }
+
+// Conditional reads
+#[test]
+fn an_unchanged_pull_request_read_again_is_answered_304_from_what_was_kept() {
+    let forge = PagedForge::start(0, 0, None);
+    let client = paged_client(&forge);
+    let first = client.get_pull(&repo(), 7, opts());
+    assert_eq!(first.kind, OutcomeKind::Succeeded, "{first:?}");
+    assert_eq!(
+        forge.not_modified(),
+        0,
+        "nothing kept yet: an ordinary read"
+    );
+    for _ in 0..3 {
+        let again = client.get_pull(&repo(), 7, opts());
+        assert_eq!(again.kind, OutcomeKind::Succeeded, "{again:?}");
+        assert_eq!(again.value, first.value, "the kept answer");
+    }
+    assert_eq!(
+        forge.not_modified(),
+        3,
+        "each read again sent If-None-Match"
+    );
+    // Another credential is another key: its first read is unconditional,
+    // its second conditional.
+    let other = || opts().credentials(Scripted::new(&["tok-other"]));
+    let out = client.get_pull(&repo(), 7, other());
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    assert_eq!(forge.not_modified(), 3, "kept per credential");
+    let out = client.get_pull(&repo(), 7, other());
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    assert_eq!(forge.not_modified(), 4);
+}

@@ -34,9 +34,18 @@ pub const UNKNOWN_WRITES_TOTAL: &str = "sluice_remote_unknown_writes_total";
 /// Counter `{host}`: credentials the remote refused (any 401; a 403/404
 /// within the fresh window of buying), each refusal once.
 pub const CREDENTIAL_REFUSALS_TOTAL: &str = "sluice_remote_credential_refusals_total";
+/// Counter `{host}`: forge reads answered `304 Not Modified` (a conditional
+/// read answered from the answer kept; GitHub counts no rate-limit point).
+pub const NOT_MODIFIED_TOTAL: &str = "sluice_remote_not_modified_total";
+
+/// Count one forge read from `host` answered `304 Not Modified`
+/// ([`NOT_MODIFIED_TOTAL`]): for a layer that records no metric of its own.
+pub fn not_modified(host: &str) {
+    metrics::counter!(NOT_MODIFIED_TOTAL, "host" => host.to_string()).increment(1);
+}
 
 /// Every metric name, in the order above.
-pub const ALL: [&str; 7] = [
+pub const ALL: [&str; 8] = [
     OPERATIONS_TOTAL,
     ATTEMPTS_TOTAL,
     OPERATION_DURATION_SECONDS,
@@ -44,6 +53,7 @@ pub const ALL: [&str; 7] = [
     RETRY_BUDGET_TOKENS,
     UNKNOWN_WRITES_TOTAL,
     CREDENTIAL_REFUSALS_TOTAL,
+    NOT_MODIFIED_TOTAL,
 ];
 
 /// Describe every metric (unit and words) to the recorder installed now.
@@ -84,5 +94,10 @@ pub fn describe() {
         CREDENTIAL_REFUSALS_TOTAL,
         Unit::Count,
         "credentials refused by the remote, by host"
+    );
+    describe_counter!(
+        NOT_MODIFIED_TOTAL,
+        Unit::Count,
+        "forge reads answered 304 Not Modified, by host"
     );
 }

@@ -21,6 +21,8 @@ struct State {
     pulls: usize,
     /// The check-run page answered 502 the first time it is asked for.
     fail_once: Option<usize>,
+    /// How many reads were answered 304.
+    not_modified: usize,
 }
 
 /// The paged fake; stops when dropped.
@@ -68,6 +70,11 @@ impl PagedForge {
         self.url.clone()
     }
 
+    /// How many reads were answered `304 Not Modified`.
+    pub fn not_modified(&self) -> usize {
+        self.state.lock().expect("state").not_modified
+    }
+
     /// Every request's path and query, in order.
     pub fn log(&self) -> Vec<String> {
         self.state.lock().expect("state").log.clone()
@@ -103,12 +110,19 @@ fn serve(conn: TcpStream, state: &Mutex<State>, base: &str) {
     }
     let target = line.split_whitespace().nth(1).unwrap_or("/").to_string();
     // Read the head to its end (no bodies: GETs only).
+    let mut if_none_match = None;
     loop {
         let mut h = String::new();
         match reader.read_line(&mut h) {
             Ok(0) | Err(_) => break,
             Ok(_) if h == "\r\n" => break,
-            Ok(_) => {}
+            Ok(_) => {
+                if let Some((k, v)) = h.split_once(':') {
+                    if k.trim().eq_ignore_ascii_case("if-none-match") {
+                        if_none_match = Some(v.trim().to_string());
+                    }
+                }
+            }
         }
     }
     let (path, query) = target.split_once('?').unwrap_or((target.as_str(), ""));
@@ -116,7 +130,17 @@ fn serve(conn: TcpStream, state: &Mutex<State>, base: &str) {
     st.log.push(target.clone());
     let per_page = param(query, "per_page").unwrap_or(30).max(1);
     let page = param(query, "page").unwrap_or(1).max(1);
-    let (status, body, total) = if path.ends_with("/status") {
+    let mut etag = None;
+    let (status, body, total) = if path.ends_with("/pulls/7") {
+        // One pull request that never changes, with its ETag.
+        etag = Some(PULL_ETAG);
+        if if_none_match.as_deref() == Some(PULL_ETAG) {
+            st.not_modified += 1;
+            (304, String::new(), None)
+        } else {
+            (200, pull_json(7), None)
+        }
+    } else if path.ends_with("/status") {
         let body = r#"{"state":"success","sha":"1111111111111111111111111111111111111111","total_count":0,"statuses":[]}"#;
         (200, body.to_string(), None)
     } else if path.ends_with("/check-runs") {
@@ -139,9 +163,7 @@ fn serve(conn: TcpStream, state: &Mutex<State>, base: &str) {
         }
     } else if path.ends_with("/pulls") {
         let pulls: Vec<String> = page_range(st.pulls, per_page, page)
-            .map(|i| {
-                format!(r#"{{"number":{i},"state":"open","title":"pr {i}","head":{{"ref":"feature","sha":"2222222222222222222222222222222222222222"}},"base":{{"ref":"main","sha":"1111111111111111111111111111111111111111"}},"merged":false,"html_url":"x"}}"#)
-            })
+            .map(pull_json)
             .collect();
         (200, format!("[{}]", pulls.join(",")), Some(st.pulls))
     } else {
@@ -152,6 +174,9 @@ fn serve(conn: TcpStream, state: &Mutex<State>, base: &str) {
         "HTTP/1.1 {status} X\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n",
         body.len()
     );
+    if let Some(tag) = etag {
+        head.push_str(&format!("etag: {tag}\r\n"));
+    }
     if let Some(total) = total {
         if page * per_page < total {
             let mut next = format!("{base}{path}?");
@@ -177,4 +202,14 @@ fn serve(conn: TcpStream, state: &Mutex<State>, base: &str) {
 fn page_range(total: usize, per_page: usize, page: usize) -> impl Iterator<Item = usize> {
     let start = (page - 1) * per_page;
     (start..total.min(start + per_page)).map(|i| i + 1)
+}
+
+/// The ETag of pull request 7.
+const PULL_ETAG: &str = "\"pr7-v1\"";
+
+/// Pull request `i`, as GitHub gives it (the fields the calls use).
+fn pull_json(i: usize) -> String {
+    format!(
+        r#"{{"number":{i},"state":"open","title":"pr {i}","head":{{"ref":"feature","sha":"2222222222222222222222222222222222222222"}},"base":{{"ref":"main","sha":"1111111111111111111111111111111111111111"}},"merged":false,"html_url":"x"}}"#
+    )
 }

@@ -98,7 +98,8 @@ impl Policy {
     /// finish has its moment — since a server that got the whole request
     /// may still be applying it; landed then is success, still not there
     /// ends `unknown` with `may_have_applied: true` and verdict
-    /// `not-landed`; moved ends the reads at once, `unknown` with
+    /// `not-landed` (a cancelled write is not read again: its first
+    /// answered read settles it); moved ends the reads at once, `unknown` with
     /// `may_have_applied: true` (the write may have landed and been built
     /// upon before the read). Every settling read is listed in the
     /// outcome's `reconciled.reads`. The caller's next round acts on what

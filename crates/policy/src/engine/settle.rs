@@ -4,7 +4,9 @@
 //! capped; each pause at most half the reconcile reserve) while the
 //! operation's deadline allows, stopping in time to leave the ledger's
 //! finish its moment ([`FINISH_MOMENT`]); `landed` or `moved` ends it at
-//! once. Every read is listed in `reconciled.reads`.
+//! once, and so does the caller's cancel (a cancelled write is settled by
+//! its read, not read again until the deadline). Every read is listed in
+//! `reconciled.reads`.
 
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
@@ -132,6 +134,13 @@ impl Run<'_> {
                     let again = s.verdict == Verdict::NotLanded;
                     reads.last = Some(s);
                     if !again {
+                        return None;
+                    }
+                    // The caller asked to stop: the write is settled by
+                    // this read (not landed as of it, and it may still
+                    // land), not read again until the deadline.
+                    if self.cancel.is_cancelled() {
+                        tracing::debug!(op = %id, "not landed yet, and cancelled: not read again");
                         return None;
                     }
                 }
