@@ -12,6 +12,10 @@
 //!   the server and the process's resources sampled through the run;
 //! * [`sshfault`] — the relay standing in for `ssh` that injects the
 //!   service soak's ssh faults (binary `ssh-fault`);
+//! * [`forge_soak`] — threads sharing one forge client run merges, ref
+//!   updates and check-run updates against the testkit's stateful fake
+//!   GitHub under faults, checked against the fake's own record (no write
+//!   applied twice, every verdict equal to its final state);
 //! * [`mem`] — the process's resident memory, read from `/proc/self/status`;
 //! * [`Rng`] — a small seeded generator, so every run can be replayed.
 //!
@@ -26,6 +30,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+pub mod forge_soak;
 pub mod mem;
 pub mod service;
 pub mod soak;

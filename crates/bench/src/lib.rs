@@ -35,6 +35,7 @@ pub mod floor;
 pub mod forge;
 pub mod history;
 pub mod ops;
+pub mod polls;
 pub mod rows;
 pub mod stats;
 
@@ -181,6 +182,7 @@ pub fn main_with_args(args: &[String]) -> Result<()> {
         }
         Some("serve") => return serve(&args[1..]),
         Some("count-experiment") => return experiment::main(&args[1..]),
+        Some("poll-points") => return polls::main(&args[1..]),
         _ => {}
     }
     let a = parse(args)?;

@@ -11,6 +11,11 @@
 //! | fetch | `[ { remote_ref, local_ref, oid, old, status, reason } ]` |
 //! | push | `[ { ref, status: ok\|rejected\|unknown, reason, message, verdict, old, new } ]` |
 //! | http get | `{ status, body }` |
+//! | forge get-pull | the pull request as the forge sent it |
+//! | forge merge-pull | `{ merged, sha }` |
+//! | forge update-ref | the ref object |
+//! | forge ci-status | `{ combined, check_runs: [ every check run of every page ] }` |
+//! | forge create-check-run, update-check-run | the check run |
 
 use serde::Serialize;
 use sluice_forge::HttpResponse;
@@ -150,6 +155,24 @@ pub fn http_value(r: &HttpResponse) -> HttpGet {
     HttpGet {
         status: r.status,
         body: r.body.clone(),
+    }
+}
+
+/// ci-status' `value`: the combined-status document and every check run.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct CiStatusValue {
+    /// The combined commit status.
+    pub combined: serde_json::Value,
+    /// Every check run of every page.
+    pub check_runs: serde_json::Value,
+}
+
+/// ci-status' `value` from the forge client's.
+pub fn ci_status_value(ci: &sluice_forge::CiStatus) -> CiStatusValue {
+    let whole = serde_json::to_value(ci).unwrap_or(serde_json::Value::Null);
+    CiStatusValue {
+        combined: whole["combined"].clone(),
+        check_runs: whole["check_runs"].clone(),
     }
 }
 

@@ -430,6 +430,81 @@ pub fn history<T>(outcome: &Outcome<T>) -> String {
     s
 }
 
+/// `forge get-pull`: one line, `#N state head sha -> base: title`.
+pub fn forge_pull(pull: &serde_json::Value) -> String {
+    let state = if pull["merged"] == true {
+        "merged"
+    } else {
+        pull["state"].as_str().unwrap_or("?")
+    };
+    format!(
+        "#{} {state} {} {} -> {}: {}\n",
+        pull["number"],
+        pull["head"]["ref"].as_str().unwrap_or("?"),
+        pull["head"]["sha"].as_str().unwrap_or("?"),
+        pull["base"]["ref"].as_str().unwrap_or("?"),
+        pull["title"].as_str().unwrap_or(""),
+    )
+}
+
+/// `forge merge-pull`: `merged #N as <sha>`.
+pub fn forge_merge(number: u64, m: &sluice_forge::MergeResult) -> String {
+    match (&m.sha, m.merged) {
+        (Some(sha), true) => format!("merged #{number} as {sha}\n"),
+        _ => format!("#{number} not merged\n"),
+    }
+}
+
+/// `forge update-ref`: `refs/heads/main -> <sha>`.
+pub fn forge_ref(r: &sluice_forge::GitRef) -> String {
+    format!("{} -> {}\n", r.name, r.object.sha)
+}
+
+/// `forge create-check-run` and `update-check-run`: `check run ID name:
+/// status [conclusion]`.
+pub fn forge_check_run(r: &sluice_forge::CheckRun) -> String {
+    format!(
+        "check run {} {}: {}{}\n",
+        r.id,
+        r.name,
+        r.status,
+        r.conclusion
+            .as_deref()
+            .map(|c| format!(" {c}"))
+            .unwrap_or_default()
+    )
+}
+
+/// `forge ci-status`: the verdict, then one line per status and check run.
+pub fn forge_ci(ci: &sluice_forge::CiStatus) -> String {
+    let state = match ci.state() {
+        sluice_forge::CiState::Success => "success",
+        sluice_forge::CiState::Pending => "pending",
+        sluice_forge::CiState::Failure => "failure",
+    };
+    let mut s = format!(
+        "{state} ({} statuses, {} check runs)\n",
+        ci.combined.statuses.len(),
+        ci.check_runs.len()
+    );
+    for st in &ci.combined.statuses {
+        let _ = writeln!(s, "  status {}: {}", st.context, st.state);
+    }
+    for r in &ci.check_runs {
+        let _ = writeln!(
+            s,
+            "  check {}: {}{}",
+            r.name,
+            r.status,
+            r.conclusion
+                .as_deref()
+                .map(|c| format!(" {c}"))
+                .unwrap_or_default()
+        );
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

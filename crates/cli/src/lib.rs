@@ -120,6 +120,9 @@ macro_rules! help_with_examples {
     };
 }
 
+// Declared after the help macros, which it uses.
+pub mod forge;
+
 /// The command line as clap sees it: raw strings, checked by [`validate`].
 #[derive(Parser)]
 #[command(
@@ -189,6 +192,10 @@ pub struct GlobalArgs {
     /// Print one JSON document on stdout.
     #[arg(long, global = true)]
     pub json: bool,
+    /// forge: the REST API's base, http:// or https://, its path kept
+    /// (default: GitHub's, api.github.com over https).
+    #[arg(long, global = true, value_name = "URL")]
+    pub api: Option<String>,
     /// Tracing to stderr (debug for the sluice crates; -vv: trace).
     #[arg(short = 'v', long = "verbose", global = true, action = ArgAction::Count)]
     pub verbose: u8,
@@ -213,6 +220,7 @@ impl std::fmt::Debug for GlobalArgs {
             .field("proxy", &self.proxy.as_deref().map(sluice_git::redact))
             .field("no_proxy", &self.no_proxy)
             .field("json", &self.json)
+            .field("api", &self.api.as_deref().map(sluice_git::redact))
             .field("verbose", &self.verbose)
             .field("progress", &self.progress)
             .finish()
@@ -303,6 +311,15 @@ pub enum CommandArgs {
         /// The HTTP method.
         #[command(subcommand)]
         method: HttpArgs,
+    },
+    /// The forge's typed calls (GitHub's REST API): a write whose answer
+    /// was lost is settled by reading, never sent again.
+    #[command(after_help = help_with_examples!("  sluice-remote forge get-pull octo/repo 42 --json
+  sluice-remote forge merge-pull octo/repo 42 --sha 0123456789abcdef0123456789abcdef01234567 --api https://ghe.example/api/v3"))]
+    Forge {
+        /// The call.
+        #[command(subcommand)]
+        call: forge::ForgeArgs,
     },
     /// Read the operation ledger (`--ledger FILE`): what ran under an id.
     #[command(after_help = help_with_examples!("  sluice-remote ledger show land-1234 --ledger ops.db
@@ -526,6 +543,13 @@ pub enum Action {
         /// The absolute http(s) URL.
         url: String,
     },
+    /// `forge <CALL> ...`
+    Forge {
+        /// The API's base URL (`--api`, or the default).
+        api: String,
+        /// The validated call.
+        call: forge::ForgeCall,
+    },
     /// `ledger show <ID>` (needs `--ledger`).
     LedgerShow {
         /// The operation id.
@@ -549,6 +573,7 @@ impl Action {
             Action::Fetch { .. } => "fetch",
             Action::Push { .. } => "push",
             Action::HttpGet { .. } => "http-get",
+            Action::Forge { call, .. } => call.kind(),
             Action::LedgerShow { .. } => "ledger-show",
             Action::LedgerList { .. } => "ledger-list",
             Action::Demo => "demo",
@@ -708,6 +733,12 @@ fn check_fetch_refspec(spec: &str) -> Result<(), UsageError> {
 pub fn validate(cli: Cli) -> Result<Config, UsageError> {
     let g = cli.global;
     let common = validate_common(&g)?;
+    if g.api.is_some() && !matches!(cli.command, CommandArgs::Forge { .. }) {
+        return Err(UsageError::new(
+            "--api",
+            "only forge commands take an API URL",
+        ));
+    }
     let action = match cli.command {
         CommandArgs::LsRefs { url, prefixes } => validate_ls_refs(&common, url, prefixes)?,
         CommandArgs::Fetch {
@@ -772,6 +803,10 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             check_http_url(&url)?;
             Action::HttpGet { url }
         }
+        CommandArgs::Forge { call } => Action::Forge {
+            api: forge::check_api(g.api.as_deref())?,
+            call: forge::validate_forge(call)?,
+        },
         CommandArgs::Ledger { what } => validate_ledger(&g, what)?,
         CommandArgs::Demo => {
             check_demo_flags(&g)?;

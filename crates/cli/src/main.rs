@@ -14,6 +14,7 @@ mod demo;
 #[cfg(not(feature = "demo"))]
 #[path = "no_demo.rs"]
 mod demo;
+mod forge_run;
 mod progress;
 mod summary;
 
@@ -352,6 +353,7 @@ fn run(config: &Config) -> anyhow::Result<u8> {
                 false,
             ))
         }
+        Action::Forge { api, call } => forge_run::run(common, api, call),
         Action::LedgerShow { id } => ledger_show(common, id),
         Action::LedgerList { since } => ledger_list(common, *since),
         Action::Demo => Ok(demo::run()),

@@ -10,17 +10,27 @@
 //! | [`ForgeClient::create_pull`] | `create-pull` | write | the open pull requests from its head into its base |
 //! | [`ForgeClient::create_check_run`] | `create-check-run` | write | the ref's check runs, by `external_id` |
 //! | [`ForgeClient::create_issue_comment`] | `create-issue-comment` | write | none: an unknown answer ends `unknown`, `may_have_applied: true` |
+//! | [`ForgeClient::merge_pull`] | `merge-pull` | write | the pull request: merged with the head checked (landed), open at it (not landed), else moved |
+//! | [`ForgeClient::update_ref`] | `update-ref` | write (reads the ref first) | the ref: at the new sha (landed), at the sha read first (not landed), else moved |
+//! | [`ForgeClient::update_check_run`] | `update-check-run` | write (reads the run first) | the check run: the fields sent (landed), the fields read first (not landed), else moved |
+//!
+//! A write whose request was complete and whose answer was not read is
+//! never sent again in its operation; the forge's answers 405, 409 and 422
+//! end it `answered` in the forge's words, `may_have_applied: false`.
 
+use std::cell::RefCell;
+use std::collections::BTreeMap;
 use std::time::Instant;
 
 use reqwest::{Method, Url};
-use sluice_policy::{AttemptError, Outcome, Settlement};
+use serde_json::Value;
+use sluice_policy::{AttemptCtx, AttemptError, Credential, Outcome, Settlement};
 
 use crate::client::{decode, judge, Answer, CallOptions, ForgeClient, Prepared, Reading};
 use crate::pages::Pages;
 use crate::types::{
-    CheckRun, CheckRunList, CiStatus, CombinedStatus, IssueComment, NewCheckRun, NewPullRequest,
-    PullRequest, RepoRef,
+    CheckRun, CheckRunList, CheckRunUpdate, CiStatus, CombinedStatus, GitRef, IssueComment,
+    MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullRequest, RepoRef,
 };
 use sluice_policy::Effect;
 
@@ -81,8 +91,15 @@ impl ForgeClient {
         url
     }
 
-    /// `GET /repos/{owner}/{repo}/pulls/{number}`.
-    pub fn get_pull(&self, repo: &RepoRef, number: u64, opts: CallOptions) -> Outcome<PullRequest> {
+    /// `GET /repos/{owner}/{repo}/pulls/{number}`: the pull request as the
+    /// forge sent it (read it as a [`PullRequest`] with
+    /// `serde_json::from_value` where typed fields are wanted).
+    pub fn get_pull(
+        &self,
+        repo: &RepoRef,
+        number: u64,
+        opts: CallOptions,
+    ) -> Outcome<serde_json::Value> {
         let url = self.repo_url(repo, &["pulls", &number.to_string()]);
         self.typed_read("get-pull", &url, &opts, |c, ctx, cred| {
             let p = Prepared {
@@ -284,6 +301,261 @@ impl ForgeClient {
             &p,
             &opts,
             None::<fn(&Reading<'_>) -> Result<Settlement<IssueComment>, AttemptError>>,
+        )
+    }
+}
+
+impl ForgeClient {
+    /// `PUT /repos/{owner}/{repo}/pulls/{number}/merge` with `sha`, the
+    /// head the caller checked (the forge answers 409 when the head moved),
+    /// and the method. An unknown answer is settled by reading the pull
+    /// request (`GET …/pulls/{number}`): merged with that head is landed
+    /// (the value `{ merged: true, sha: <merge_commit_sha> }`); open at that
+    /// head is not landed (read again while the deadline allows: the forge
+    /// may still be merging); merged at another head, closed unmerged, or
+    /// the head moved is moved. Never sent twice once it may have applied.
+    pub fn merge_pull(
+        &self,
+        repo: &RepoRef,
+        number: u64,
+        sha: &str,
+        method: MergeMethod,
+        opts: CallOptions,
+    ) -> Outcome<MergeResult> {
+        let n = number.to_string();
+        let url = self.repo_url(repo, &["pulls", &n, "merge"]);
+        let pull_url = self.repo_url(repo, &["pulls", &n]);
+        let body = serde_json::to_vec(&serde_json::json!({ "sha": sha, "merge_method": method }))
+            .expect("a JSON object of two strings serialises");
+        let p = Prepared {
+            method: Method::PUT,
+            url: &url,
+            body: Some(&body),
+        };
+        self.typed_write(
+            "merge-pull",
+            &p,
+            &opts,
+            Some(
+                |r: &Reading<'_>| -> Result<Settlement<MergeResult>, AttemptError> {
+                    let pull: Value = r.get_json_url(&pull_url)?;
+                    Ok(settle_merge(&pull, sha))
+                },
+            ),
+        )
+    }
+
+    /// `PATCH /repos/{owner}/{repo}/git/refs/{git_ref}` (`git_ref` as
+    /// `heads/main`) to `sha`, forced when `force`. The call reads the ref
+    /// first (`GET …/git/ref/{git_ref}`, in the same operation), so an
+    /// unknown answer's settling read tells the three apart: at `sha` is
+    /// landed, at the sha read first is not landed, anything else (absent
+    /// included) is moved.
+    pub fn update_ref(
+        &self,
+        repo: &RepoRef,
+        git_ref: &str,
+        sha: &str,
+        force: bool,
+        opts: CallOptions,
+    ) -> Outcome<GitRef> {
+        let mut segs = vec!["git", "refs"];
+        segs.extend(git_ref.split('/'));
+        let url = self.repo_url(repo, &segs);
+        segs[1] = "ref";
+        let read_url = self.repo_url(repo, &segs);
+        let body = serde_json::to_vec(&serde_json::json!({ "sha": sha, "force": force }))
+            .expect("a JSON object of a string and a bool serialises");
+        let before: RefCell<Option<String>> = RefCell::new(None);
+        let key = format!("refs/{git_ref}");
+        self.typed_write_with(
+            "update-ref",
+            &url,
+            &opts,
+            |c, ctx, cred| {
+                let deadline = Instant::now() + ctx.timeout;
+                if before.borrow().is_none() {
+                    let read: GitRef = read_json(c, ctx, cred, &read_url, deadline)?;
+                    before.replace(Some(read.object.sha));
+                }
+                let p = Prepared {
+                    method: Method::PATCH,
+                    url: &url,
+                    body: Some(&body),
+                };
+                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                judge(Effect::Write, &a)?;
+                decode(Effect::Write, &a)
+            },
+            |r| {
+                let now: GitRef = r.get_json_url(&read_url)?;
+                let observed = ForgeClient::observed(&key, now.object.sha.clone());
+                let first = before.borrow().clone().unwrap_or_default();
+                Ok(if now.object.sha == sha {
+                    Settlement::landed(now, observed)
+                } else if now.object.sha == first {
+                    Settlement::not_landed(observed)
+                } else {
+                    let cause = format!(
+                        "{key} is at {}, neither {sha} (this update) nor {first} (read before it): moved by somebody else",
+                        now.object.sha
+                    );
+                    Settlement::moved(None, observed, cause)
+                })
+            },
+        )
+    }
+
+    /// `PATCH /repos/{owner}/{repo}/check-runs/{id}` with the fields of
+    /// `update`. The call reads the check run first (`GET
+    /// …/check-runs/{id}`, in the same operation); an unknown answer's
+    /// settling read finds the fields sent (landed), the fields read first
+    /// (not landed), or other values (moved: somebody else updated it).
+    pub fn update_check_run(
+        &self,
+        repo: &RepoRef,
+        id: u64,
+        update: &CheckRunUpdate,
+        opts: CallOptions,
+    ) -> Outcome<CheckRun> {
+        let url = self.repo_url(repo, &["check-runs", &id.to_string()]);
+        let sent = serde_json::to_value(update).expect("a check-run update serialises");
+        let body = serde_json::to_vec(&sent).expect("a JSON value serialises");
+        let before: RefCell<Option<Value>> = RefCell::new(None);
+        let key = format!("check-run:{id}");
+        self.typed_write_with(
+            "update-check-run",
+            &url,
+            &opts,
+            |c, ctx, cred| {
+                let deadline = Instant::now() + ctx.timeout;
+                if before.borrow().is_none() {
+                    let read: Value = read_json(c, ctx, cred, &url, deadline)?;
+                    before.replace(Some(read));
+                }
+                let p = Prepared {
+                    method: Method::PATCH,
+                    url: &url,
+                    body: Some(&body),
+                };
+                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                judge(Effect::Write, &a)?;
+                decode(Effect::Write, &a)
+            },
+            |r| {
+                let now: Value = r.get_json_url(&url)?;
+                let first = before.borrow().clone().unwrap_or(Value::Null);
+                Ok(settle_check_run(&now, &sent, &first, &key))
+            },
+        )
+    }
+}
+
+/// One GET inside a write's attempt (the read a write makes first): a
+/// failure is the attempt's, classed as a read's.
+fn read_json<T: serde::de::DeserializeOwned>(
+    c: &ForgeClient,
+    ctx: &mut AttemptCtx<'_>,
+    cred: &RefCell<Option<Credential>>,
+    url: &Url,
+    deadline: Instant,
+) -> Result<T, AttemptError> {
+    let p = Prepared {
+        method: Method::GET,
+        url,
+        body: None,
+    };
+    let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+    judge(Effect::Read, &a)?;
+    decode(Effect::Read, &a)
+}
+
+/// The verdict of a merge's settling read of the pull request `pull`, for
+/// a merge asked at head `sha`.
+fn settle_merge(pull: &Value, sha: &str) -> Settlement<MergeResult> {
+    let head = pull["head"]["sha"].as_str().unwrap_or("");
+    let merged = pull["merged"].as_bool().unwrap_or(false);
+    let open = pull["state"] == "open";
+    let merge_sha = pull["merge_commit_sha"].as_str().map(str::to_string);
+    let mut observed = BTreeMap::from([
+        ("merged".to_string(), merged.to_string()),
+        ("head".to_string(), head.to_string()),
+    ]);
+    if merged {
+        observed.insert(
+            "merge_commit_sha".into(),
+            merge_sha.clone().unwrap_or_default(),
+        );
+    }
+    if merged && head == sha {
+        return Settlement::landed(
+            MergeResult {
+                merged: true,
+                sha: merge_sha,
+            },
+            observed,
+        );
+    }
+    if open && head == sha {
+        return Settlement::not_landed(observed);
+    }
+    let cause = if merged {
+        format!("the pull request was merged at head {head}, not {sha}: moved by somebody else")
+    } else if !open {
+        "the pull request was closed unmerged: moved by somebody else".to_string()
+    } else {
+        format!("the pull request's head moved from {sha} to {head}: moved by somebody else")
+    };
+    Settlement::moved(None, observed, cause)
+}
+
+/// Whether every field of `sent` is in `read` with the same value
+/// (objects compared field by field, so a read may hold more).
+fn holds(read: &Value, sent: &Value) -> bool {
+    match (read, sent) {
+        (Value::Object(r), Value::Object(s)) => s
+            .iter()
+            .all(|(k, v)| holds(r.get(k).unwrap_or(&Value::Null), v)),
+        (r, s) => r == s,
+    }
+}
+
+/// The verdict of a check-run update's settling read `now`, for the
+/// fields `sent`, the run read first being `first`.
+fn settle_check_run(now: &Value, sent: &Value, first: &Value, key: &str) -> Settlement<CheckRun> {
+    let mut observed = BTreeMap::new();
+    if let Value::Object(fields) = sent {
+        for k in fields.keys() {
+            let v = &now[k.as_str()];
+            let shown = v
+                .as_str()
+                .map(str::to_string)
+                .unwrap_or_else(|| v.to_string());
+            observed.insert(format!("{key}.{k}"), shown);
+        }
+    }
+    if holds(now, sent) {
+        return match serde_json::from_value::<CheckRun>(now.clone()) {
+            Ok(run) => Settlement::landed(run, observed),
+            Err(e) => Settlement::moved(
+                None,
+                observed,
+                format!("the check run read is not one this client can read: {e}"),
+            ),
+        };
+    }
+    let unchanged = match sent {
+        Value::Object(fields) => fields.keys().all(|k| now[k.as_str()] == first[k.as_str()]),
+        _ => false,
+    };
+    if unchanged {
+        Settlement::not_landed(observed)
+    } else {
+        Settlement::moved(
+            None,
+            observed,
+            "the check run holds neither the fields sent nor those read before: updated by somebody else"
+                .to_string(),
         )
     }
 }

@@ -609,6 +609,32 @@ impl ForgeClient {
         }
     }
 
+    /// Run one typed write whose attempt is the caller's (a write that
+    /// reads first, in the same operation), with its settling read.
+    pub(crate) fn typed_write_with<T>(
+        &self,
+        kind: &str,
+        remote: &Url,
+        opts: &CallOptions,
+        mut attempt: impl FnMut(
+            &ForgeClient,
+            &mut AttemptCtx<'_>,
+            &RefCell<Option<Credential>>,
+        ) -> Result<T, AttemptError>,
+        mut reconcile: impl FnMut(&Reading<'_>) -> Result<Settlement<T>, AttemptError>,
+    ) -> Outcome<T> {
+        let op = self.operation(kind, Effect::Write, remote, opts, None);
+        let last_cred = RefCell::new(None);
+        self.inner.policy.run_write(
+            op,
+            |ctx| attempt(self, ctx, &last_cred),
+            |rctx| {
+                let reading = self.reading(&last_cred, rctx.timeout, opts);
+                reconcile(&reading)
+            },
+        )
+    }
+
     fn reading<'a>(
         &'a self,
         last_cred: &RefCell<Option<Credential>>,

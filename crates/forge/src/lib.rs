@@ -78,6 +78,7 @@ pub use reqwest::header::HeaderMap;
 pub use reqwest::{Method, Url};
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use types::{
-    CheckRun, CheckRunList, CiState, CiStatus, CombinedStatus, IssueComment, NewCheckRun,
-    NewPullRequest, PullEnd, PullRequest, RepoRef, StatusContext,
+    CheckRun, CheckRunList, CheckRunUpdate, CiState, CiStatus, CombinedStatus, GitRef,
+    IssueComment, MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullEnd, PullRequest,
+    RefTarget, RepoRef, StatusContext,
 };

@@ -300,6 +300,121 @@ impl CiStatus {
     }
 }
 
+/// How a pull request is merged (`merge_method`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MergeMethod {
+    /// A merge commit (GitHub's default).
+    #[default]
+    Merge,
+    /// One squashed commit.
+    Squash,
+    /// The commits rebased onto the base.
+    Rebase,
+}
+
+impl MergeMethod {
+    /// `merge`, `squash` or `rebase`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MergeMethod::Merge => "merge",
+            MergeMethod::Squash => "squash",
+            MergeMethod::Rebase => "rebase",
+        }
+    }
+}
+
+impl std::str::FromStr for MergeMethod {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "merge" => Ok(MergeMethod::Merge),
+            "squash" => Ok(MergeMethod::Squash),
+            "rebase" => Ok(MergeMethod::Rebase),
+            _ => Err(format!("{s:?} is not merge, squash or rebase")),
+        }
+    }
+}
+
+/// What merging a pull request ended with: the answer to the `PUT`, or,
+/// after a settled landing, `merged: true` and the read's
+/// `merge_commit_sha`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct MergeResult {
+    /// Whether the pull request is merged.
+    pub merged: bool,
+    /// The merge commit's sha.
+    #[serde(default)]
+    pub sha: Option<String>,
+}
+
+/// The object a ref points at.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RefTarget {
+    /// Its sha.
+    pub sha: String,
+    /// `commit`, `tag`, ...
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+    /// The rest of the object as the forge sent it.
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+/// A git ref as the API gives it (`GET …/git/ref/{ref}`); fields the
+/// client does not use are kept as the forge sent them.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GitRef {
+    /// The full name: `refs/heads/main`.
+    #[serde(rename = "ref")]
+    pub name: String,
+    /// What it points at.
+    pub object: RefTarget,
+    /// The rest of the ref as the forge sent it.
+    #[serde(flatten)]
+    pub rest: serde_json::Map<String, serde_json::Value>,
+}
+
+/// What updating a check run sends: only the fields set (`PATCH
+/// …/check-runs/{id}`). A conclusion without a status completes the run.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CheckRunUpdate {
+    /// A new name.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub name: Option<String>,
+    /// `queued`, `in_progress` or `completed`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub status: Option<String>,
+    /// `success`, `failure`, `neutral`, ...
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conclusion: Option<String>,
+    /// Where its details are.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub details_url: Option<String>,
+    /// `title`, `summary`, `text`: passed through.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub output: Option<serde_json::Value>,
+}
+
+impl CheckRunUpdate {
+    /// Nothing set yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Set the status.
+    pub fn status(mut self, status: impl Into<String>) -> Self {
+        self.status = Some(status.into());
+        self
+    }
+
+    /// Set the conclusion.
+    pub fn conclusion(mut self, conclusion: impl Into<String>) -> Self {
+        self.conclusion = Some(conclusion.into());
+        self
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

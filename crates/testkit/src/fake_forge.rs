@@ -22,6 +22,19 @@
 //! * **GitHub App**: `POST /app/installations/{id}/access_tokens` takes a
 //!   JWT-shaped bearer, records it, and mints a token with an `expires_at`.
 //!
+//! As a stateful GitHub (see [`github`]'s items): pull requests merge
+//! (`sha` checked against the head: 409; closed or unmergeable: 405),
+//! refs move over a seeded commit graph (a non-fast-forward without
+//! `force` is 422), check runs are read and updated by id, lists of check
+//! runs and pull requests come in pages (`per_page`, `page`, `Link`),
+//! every GET's 200 carries an `ETag` and `If-None-Match` is answered 304,
+//! every answer but a 304 spends a rate-limit point (with
+//! [`FakeForge::set_rate_limit`], the primary limit answers 403 once they
+//! are spent), [`FakeForge::set_read_lag`] makes reads see a merge, a ref
+//! update or a check-run update only after a set time, and every applied
+//! write is logged ([`FakeForge::applied_writes`]). A path under
+//! `/api/v3` is served as GitHub Enterprise's.
+//!
 //! The server stops when the [`FakeForge`] is dropped: delayed answers are
 //! abandoned (logged as stopped) and every thread is joined.
 //!
@@ -37,6 +50,11 @@
 //! | POST | `/repos/{o}/{r}/check-runs` | [`Endpoint::CreateCheckRun`] |
 //! | POST | `/repos/{o}/{r}/issues/{n}/comments` | [`Endpoint::CreateIssueComment`] |
 //! | POST | `/app/installations/{id}/access_tokens` | [`Endpoint::AccessToken`] |
+//! | PUT | `/repos/{o}/{r}/pulls/{n}/merge` | [`Endpoint::MergePull`] |
+//! | GET | `/repos/{o}/{r}/git/ref/{ref}` | [`Endpoint::GetRef`] |
+//! | PATCH | `/repos/{o}/{r}/git/refs/{ref}` | [`Endpoint::UpdateRef`] |
+//! | GET | `/repos/{o}/{r}/check-runs/{id}` | [`Endpoint::GetCheckRun`] |
+//! | PATCH | `/repos/{o}/{r}/check-runs/{id}` | [`Endpoint::UpdateCheckRun`] |
 //! | GET | `/zen` | [`Endpoint::Zen`] |
 //! | any | anything else | [`Endpoint::Other`] (404) |
 
@@ -50,6 +68,9 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
+
+pub mod github;
+pub use github::{merge_commit_sha, AppliedWrite};
 
 /// GitHub's words for a secondary rate limit, as the fake forge answers them.
 pub const SECONDARY_LIMIT_MESSAGE: &str = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID 0000:0000:0000000:0000000:00000000.";
@@ -73,6 +94,16 @@ pub enum Endpoint {
     CreateIssueComment,
     /// `POST /app/installations/{id}/access_tokens`.
     AccessToken,
+    /// `PUT /repos/{o}/{r}/pulls/{n}/merge`.
+    MergePull,
+    /// `GET /repos/{o}/{r}/git/ref/{ref}`.
+    GetRef,
+    /// `PATCH /repos/{o}/{r}/git/refs/{ref}`.
+    UpdateRef,
+    /// `GET /repos/{o}/{r}/check-runs/{id}`.
+    GetCheckRun,
+    /// `PATCH /repos/{o}/{r}/check-runs/{id}`.
+    UpdateCheckRun,
     /// `GET /zen`: a line of text.
     Zen,
     /// Anything else: 404.
@@ -110,6 +141,23 @@ pub enum Behaviour {
     },
     /// 403 naming GitHub's secondary rate limit, no header, nothing applied.
     SecondaryLimit,
+    /// 403 naming GitHub's secondary rate limit with `Retry-After: S`,
+    /// nothing applied.
+    SecondaryLimitAfter {
+        /// `Retry-After` in seconds.
+        retry_after: u64,
+    },
+    /// Apply the request, then say nothing for this long (or until the
+    /// server stops), then close the connection unanswered.
+    ApplyThenStall(Duration),
+    /// Apply the request with reads lagging it by `lag` (whatever
+    /// [`FakeForge::set_read_lag`] says), then answer `status`.
+    ApplyLaggingThenStatus {
+        /// How long reads still see the object as it was.
+        lag: Duration,
+        /// The answer.
+        status: u16,
+    },
     /// `Ok` for a bearer token in `valid`; 401 for any other (or none).
     Token {
         /// The accepted tokens.
@@ -206,6 +254,8 @@ struct Script {
 #[derive(Default)]
 struct State {
     scripts: HashMap<Endpoint, Script>,
+    /// One-shot behaviours by (method, path): used before the endpoint's.
+    by_path: HashMap<(String, String), VecDeque<Behaviour>>,
     next_number: u64,
     next_id: u64,
     pulls: HashMap<String, Vec<Value>>,
@@ -216,6 +266,7 @@ struct State {
     app_token_lifetime: Option<Duration>,
     app_jwts: Vec<String>,
     minted: Vec<String>,
+    github: github::Github,
 }
 
 struct Shared {
@@ -360,6 +411,17 @@ impl FakeForge {
             .push_back(behaviour);
     }
 
+    /// Queue a one-shot behaviour for the next `method` request to exactly
+    /// `path` (without query); used before the endpoint's behaviours, so
+    /// threads sharing the server can each fault their own object.
+    pub fn push_path(&self, method: &str, path: &str, behaviour: Behaviour) {
+        lock(&self.shared.state)
+            .by_path
+            .entry((method.to_string(), path.to_string()))
+            .or_default()
+            .push_back(behaviour);
+    }
+
     /// Seed the commit statuses of `git_ref` in `repo` (`owner/name`): pairs
     /// of (context, state).
     pub fn set_commit_statuses(&self, repo: &str, git_ref: &str, statuses: &[(&str, &str)]) {
@@ -459,6 +521,136 @@ impl FakeForge {
             .iter()
             .map(|t| fingerprint(t))
             .collect()
+    }
+
+    /// Seed an open pull request from `head_ref` (at `head_sha`) into
+    /// `base_ref` in `repo` (`owner/name`), mergeable; returns its number.
+    pub fn add_pull(&self, repo: &str, head_ref: &str, base_ref: &str, head_sha: &str) -> u64 {
+        let base = self.url();
+        let mut st = lock(&self.shared.state);
+        st.next_number += 1;
+        st.next_id += 1;
+        let (id, number) = (st.next_id, st.next_number);
+        let pr = github::new_pull(&base, repo, id, number, head_ref, base_ref, head_sha);
+        st.pulls.entry(repo.to_string()).or_default().push(pr);
+        number
+    }
+
+    /// Pull request `n` of `repo` as the forge holds it (no read lag).
+    pub fn pull(&self, repo: &str, n: u64) -> Option<Value> {
+        lock(&self.shared.state)
+            .pulls
+            .get(repo)
+            .and_then(|ps| ps.iter().find(|p| p["number"] == n).cloned())
+    }
+
+    fn with_pull(&self, repo: &str, n: u64, f: impl FnOnce(&mut Value)) {
+        let mut st = lock(&self.shared.state);
+        if let Some(p) = st
+            .pulls
+            .get_mut(repo)
+            .and_then(|ps| ps.iter_mut().find(|p| p["number"] == n))
+        {
+            f(p);
+        }
+    }
+
+    /// Move pull request `n`'s head to `sha` (somebody pushed to it).
+    pub fn set_pull_head(&self, repo: &str, n: u64, sha: &str) {
+        self.with_pull(repo, n, |p| p["head"]["sha"] = json!(sha));
+    }
+
+    /// Whether pull request `n` can be merged (not: a merge is 405).
+    pub fn set_pull_mergeable(&self, repo: &str, n: u64, mergeable: bool) {
+        self.with_pull(repo, n, |p| p["mergeable"] = json!(mergeable));
+    }
+
+    /// Close pull request `n` unmerged.
+    pub fn close_pull(&self, repo: &str, n: u64) {
+        self.with_pull(repo, n, |p| p["state"] = json!("closed"));
+    }
+
+    /// Merge pull request `n` at its current head, as somebody else would
+    /// (not logged as an applied write); returns the merge commit.
+    pub fn merge_pull_directly(&self, repo: &str, n: u64) -> Option<String> {
+        let mut sha = None;
+        self.with_pull(repo, n, |p| sha = Some(github::merge_in_place(p, repo, n)));
+        sha
+    }
+
+    /// Set ref `git_ref` (`heads/main`) of `repo` to `sha`.
+    pub fn set_ref(&self, repo: &str, git_ref: &str, sha: &str) {
+        lock(&self.shared.state)
+            .github
+            .refs
+            .insert((repo.to_string(), git_ref.to_string()), sha.to_string());
+    }
+
+    /// Ref `git_ref` of `repo` as the forge holds it.
+    pub fn git_ref(&self, repo: &str, git_ref: &str) -> Option<String> {
+        lock(&self.shared.state)
+            .github
+            .refs
+            .get(&(repo.to_string(), git_ref.to_string()))
+            .cloned()
+    }
+
+    /// Add commit `sha` with `parents` to the commit graph a ref update's
+    /// fast-forward check walks.
+    pub fn add_commit(&self, sha: &str, parents: &[&str]) {
+        lock(&self.shared.state).github.commits.insert(
+            sha.to_string(),
+            parents.iter().map(|p| p.to_string()).collect(),
+        );
+    }
+
+    /// Check run `id` of `repo` as the forge holds it.
+    pub fn check_run(&self, repo: &str, id: u64) -> Option<Value> {
+        lock(&self.shared.state)
+            .check_runs
+            .get(repo)
+            .and_then(|rs| rs.iter().find(|r| r["id"] == id).cloned())
+    }
+
+    /// Make reads see a merge, a ref update or a check-run update only
+    /// `lag` after it was applied (zero: at once, the default).
+    pub fn set_read_lag(&self, lag: Duration) {
+        lock(&self.shared.state).github.read_lag = lag;
+    }
+
+    /// The primary rate limit: `limit` points until `reset`; every answer
+    /// but a 304 spends one, and once they are spent every request is
+    /// answered 403 with `x-ratelimit-remaining: 0` until `reset`. Answers
+    /// carry the `x-ratelimit-*` headers from now on.
+    pub fn set_rate_limit(&self, limit: u64, reset: SystemTime) {
+        let mut st = lock(&self.shared.state);
+        st.github.limit = Some((limit, reset));
+        st.github.points = 0;
+    }
+
+    /// Rate-limit points spent so far (every answer but a 304 costs one).
+    pub fn rate_limit_points(&self) -> u64 {
+        lock(&self.shared.state).github.points
+    }
+
+    /// How many 304s were answered.
+    pub fn not_modified(&self) -> u64 {
+        lock(&self.shared.state).github.not_modified
+    }
+
+    /// Every write the forge applied, in order.
+    pub fn applied_writes(&self) -> Vec<AppliedWrite> {
+        lock(&self.shared.state).github.applied.clone()
+    }
+
+    /// How many writes with `key` the forge applied (see [`AppliedWrite`]).
+    pub fn applied_count(&self, key: &str) -> usize {
+        lock(&self.shared.state)
+            .github
+            .applied
+            .iter()
+            .filter(|w| w.key == key)
+            .count()
     }
 
     /// The whole log, in order.
@@ -706,6 +898,8 @@ fn reason(status: u16) -> &'static str {
         401 => "Unauthorized",
         403 => "Forbidden",
         404 => "Not Found",
+        405 => "Method Not Allowed",
+        409 => "Conflict",
         422 => "Unprocessable Entity",
         429 => "Too Many Requests",
         500 => "Internal Server Error",
@@ -813,9 +1007,14 @@ fn route(method: &str, path: &str) -> (Endpoint, String, Vec<String>) {
         .filter(|s| !s.is_empty())
         .map(decode)
         .collect();
-    let s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    let mut s: Vec<&str> = segs.iter().map(String::as_str).collect();
+    if s.starts_with(&["api", "v3"]) {
+        s.drain(..2);
+    }
     let get = method == "GET";
     let post = method == "POST";
+    let put = method == "PUT";
+    let patch = method == "PATCH";
     let (endpoint, repo, rest) = match s.as_slice() {
         ["repos", o, r, rest @ ..] => {
             let repo = format!("{o}/{r}");
@@ -829,6 +1028,11 @@ fn route(method: &str, path: &str) -> (Endpoint, String, Vec<String>) {
                 ["pulls"] if get => Endpoint::ListPulls,
                 ["pulls"] if post => Endpoint::CreatePull,
                 ["pulls", _] if get => Endpoint::GetPull,
+                ["pulls", _, "merge"] if put => Endpoint::MergePull,
+                ["git", "ref", ..] if get && rest.len() >= 3 => Endpoint::GetRef,
+                ["git", "refs", ..] if patch && rest.len() >= 3 => Endpoint::UpdateRef,
+                ["check-runs", _] if get => Endpoint::GetCheckRun,
+                ["check-runs", _] if patch => Endpoint::UpdateCheckRun,
                 ["commits", .., "status"] if get && rest.len() >= 3 => Endpoint::CombinedStatus,
                 ["commits", .., "check-runs"] if get && rest.len() >= 3 => Endpoint::ListCheckRuns,
                 ["check-runs"] if post => Endpoint::CreateCheckRun,
@@ -861,10 +1065,26 @@ fn message(status: u16, m: &str) -> Reply {
     )
 }
 
+/// The primary limit first (when its points are spent), then the
+/// endpoint's behaviour; a GET's 200 gets its ETag (or becomes a 304) and
+/// every answer spends a point but a 304.
 fn handle(shared: &Shared, req: &Request) -> Reply {
+    if let Some(r) = github::over_limit(&lock(&shared.state)) {
+        return r;
+    }
+    let reply = behave(shared, req);
+    github::finish(&mut lock(&shared.state), req, reply)
+}
+
+fn behave(shared: &Shared, req: &Request) -> Reply {
     let (endpoint, _, _) = route(&req.method, req.path());
     let behaviour = {
         let mut st = lock(&shared.state);
+        let key = (req.method.clone(), req.path().to_string());
+        if let Some(b) = st.by_path.get_mut(&key).and_then(VecDeque::pop_front) {
+            drop(st);
+            return play(shared, req, b);
+        }
         let script = st.scripts.entry(endpoint).or_default();
         let b = script
             .once
@@ -877,6 +1097,10 @@ fn handle(shared: &Shared, req: &Request) -> Reply {
             b => b,
         }
     };
+    play(shared, req, behaviour)
+}
+
+fn play(shared: &Shared, req: &Request, behaviour: Behaviour) -> Reply {
     match behaviour {
         Behaviour::Ok => apply(shared, req),
         Behaviour::Delay(d) => {
@@ -923,6 +1147,23 @@ fn handle(shared: &Shared, req: &Request) -> Reply {
             }
         }
         Behaviour::SecondaryLimit => message(403, SECONDARY_LIMIT_MESSAGE),
+        Behaviour::SecondaryLimitAfter { retry_after } => Reply::Answer {
+            status: 403,
+            headers: vec![("Retry-After".into(), retry_after.to_string())],
+            body: json!({ "message": SECONDARY_LIMIT_MESSAGE, "documentation_url": "https://docs.github.com/rest/overview/rate-limits-for-the-rest-api#about-secondary-rate-limits" }).to_string(),
+        },
+        Behaviour::ApplyLaggingThenStatus { lag, status } => {
+            let _ = apply_lagging(shared, req, Some(lag));
+            message(status, reason(status))
+        }
+        Behaviour::ApplyThenStall(d) => {
+            let _ = apply(shared, req);
+            let end = Instant::now() + d;
+            while Instant::now() < end && !shared.stop.load(Ordering::SeqCst) {
+                std::thread::sleep((end - Instant::now()).min(Duration::from_millis(20)));
+            }
+            Reply::Cut
+        }
         Behaviour::Token { valid } => match req.bearer() {
             Some(t) if valid.iter().any(|v| v == t) => apply(shared, req),
             _ => message(401, "Bad credentials"),
@@ -971,25 +1212,40 @@ fn missing(field: &str) -> Reply {
 
 /// Do what the API does.
 fn apply(shared: &Shared, req: &Request) -> Reply {
-    let (endpoint, repo, rest) = route(&req.method, req.path());
+    apply_lagging(shared, req, None)
+}
+
+/// Do what the API does, reads lagging a write by `lag` when given.
+fn apply_lagging(shared: &Shared, req: &Request, lag: Option<Duration>) -> Reply {
     let base = format!("http://127.0.0.1:{}", shared.port);
+    let started = shared.started;
     let mut st = lock(&shared.state);
+    // Held for the whole of this apply: no other request sees it.
+    st.github.lag_once = lag;
+    let reply = apply_locked(&mut st, req, &base, started);
+    st.github.lag_once = None;
+    reply
+}
+
+fn apply_locked(st: &mut State, req: &Request, base: &str, started: Instant) -> Reply {
+    let (endpoint, repo, rest) = route(&req.method, req.path());
     match endpoint {
         Endpoint::Zen => Reply::Answer {
             status: 200,
             headers: Vec::new(),
             body: "\"Keep it logically awesome.\"".into(),
         },
-        Endpoint::GetPull => {
-            let n: u64 = rest[1].parse().unwrap_or(0);
-            match st
-                .pulls
-                .get(&repo)
-                .and_then(|ps| ps.iter().find(|p| p["number"] == n))
-            {
-                Some(p) => json_reply(200, p.clone()),
-                None => message(404, "Not Found"),
-            }
+        Endpoint::GetPull => github::get_pull(st, &repo, rest[1].parse().unwrap_or(0)),
+        Endpoint::MergePull => {
+            github::merge_pull(st, req, &repo, rest[1].parse().unwrap_or(0), started)
+        }
+        Endpoint::GetRef => github::get_ref(st, base, &repo, &rest[2..].join("/")),
+        Endpoint::UpdateRef => {
+            github::update_ref(st, req, base, &repo, &rest[2..].join("/"), started)
+        }
+        Endpoint::GetCheckRun => github::get_check_run(st, &repo, rest[1].parse().unwrap_or(0)),
+        Endpoint::UpdateCheckRun => {
+            github::update_check_run(st, req, &repo, rest[1].parse().unwrap_or(0), started)
         }
         Endpoint::ListPulls => {
             let head = req.query("head");
@@ -1014,7 +1270,7 @@ fn apply(shared: &Shared, req: &Request) -> Reply {
                         .collect()
                 })
                 .unwrap_or_default();
-            json_reply(200, Value::Array(list))
+            github::page(req, list, Value::Array)
         }
         Endpoint::CreatePull => {
             let Some(b) = body_json(req) else {
@@ -1064,7 +1320,9 @@ fn apply(shared: &Shared, req: &Request) -> Reply {
                 "url": format!("{base}/repos/{repo}/pulls/{number}"),
                 "html_url": format!("https://forge.invalid/{repo}/pull/{number}"),
             });
+            let key = format!("pull:{repo}:{label}->{base_ref}");
             st.pulls.entry(repo).or_default().push(pr.clone());
+            github::record(st, Endpoint::CreatePull, key, started);
             json_reply(201, pr)
         }
         Endpoint::CombinedStatus => {
@@ -1103,15 +1361,20 @@ fn apply(shared: &Shared, req: &Request) -> Reply {
                 .get(&repo)
                 .map(|rs| {
                     rs.iter()
+                        .map(|r| {
+                            let id = r["id"].as_u64().unwrap_or(0);
+                            st.github.seen(&github::run_key(id), r)
+                        })
                         .filter(|r| r["head_sha"] == git_ref.as_str())
                         .filter(|r| name.as_ref().is_none_or(|n| r["name"] == n.as_str()))
-                        .cloned()
                         .collect()
                 })
                 .unwrap_or_default();
-            json_reply(
-                200,
-                json!({ "total_count": runs.len(), "check_runs": runs }),
+            let total = runs.len();
+            github::page(
+                req,
+                runs,
+                |page| json!({ "total_count": total, "check_runs": page }),
             )
         }
         Endpoint::CreateCheckRun => {
@@ -1134,7 +1397,9 @@ fn apply(shared: &Shared, req: &Request) -> Reply {
                 "details_url": b.get("details_url").cloned().unwrap_or(Value::Null),
                 "html_url": format!("https://forge.invalid/{repo}/runs/{id}"),
             });
+            let key = format!("check-run:{repo}:{}", run["external_id"]);
             st.check_runs.entry(repo).or_default().push(run.clone());
+            github::record(st, Endpoint::CreateCheckRun, key, started);
             json_reply(201, run)
         }
         Endpoint::CreateIssueComment => {
@@ -1152,7 +1417,9 @@ fn apply(shared: &Shared, req: &Request) -> Reply {
                 "issue_number": rest[1].parse::<u64>().unwrap_or(0),
                 "html_url": format!("https://forge.invalid/{repo}/issues/{}#issuecomment-{id}", rest[1]),
             });
+            let key = format!("comment:{repo}#{}", rest[1]);
             st.comments.entry(repo).or_default().push(c.clone());
+            github::record(st, Endpoint::CreateIssueComment, key, started);
             json_reply(201, c)
         }
         Endpoint::AccessToken => {
@@ -1252,5 +1519,171 @@ mod tests {
         assert!(roundtrip(f.addr(), req).starts_with("HTTP/1.1 500"));
         assert!(roundtrip(f.addr(), req).starts_with("HTTP/1.1 500"));
         assert!(roundtrip(f.addr(), req).starts_with("HTTP/1.1 200"));
+    }
+
+    fn send(addr: SocketAddr, method: &str, path: &str, extra: &str, body: &str) -> String {
+        roundtrip(
+            addr,
+            &format!(
+                "{method} {path} HTTP/1.1\r\nHost: x\r\n{extra}Content-Length: {}\r\nConnection: close\r\n\r\n{body}",
+                body.len()
+            ),
+        )
+    }
+
+    #[test]
+    fn a_merge_checks_the_head_merges_once_and_reads_lag_it_when_told() {
+        let f = FakeForge::start().expect("start");
+        let head = "a".repeat(40);
+        let n = f.add_pull("o/r", "feature", "main", &head);
+        let out = send(
+            f.addr(),
+            "PUT",
+            &format!("/repos/o/r/pulls/{n}/merge"),
+            "",
+            &format!(r#"{{"sha":"{}"}}"#, "b".repeat(40)),
+        );
+        assert!(out.starts_with("HTTP/1.1 409"), "{out}");
+        f.set_read_lag(Duration::from_secs(60));
+        let out = send(
+            f.addr(),
+            "PUT",
+            &format!("/repos/o/r/pulls/{n}/merge"),
+            "",
+            &format!(r#"{{"sha":"{head}","merge_method":"squash"}}"#),
+        );
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        let out = send(f.addr(), "GET", &format!("/repos/o/r/pulls/{n}"), "", "");
+        assert!(out.contains("\"merged\":false"), "the read lags: {out}");
+        assert_eq!(f.pull("o/r", n).expect("pull")["merged"], true);
+        let out = send(
+            f.addr(),
+            "PUT",
+            &format!("/api/v3/repos/o/r/pulls/{n}/merge"),
+            "",
+            "{}",
+        );
+        assert!(out.starts_with("HTTP/1.1 405"), "{out}");
+        assert_eq!(f.applied_count(&format!("pull:o/r#{n}")), 1);
+    }
+
+    #[test]
+    fn a_ref_moves_only_forward_unless_forced() {
+        let f = FakeForge::start().expect("start");
+        let (a, b, c) = ("a".repeat(40), "b".repeat(40), "c".repeat(40));
+        f.add_commit(&b, &[&a]);
+        f.set_ref("o/r", "heads/main", &a);
+        let out = send(
+            f.addr(),
+            "PATCH",
+            "/repos/o/r/git/refs/heads/main",
+            "",
+            &format!(r#"{{"sha":"{b}"}}"#),
+        );
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        let out = send(
+            f.addr(),
+            "PATCH",
+            "/repos/o/r/git/refs/heads/main",
+            "",
+            &format!(r#"{{"sha":"{c}"}}"#),
+        );
+        assert!(
+            out.starts_with("HTTP/1.1 422") && out.contains("not a fast forward"),
+            "{out}"
+        );
+        let out = send(
+            f.addr(),
+            "PATCH",
+            "/repos/o/r/git/refs/heads/main",
+            "",
+            &format!(r#"{{"sha":"{c}","force":true}}"#),
+        );
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        let out = send(f.addr(), "GET", "/repos/o/r/git/ref/heads/main", "", "");
+        assert!(out.contains(&c), "{out}");
+        assert_eq!(f.git_ref("o/r", "heads/main"), Some(c));
+    }
+
+    #[test]
+    fn check_runs_come_in_pages_with_links_and_an_unchanged_read_is_a_free_304() {
+        let f = FakeForge::start().expect("start");
+        let sha = "d".repeat(40);
+        for i in 0..250 {
+            f.add_check_run(
+                "o/r",
+                &format!("ci-{i}"),
+                &sha,
+                "completed",
+                Some("success"),
+                None,
+            );
+        }
+        f.set_rate_limit(5000, SystemTime::now() + Duration::from_secs(3600));
+        let path = format!("/repos/o/r/commits/{sha}/check-runs?per_page=100&page=3");
+        let out = send(f.addr(), "GET", &path, "", "");
+        assert!(out.contains("rel=\"first\""), "{out}");
+        assert!(!out.contains("rel=\"next\""), "{out}");
+        assert_eq!(out.matches("\"name\":").count(), 50, "{out}");
+        let path = format!("/repos/o/r/commits/{sha}/check-runs?per_page=100");
+        let out = send(f.addr(), "GET", &path, "", "");
+        assert!(out.contains("page=2>; rel=\"next\""), "{out}");
+        let etag = out
+            .lines()
+            .find_map(|l| l.strip_prefix("ETag: "))
+            .expect("an ETag")
+            .to_string();
+        assert_eq!(f.rate_limit_points(), 2);
+        let out = send(
+            f.addr(),
+            "GET",
+            &path,
+            &format!("If-None-Match: {etag}\r\n"),
+            "",
+        );
+        assert!(out.starts_with("HTTP/1.1 304"), "{out}");
+        assert!(out.contains("x-ratelimit-remaining: 4998"), "{out}");
+        assert_eq!(f.rate_limit_points(), 2);
+        assert_eq!(f.not_modified(), 1);
+    }
+
+    #[test]
+    fn a_spent_primary_limit_is_answered_403_until_its_reset() {
+        let f = FakeForge::start().expect("start");
+        f.set_rate_limit(1, SystemTime::now() + Duration::from_secs(3600));
+        assert!(send(f.addr(), "GET", "/zen", "", "").starts_with("HTTP/1.1 200"));
+        let out = send(f.addr(), "GET", "/zen", "", "");
+        assert!(
+            out.starts_with("HTTP/1.1 403") && out.contains("x-ratelimit-remaining: 0"),
+            "{out}"
+        );
+    }
+
+    #[test]
+    fn a_check_run_is_read_and_updated_by_id() {
+        let f = FakeForge::start().expect("start");
+        let id = f.add_check_run("o/r", "ci", &"e".repeat(40), "in_progress", None, Some("x"));
+        let out = send(
+            f.addr(),
+            "PATCH",
+            &format!("/repos/o/r/check-runs/{id}"),
+            "",
+            r#"{"conclusion":"success"}"#,
+        );
+        assert!(out.starts_with("HTTP/1.1 200"), "{out}");
+        let run = f.check_run("o/r", id).expect("run");
+        assert_eq!(
+            (run["status"].as_str(), run["conclusion"].as_str()),
+            (Some("completed"), Some("success"))
+        );
+        let out = send(
+            f.addr(),
+            "GET",
+            &format!("/repos/o/r/check-runs/{id}"),
+            "",
+            "",
+        );
+        assert!(out.contains("\"conclusion\":\"success\""), "{out}");
+        assert_eq!(f.applied_count(&format!("check-run:{id}")), 1);
     }
 }

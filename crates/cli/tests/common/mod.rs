@@ -230,6 +230,16 @@ fn one_of(v: &Value, names: &[&str]) -> bool {
     v.as_str().is_some_and(|s| names.contains(&s))
 }
 
+/// The forge commands' operation kinds.
+pub const FORGE_KINDS: [&str; 6] = [
+    "get-pull",
+    "merge-pull",
+    "update-ref",
+    "ci-status",
+    "create-check-run",
+    "update-check-run",
+];
+
 /// Check a document against the contract: every key, the right types,
 /// kebab-case enums, integer milliseconds, 40-hex ids; `value` per `kind`.
 pub fn check_document(doc: &Value, kind: &str, effect: &str) {
@@ -341,8 +351,14 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
             one_of(&rec["verdict"], &["landed", "not-landed", "moved"]),
             "{doc}"
         );
+        let forge = FORGE_KINDS.contains(&kind);
         for (_, v) in rec["observed"].as_object().expect("observed is an object") {
-            assert!(is_hex40(v) || v == "absent", "{doc}");
+            // A forge write's read names what it saw in words ("merged":
+            // "true"); a push's, an oid or "absent" per ref.
+            assert!(
+                is_hex40(v) || v == "absent" || (forge && v.is_string()),
+                "{doc}"
+            );
         }
     }
     for fp in doc["refused_credentials"].as_array().expect("an array") {
@@ -444,6 +460,22 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
                 is_u64(&value["status"]) && value["body"].is_string(),
                 "{doc}"
             );
+        }
+        "get-pull" => assert!(is_u64(&value["number"]), "{doc}"),
+        "merge-pull" => {
+            assert!(value["merged"].is_boolean(), "{doc}");
+            assert!(value["sha"].is_null() || is_hex40(&value["sha"]), "{doc}");
+        }
+        "update-ref" => {
+            assert!(value["ref"].is_string(), "{doc}");
+            assert!(is_hex40(&value["object"]["sha"]), "{doc}");
+        }
+        "ci-status" => {
+            assert!(value["combined"]["state"].is_string(), "{doc}");
+            assert!(value["check_runs"].is_array(), "{doc}");
+        }
+        "create-check-run" | "update-check-run" => {
+            assert!(is_u64(&value["id"]) && value["status"].is_string(), "{doc}");
         }
         other => panic!("unknown kind {other}"),
     }

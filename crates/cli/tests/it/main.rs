@@ -8,6 +8,7 @@ mod common;
 mod demo;
 mod exit_codes;
 mod fetch;
+mod forge;
 mod help_and_progress;
 mod https;
 mod json;

@@ -1,0 +1,39 @@
+//! The forge soak at CI size: 8 threads sharing one forge client, 1,000
+//! merges, ref updates, check-run updates and reads against the stateful
+//! fake GitHub with about 20% of them faulted (every fault the fake plays),
+//! checked against the fake's own record (see
+//! `sluice_reliability::forge_soak`).
+//!
+//! `FORGE_SOAK_OPS=<n>` changes the number of operations;
+//! `cargo run --release -p sluice-reliability --bin forge-soak` is the
+//! large run (2,000 operations by default).
+
+use sluice_reliability::forge_soak::{self, ForgeSoakConfig};
+
+#[test]
+fn under_faults_no_forge_write_is_applied_twice_and_every_verdict_is_the_forges_state() {
+    let mut cfg = ForgeSoakConfig::ci();
+    if let Some(n) = std::env::var("FORGE_SOAK_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+    {
+        cfg.ops = n;
+    }
+    let report = forge_soak::run(&cfg);
+    println!("{report}");
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!(report.applied_twice, 0);
+    assert_eq!(report.resent_after_applied, 0);
+    assert_eq!(report.verdict_mismatches, 0);
+    // It exercised what it is about: every fault, settled writes, retries.
+    assert_eq!(report.faults.len(), 10, "{report}");
+    assert!(
+        report.verdicts.get("landed").is_some_and(|n| *n > 0),
+        "{report}"
+    );
+    assert!(
+        report.verdicts.get("not-landed").is_some_and(|n| *n > 0),
+        "{report}"
+    );
+    assert!(report.applied > report.ops / 2, "{report}");
+}
