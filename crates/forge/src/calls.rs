@@ -180,17 +180,11 @@ impl ForgeClient {
         opts: CallOptions,
     ) -> Outcome<Option<CheckRun>> {
         let url = self.check_runs_url(repo, git_ref, name);
+        let mut pages = Pages::new(url.clone());
         self.typed_read("find-check-run", &url, &opts, |c, ctx, cred| {
-            let p = Prepared {
-                method: Method::GET,
-                url: &url,
-                body: None,
-            };
-            let a = c.attempt_exchange(ctx, &p, cred)?;
-            judge(Effect::Read, &a)?;
-            let list: CheckRunList = decode(Effect::Read, &a)?;
-            Ok(list
-                .check_runs
+            let deadline = Instant::now() + ctx.timeout;
+            let runs = pages.read(c, ctx, cred, deadline, check_runs_of)?;
+            Ok(runs
                 .into_iter()
                 .find(|r| r.external_id.as_deref() == Some(external_id)))
         })

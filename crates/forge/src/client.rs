@@ -400,25 +400,9 @@ impl Reading<'_> {
         decode(Effect::Read, &a)
     }
 
-    /// GET every page of a list (`Link: <…>; rel="next"`) within this
-    /// read's time; `items` takes one page's answer to its items.
-    pub(crate) fn get_all_pages<T>(
-        &self,
-        url: &Url,
-        items: impl Fn(&Answer) -> Result<Vec<T>, AttemptError>,
-    ) -> Result<Vec<T>, AttemptError> {
-        let mut all = Vec::new();
-        let mut next = Some(url.clone());
-        while let Some(u) = next {
-            let a = self.get_answer(&u)?;
-            let (page, n) = crate::pages::page_of(&a, &u, &items)?;
-            all.extend(page);
-            next = n;
-        }
-        Ok(all)
-    }
-
-    fn get_answer(&self, url: &Url) -> Result<Answer, AttemptError> {
+    /// GET `url` within this read's time; an answer that is not success is
+    /// the read's failure.
+    pub(crate) fn get_answer(&self, url: &Url) -> Result<Answer, AttemptError> {
         let p = Prepared {
             method: Method::GET,
             url,

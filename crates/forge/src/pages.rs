@@ -12,7 +12,7 @@ use reqwest::{Method, Url};
 use sluice_policy::{AttemptCtx, AttemptError, Credential, Effect};
 
 use crate::classify;
-use crate::client::{judge, Answer, ForgeClient, Prepared};
+use crate::client::{judge, Answer, ForgeClient, Prepared, Reading};
 use crate::error::ForgeFailure;
 
 /// The URL of the next page named by a list answer's `Link` headers, if
@@ -96,6 +96,26 @@ impl<T: Clone> Pages<T> {
             self.next = next;
         }
         Ok(self.items.clone())
+    }
+}
+
+impl Reading<'_> {
+    /// GET every page of a list (`Link: <…>; rel="next"`) within this
+    /// read's time; `items` takes one page's answer to its items.
+    pub(crate) fn get_all_pages<T>(
+        &self,
+        url: &Url,
+        items: impl Fn(&Answer) -> Result<Vec<T>, AttemptError>,
+    ) -> Result<Vec<T>, AttemptError> {
+        let mut all = Vec::new();
+        let mut next = Some(url.clone());
+        while let Some(u) = next {
+            let a = self.get_answer(&u)?;
+            let (page, n) = page_of(&a, &u, &items)?;
+            all.extend(page);
+            next = n;
+        }
+        Ok(all)
     }
 }
 

@@ -606,3 +606,18 @@ fn an_unchanged_pull_request_read_again_is_answered_304_from_what_was_kept() {
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     assert_eq!(forge.not_modified(), 4);
 }
+
+#[test]
+fn a_check_run_on_the_last_page_is_found_and_one_nowhere_is_absent() {
+    let forge = PagedForge::start(250, 0, None);
+    let client = paged_client(&forge);
+    let out = client.find_check_run(&repo(), SHA, None, "ext-240", opts());
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    let found = out.value.expect("value").expect("found on the third page");
+    assert_eq!(found.id, 240);
+    let log = forge.log();
+    assert_eq!(check_run_pages(&log, 3), 1, "{log:?}");
+    let out = client.find_check_run(&repo(), SHA, None, "ext-999", opts());
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    assert_eq!(out.value.expect("value"), None, "read to the last page, not there");
+}
