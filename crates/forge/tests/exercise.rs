@@ -619,5 +619,9 @@ fn a_check_run_on_the_last_page_is_found_and_one_nowhere_is_absent() {
     assert_eq!(check_run_pages(&log, 3), 1, "{log:?}");
     let out = client.find_check_run(&repo(), SHA, None, "ext-999", opts());
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
-    assert_eq!(out.value.expect("value"), None, "read to the last page, not there");
+    assert_eq!(
+        out.value.expect("value"),
+        None,
+        "read to the last page, not there"
+    );
 }
