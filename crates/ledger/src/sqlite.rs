@@ -33,7 +33,8 @@ pub const CHECKPOINT_EVERY: u32 = 500;
 /// thread fall behind.
 const AUTOCHECKPOINT_BACKSTOP: u32 = 10_000;
 
-const CLAIM: &str = "INSERT INTO claims (id, claimed_at, kind, remote, refs) VALUES (?1, ?2, ?3, ?4, ?5)
+const CLAIM: &str =
+    "INSERT INTO claims (id, claimed_at, kind, remote, refs) VALUES (?1, ?2, ?3, ?4, ?5)
      ON CONFLICT (id) DO NOTHING";
 const READ_RUN: &str = "SELECT run FROM claims WHERE id = ?1";
 /// What ran is the claim's when the claim wrote it (a generated id is
@@ -56,12 +57,20 @@ const COLUMNS: &str = "id, claimed_at, finished_at, run, kind, remote, refs";
 const COLUMNS_BEFORE_3: &str = "id, claimed_at, finished_at, run, NULL, NULL, NULL";
 
 fn show_sql(schema: i32) -> String {
-    let cols = if schema >= 3 { COLUMNS } else { COLUMNS_BEFORE_3 };
+    let cols = if schema >= 3 {
+        COLUMNS
+    } else {
+        COLUMNS_BEFORE_3
+    };
     format!("SELECT {cols} FROM claims WHERE id = ?1")
 }
 
 fn list_sql(schema: i32) -> String {
-    let cols = if schema >= 3 { COLUMNS } else { COLUMNS_BEFORE_3 };
+    let cols = if schema >= 3 {
+        COLUMNS
+    } else {
+        COLUMNS_BEFORE_3
+    };
     format!("SELECT {cols} FROM claims WHERE claimed_at >= ?1 ORDER BY claimed_at, id")
 }
 
@@ -670,7 +679,11 @@ fn connect_reader(
     };
     let uri = file_uri(path);
     let ways = [
-        (writable, uri.clone(), base | OpenFlags::SQLITE_OPEN_READ_WRITE),
+        (
+            writable,
+            uri.clone(),
+            base | OpenFlags::SQLITE_OPEN_READ_WRITE,
+        ),
         (
             !writable && wal_there,
             format!("{uri}?mode=ro"),

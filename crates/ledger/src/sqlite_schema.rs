@@ -112,7 +112,9 @@ fn schema_state(
 /// What a reader finds: the schema version of a ledger it may read as it
 /// is (`0`: an empty database, no ledger in it yet), or an error when the
 /// database is not a ledger or is of a newer version. Nothing is written.
-pub(crate) fn read_schema(conn: &Connection) -> Result<i32, Box<dyn std::error::Error + Send + Sync>> {
+pub(crate) fn read_schema(
+    conn: &Connection,
+) -> Result<i32, Box<dyn std::error::Error + Send + Sync>> {
     match schema_state(conn)? {
         SchemaState::Current => Ok(SCHEMA_VERSION),
         SchemaState::Older(v) => Ok(v),

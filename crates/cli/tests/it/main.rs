@@ -13,6 +13,7 @@ mod help_and_progress;
 mod https;
 mod json;
 mod ledger;
+mod ledger_reads;
 mod ledger_tls;
 mod local_failures;
 mod no_secret_anywhere;
