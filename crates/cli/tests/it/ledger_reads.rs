@@ -43,6 +43,7 @@ fn a_read_of_a_ledger_that_is_not_there_is_exit_5_naming_it_and_creates_nothing(
     let dir = w.path("ledgers");
     std::fs::create_dir(&dir).expect("dir");
     let typo = dir.join("ledgr.db");
+    let typo_s = p(&typo);
     for args in [
         vec!["ledger", "list"],
         vec!["ledger", "list", "--json"],
@@ -50,7 +51,7 @@ fn a_read_of_a_ledger_that_is_not_there_is_exit_5_naming_it_and_creates_nothing(
         vec!["ledger", "show", "land-1", "--json"],
     ] {
         let mut args = args.clone();
-        args.extend(["--ledger", &p(&typo)]);
+        args.extend(["--ledger", typo_s.as_str()]);
         let run = sluice(&args);
         assert_eq!(run.code, 5, "{args:?}: {run:?}");
         assert!(run.stdout.is_empty(), "{run:?}");
@@ -169,6 +170,7 @@ fn a_read_only_ledger_is_listed_by_another_user_and_nothing_is_written_or_left_b
         assert_eq!(run.code, 0, "{run:?}");
     }
     chmod(&ledger, 0o444);
+    let ledger_s = p(&ledger);
     let bytes = std::fs::read(&ledger).expect("read");
     // A read-only file in a read-only directory, then in one anybody may
     // write (where a read-only SQLite connection would leave -wal and -shm
@@ -180,7 +182,7 @@ fn a_read_only_ledger_is_listed_by_another_user_and_nothing_is_written_or_left_b
             vec!["ledger", "show", "ro-2", "--json"],
         ] {
             let mut args = args.clone();
-            args.extend(["--ledger", &p(&ledger)]);
+            args.extend(["--ledger", ledger_s.as_str()]);
             let run = run_as_other(&bin, &args);
             assert_eq!(run.code, 0, "{dir_mode:o} {args:?}: {run:?}");
             let doc = run.json();
