@@ -204,7 +204,46 @@ fn a_read_only_ledger_is_listed_by_another_user_and_nothing_is_written_or_left_b
             assert_eq!(std::fs::read(&ledger).expect("read"), bytes, "not written");
         }
     }
+    // While a writer has it open, a claim still in its WAL is seen: the
+    // file is opened read-only beside the writer's WAL files (an immutable
+    // open would miss it), and those files stay the writer's.
     chmod(&dir, 0o755);
+    chmod(&ledger, 0o644);
+    let writer = sluice_ledger::SqliteLedger::open(&ledger).expect("a writer opens it");
+    let refs = vec!["refs/heads/main".to_string()];
+    let claim = sluice_policy::ClaimRequest::new(
+        "ro-3",
+        sluice_policy::Effect::Read,
+        std::time::Duration::from_secs(10),
+    )
+    .operation("fetch", "git://127.0.0.1/small.git")
+    .refs(&refs);
+    sluice_policy::Ledger::claim(&writer, &claim).expect("claimed");
+    chmod(&ledger, 0o444);
+    assert_eq!(
+        names_in(&dir),
+        names(&["ops.db", "ops.db-shm", "ops.db-wal"])
+    );
+    let run = run_as_other(
+        &bin,
+        &["ledger", "show", "ro-3", "--json", "--ledger", &ledger_s],
+    );
+    assert_eq!(run.code, 0, "{run:?}");
+    let entry = run.json();
+    assert_eq!(entry["run"], Value::Null, "still running: {entry}");
+    assert_eq!(entry["kind"], "fetch", "{entry}");
+    assert_eq!(
+        entry["refs"],
+        serde_json::json!(["refs/heads/main"]),
+        "{entry}"
+    );
+    chmod(&ledger, 0o644);
+    drop(writer);
+    assert_eq!(
+        names_in(&dir),
+        names(&["ops.db"]),
+        "the writer's WAL files went with it"
+    );
 }
 
 #[test]
