@@ -60,7 +60,7 @@ fn the_readme_library_examples_are_the_example_programs() {
         "README and examples/quick_start.rs differ"
     );
     assert_eq!(
-        rust_block(&readme, "## The library"),
+        rust_block(&readme, "## The library: every outcome"),
         code_of("examples/push.rs"),
         "README and examples/push.rs differ"
     );
