@@ -231,3 +231,36 @@ fn a_read_under_a_generated_id_is_not_written_to_a_persistent_ledger() {
         read.operation.id
     );
 }
+
+/// A layer's typed error, as a git or forge error would be.
+#[derive(Debug, PartialEq)]
+struct CutAfterPack;
+
+impl std::fmt::Display for CutAfterPack {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("cut after the last pack byte")
+    }
+}
+
+impl std::error::Error for CutAfterPack {}
+
+#[test]
+fn a_write_settled_by_reading_keeps_the_layers_typed_error() {
+    let (policy, _clock) = manual_policy();
+    let out = policy.run_write(
+        write_op(Bounds::default()),
+        |_ctx| -> Result<(), _> {
+            Err(AttemptError::unknown("pack-sent", "connection reset").with_source(CutAfterPack))
+        },
+        |_ctx| {
+            Ok(Settlement::moved(
+                None,
+                std::collections::BTreeMap::from([("refs/heads/main".into(), "abc".into())]),
+                "somebody else moved it",
+            ))
+        },
+    );
+    assert_eq!(out.kind, OutcomeKind::Unknown);
+    let error = out.error.as_ref().expect("the unknown attempt");
+    assert_eq!(error.source_as::<CutAfterPack>(), Some(&CutAfterPack));
+}
