@@ -83,6 +83,17 @@ fn run_action(config: &Config) -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => match e.downcast_ref::<UsageError>() {
             Some(u) => usage(u),
+            None if e.downcast_ref::<sluice_cli::RepoError>().is_some() => {
+                match e.downcast_ref::<sluice_cli::RepoError>() {
+                    Some(sluice_cli::RepoError::Usage(u)) => usage(u),
+                    _ => {
+                        // Owned by another user: this side's refusal, as
+                        // git's (local-error), before any of its config.
+                        eprintln!("error: {e}");
+                        ExitCode::from(sluice_cli::EXIT_LOCAL_ERROR)
+                    }
+                }
+            }
             None => {
                 // The workspace's one chain joiner: each cause once, and
                 // no URL's user info.
@@ -242,16 +253,27 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             refspecs,
             repo,
             options,
+            tags_given,
         } => {
-            let repo = sluice_cli::open_repo(repo)?;
+            let repo = sluice_cli::open_repo(repo.as_deref())?;
+            let target =
+                sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Fetch)?;
             let https = sluice_cli::https_for_repo(common, &repo)?;
             let client = GitClient::new(policy(common)).with_https(https);
             let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
             let mut opts = git_options(common);
             opts.progress = bar.callback();
-            let out = client
-                .fetch_with(url, refspecs, &repo, options, &opts)
-                .map_err(|e| sluice_cli::input_error(&e));
+            let out = match &target.remote {
+                Some(remote) => {
+                    let mut options = *options;
+                    if !tags_given {
+                        options.tags = remote.tags;
+                    }
+                    client.fetch_remote(remote, refspecs, &repo, &options, &opts)
+                }
+                None => client.fetch_with(&target.url, refspecs, &repo, options, &opts),
+            }
+            .map_err(|e| sluice_cli::input_error(&e));
             bar.finish();
             let out = out?;
             let view = view_after(&repo);
@@ -275,7 +297,9 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             options,
             porcelain,
         } => {
-            let repo = sluice_cli::open_repo(repo)?;
+            let repo = sluice_cli::open_repo(repo.as_deref())?;
+            let target =
+                sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;
             let updates = sluice_cli::resolve_updates(specs, leases, url, &repo)?;
             let https = sluice_cli::https_for_repo(common, &repo)?;
             let client = GitClient::new(policy(common)).with_https(https);
@@ -283,10 +307,13 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             let mut opts = git_options(common);
             opts.progress = bar.callback();
             let out = client
-                .push(url, &updates, options, &repo, &opts)
+                .push(&target.url, &updates, options, &repo, &opts)
                 .map_err(|e| sluice_cli::input_error(&e));
             bar.finish();
             let out = out?;
+            if !options.dry_run {
+                update_tracking(&target, &repo, out.value.as_ref());
+            }
             // What git prints: ids abbreviated as git does, forced updates
             // told from fast-forwards.
             let view = view_after(&repo);
@@ -357,6 +384,37 @@ fn run(config: &Config) -> anyhow::Result<u8> {
         Action::LedgerShow { id } => ledger_show(common, id),
         Action::LedgerList { since } => ledger_list(common, *since),
         Action::Demo => Ok(demo::run()),
+    }
+}
+
+/// After a push, the remote-tracking refs of the refs that landed, as git
+/// updates them: for the remote named, or else the configured remote whose
+/// URL names the same repository (the one a value-less `--lease` reads).
+/// A tracking ref that cannot be written is said on stderr; the push's
+/// outcome stands.
+fn update_tracking(
+    target: &sluice_cli::Target,
+    repo: &gix::Repository,
+    report: Option<&sluice_git::PushReport>,
+) {
+    let Some(report) = report else {
+        return;
+    };
+    let remote = target
+        .remote
+        .clone()
+        .or_else(|| sluice_git::NamedRemote::for_url(repo, &target.url));
+    let Some(remote) = remote else {
+        return;
+    };
+    let Some(view) = view_after(repo) else {
+        return;
+    };
+    if let Err(e) = remote.update_tracking_refs(&view, &report.refs) {
+        eprintln!(
+            "warning: the push landed, but the remote-tracking refs of {:?} were not updated: {e}",
+            remote.name
+        );
     }
 }
 

@@ -15,7 +15,7 @@ use sluice_policy::text::error_chain;
 use sluice_policy::{AttemptError, Effect, Outcome, Rejection};
 
 use super::indexer::EntryGuard;
-use super::{FetchOptions, FetchStatus, FetchedRef, Received, TagMode};
+use super::{FetchOptions, FetchStatus, FetchedRef, ForMerge, Received, TagMode};
 use crate::attempt::{shielded, Attempt};
 use crate::client::{no_auth, CallOptions, GitClient, InputError};
 use crate::connect::{ssh_config, Meta, Session};
@@ -33,6 +33,10 @@ struct FetchJob<'a> {
     prefix_filter: bool,
     repo: &'a gix::Repository,
     fetch: &'a FetchOptions,
+    /// Which refs `FETCH_HEAD` marks for merge.
+    for_merge: &'a ForMerge,
+    /// The first refspec as given (`FETCH_HEAD`'s configured rule).
+    first_given: Option<gix::refspec::RefSpec>,
     opts: &'a CallOptions,
 }
 
@@ -64,6 +68,13 @@ impl GitClient {
     /// `--no-tags` ([`crate::FetchOptions`]). Pruned refs are reported
     /// before the fetched ones, as git prints them, status [`crate::FetchStatus::Pruned`], with
     /// `oid` and `old` the value the deleted ref had.
+    ///
+    /// No refspec fetches the remote's `HEAD` (as `git fetch <URL>`). As
+    /// git does, tags are followed only when some refspec names a local
+    /// ref, a followed tag never replaces a local tag of that name, and
+    /// every fetch writes `FETCH_HEAD` (every ref the refspecs fetched for
+    /// merge, followed tags not: [`ForMerge::Given`]). A configured
+    /// remote is fetched by name with [`GitClient::fetch_remote`].
     pub fn fetch_with(
         &self,
         url: &str,
@@ -72,23 +83,49 @@ impl GitClient {
         fetch: &FetchOptions,
         opts: &CallOptions,
     ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
+        self.fetch_for_merge(url, refspecs, repo, fetch, &ForMerge::Given, opts)
+    }
+
+    /// [`GitClient::fetch_with`], `FETCH_HEAD` marking for merge what
+    /// `for_merge` says.
+    pub(crate) fn fetch_for_merge(
+        &self,
+        url: &str,
+        refspecs: &[String],
+        repo: &gix::Repository,
+        fetch: &FetchOptions,
+        for_merge: &ForMerge,
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
         let remote = Remote::parse(url)?;
-        if refspecs.is_empty() {
-            return Err(InputError::Refspec {
-                spec: String::new(),
-                reason: "at least one refspec is needed".into(),
-            });
-        }
+        let head = ["HEAD".to_string()];
+        let refspecs = if refspecs.is_empty() {
+            &head[..]
+        } else {
+            refspecs
+        };
+        let mut parsed = Vec::with_capacity(refspecs.len());
         for spec in refspecs {
             gix::refspec::parse(
                 spec.as_bytes().as_bstr(),
                 gix::refspec::parse::Operation::Fetch,
             )
+            .map(|p| parsed.push(p.to_owned()))
             .map_err(|e| InputError::Refspec {
                 spec: spec.clone(),
                 reason: e.to_string(),
             })?;
         }
+        // git follows tags only when a refspec names a local ref
+        // (`git fetch <URL> main` follows none).
+        let mut fetch = *fetch;
+        let stores = parsed
+            .iter()
+            .any(|p| p.to_ref().destination().is_some_and(|d| !d.is_empty()));
+        if fetch.tags == TagMode::Follow && !stores {
+            fetch.tags = TagMode::None;
+        }
+        let fetch = &fetch;
         // gix's prefix derivation turns `refs/*` into the literal prefix
         // `refs/*`, which a server matches literally (0 refs): filter locally
         // for such catch-all specs.
@@ -103,6 +140,8 @@ impl GitClient {
             prefix_filter,
             repo,
             fetch,
+            for_merge,
+            first_given: parsed.first().cloned(),
             opts,
         };
         let op = self.operation("fetch", Effect::Read, &remote, opts);
@@ -151,12 +190,25 @@ impl GitClient {
         // server sent the tag object with `include-tag`. A tag on history
         // nothing fetched is not written (its object is not here).
         if job.fetch.tags == TagMode::Follow {
-            adv.ref_map.mappings.retain(|m| {
-                !matches!(m.spec_index, SpecIndex::Implicit(_))
-                    || m.remote.as_id().is_some_and(|id| repo.has_object(id))
-            });
+            super::refs::keep_followed(&mut adv.ref_map, repo);
         }
         let refs = write_refs(job.fetch, repo, &adv)?;
+        let fetch_head = super::fetch_head::render(
+            &adv.ref_map,
+            &adv.specs,
+            job.first_given.as_ref(),
+            job.for_merge,
+            &job.remote.display,
+        );
+        super::fetch_head::write(repo, &fetch_head).map_err(|e| {
+            crate::local::local(
+                Phase::PackReceived,
+                format_args!(
+                    "cannot write FETCH_HEAD in {}: {e}",
+                    repo.git_dir().display()
+                ),
+            )
+        })?;
         if let Some(keep) = &received.keep {
             match std::fs::remove_file(keep) {
                 // Another fetch that received the same pack into this

@@ -65,6 +65,33 @@ pub(crate) struct RefOutcome {
     pub reason: Option<String>,
 }
 
+/// git's tag following (`git fetch` without `--tags` or `--no-tags`):
+/// a tag the fetch did not ask for comes along only when the local
+/// repository has no ref of that name and the tag's object is here once
+/// the pack is stored (the history fetched reached it, or the server sent
+/// it with `include-tag`). A followed tag therefore never clobbers an
+/// existing tag, whatever the server moved it to, and never fails the
+/// fetch; a tag an explicit refspec (or `--tags`) names keeps git's rules
+/// ([`update`]).
+pub(crate) fn keep_followed(map: &mut RefMap, repo: &gix::Repository) {
+    map.mappings.retain(|m| {
+        if !matches!(
+            m.spec_index,
+            gix::protocol::fetch::refmap::SpecIndex::Implicit(_)
+        ) {
+            return true;
+        }
+        let here = m.remote.as_id().is_some_and(|id| repo.has_object(id));
+        let exists = m.local.as_ref().is_some_and(|l| {
+            repo.try_find_reference(l.as_bstr())
+                .ok()
+                .flatten()
+                .is_some()
+        });
+        here && !exists
+    });
+}
+
 /// The branch a non-bare repository has checked out (`None` when bare, or
 /// HEAD is detached).
 fn checked_out(repo: &gix::Repository) -> Option<gix::refs::FullName> {
