@@ -238,8 +238,9 @@ impl GitClient {
     /// with no `refspecs`, its `fetch` lines (none: its `HEAD`), and
     /// `FETCH_HEAD` marks for merge what the current branch's
     /// `branch.<name>.merge` names when its `branch.<name>.remote` is this
-    /// remote, else the first line's ref when that line is no pattern
-    /// ([`ForMerge::Configured`]); with `refspecs`, those, every ref they
+    /// remote (nothing when it is another), or, when the branch has no
+    /// merge configuration, the first line's ref when that line is no
+    /// pattern ([`ForMerge::Configured`]); with `refspecs`, those, every ref they
     /// fetch marked for merge. `fetch.tags` is the caller's: give
     /// `remote.tags` (its `tagOpt`) unless the caller chose.
     ///
@@ -275,31 +276,28 @@ impl GitClient {
 }
 
 /// The remote refs the current branch merges from the remote `name`
-/// (`branch.<current>.merge` when `branch.<current>.remote` is `name`).
-fn merged_from(repo: &gix::Repository, name: &str) -> Vec<String> {
-    let Some(branch) = repo.head_name().ok().flatten().and_then(|h| {
+/// (`branch.<current>.merge` when `branch.<current>.remote` is `name`,
+/// empty when it is another remote); `None` when the current branch has no
+/// `branch.<current>.merge` (or there is no current branch).
+fn merged_from(repo: &gix::Repository, name: &str) -> Option<Vec<String>> {
+    let branch = repo.head_name().ok().flatten().and_then(|h| {
         h.as_bstr()
             .strip_prefix(b"refs/heads/")
             .map(|b| b.to_str_lossy().into_owned())
-    }) else {
-        return Vec::new();
-    };
+    })?;
     let config = repo.config_snapshot();
-    let remote = config.string(format!("branch.{branch}.remote").as_str());
-    if remote
-        .as_deref()
-        .map(|r| r.to_str_lossy().into_owned())
-        .as_deref()
-        != Some(name)
-    {
-        return Vec::new();
-    }
-    config
-        .strings(format!("branch.{branch}.merge").as_str())
-        .unwrap_or_default()
+    let merge: Vec<String> = config
+        .strings(format!("branch.{branch}.merge").as_str())?
         .into_iter()
         .map(|m| m.to_string())
-        .collect()
+        .collect();
+    let remote = config
+        .string(format!("branch.{branch}.remote").as_str())
+        .map(|r| r.to_str_lossy().into_owned());
+    if remote.as_deref() != Some(name) {
+        return Some(Vec::new());
+    }
+    Some(merge)
 }
 
 /// `url` as git's `url_normalize` would compare it (scheme and host in
@@ -321,7 +319,12 @@ fn normalised(url: &str) -> Option<String> {
         u.port = None;
     }
     let mut path = u.path.to_string();
+    let mut host = u.host().unwrap_or("").to_ascii_lowercase();
     if u.scheme == gix::url::Scheme::File {
+        // `file://localhost/x` is `/x`, as git reads it.
+        if host == "localhost" {
+            host.clear();
+        }
         let p = std::path::Path::new(&path);
         if let Ok(abs) = std::fs::canonicalize(p) {
             path = abs.display().to_string();
@@ -335,7 +338,7 @@ fn normalised(url: &str) -> Option<String> {
     Some(format!(
         "{}://{}:{}{}",
         u.scheme.as_str(),
-        u.host().unwrap_or("").to_ascii_lowercase(),
+        host,
         u.port.map(|p| p.to_string()).unwrap_or_default(),
         path
     ))
@@ -356,6 +359,7 @@ mod tests {
         assert_ne!(n("git://localhost/r"), n("git://localhost/s"));
         assert_ne!(n("git://localhost:1/r"), n("git://localhost:2/r"));
         assert_ne!(n("http://h/r"), n("https://h/r"));
+        assert_eq!(n("file://localhost/srv/r.git"), n("/srv/r"));
     }
 
     #[test]

@@ -16,14 +16,16 @@ pub enum ForMerge {
     /// ref they fetched; followed tags and `--tags`' are not for merge.
     #[default]
     Given,
-    /// A remote's configured refspecs (`git fetch <remote>`): the remote
-    /// refs `merge` names (`branch.<current>.merge` when the current
-    /// branch's `branch.<current>.remote` is this remote), or, when it
-    /// names none, the ref of the first refspec if that one is not a
+    /// A remote's configured refspecs (`git fetch <remote>`): when the
+    /// current branch has `branch.<current>.merge`, the remote refs it
+    /// names if its `branch.<current>.remote` is this remote (else none);
+    /// otherwise the ref of the first refspec if that one is not a
     /// pattern.
     Configured {
-        /// The remote refs the current branch merges from this remote.
-        merge: Vec<String>,
+        /// The current branch's merge configuration: the remote refs it
+        /// merges from this remote (empty when it merges from another);
+        /// `None` when it has none.
+        merge: Option<Vec<String>>,
     },
 }
 
@@ -87,10 +89,10 @@ pub(crate) fn render(
             SpecIndex::ExplicitInRemote(i) => {
                 let merge = match rule {
                     ForMerge::Given => true,
-                    ForMerge::Configured { merge } if !merge.is_empty() => {
+                    ForMerge::Configured { merge: Some(merge) } => {
                         merge.iter().any(|n| *n == remote_ref)
                     }
-                    ForMerge::Configured { .. } => {
+                    ForMerge::Configured { merge: None } => {
                         let spec = specs.get(i);
                         let is_first = spec.is_some() && spec == first_given;
                         let pattern = spec.is_some_and(|s| {

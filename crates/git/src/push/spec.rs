@@ -145,13 +145,10 @@ pub fn check_unambiguous_source(src: &str, repo: &gix::Repository) -> Result<(),
     }
     let matched = if strong.is_empty() { weak } else { strong };
     if matched.len() > 1 {
-        return Err(InputError::Revision {
-            rev: src.to_string(),
-            reason: format!(
-                "src refspec {src} matches more than one: {}; name the one meant in full",
-                matched.join(" and ")
-            ),
-        });
+        return Err(InputError::Push(format!(
+            "src refspec {src} matches more than one: {}; name the one meant in full",
+            matched.join(" and ")
+        )));
     }
     Ok(())
 }
