@@ -1514,17 +1514,19 @@ mod tests {
 
     #[test]
     fn a_missing_argument_is_named_on_the_first_line() {
-        let Err(ParseError::Clap(e)) =
-            parse(["sluice-remote", "push", "git://h/r", "a:refs/heads/a"])
-        else {
+        let Err(ParseError::Clap(e)) = parse(["sluice-remote", "push", "git://h/r"]) else {
             panic!("accepted");
         };
         let msg = clap_message(&e);
         let first = msg.lines().next().unwrap_or_default();
         assert!(
-            first.starts_with("error:") && first.contains("--repo"),
+            first.starts_with("error:") && first.contains("[+]SRC:DST"),
             "{msg}"
         );
+        // --repo is not one: the repository is found from the working
+        // directory, as git finds it.
+        let c = ok(&["push", "git://h/r", "a:refs/heads/a"]);
+        assert!(matches!(c.action, Action::Push { repo: None, .. }));
     }
 
     #[test]

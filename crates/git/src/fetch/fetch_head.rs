@@ -141,12 +141,20 @@ pub(crate) fn write(repo: &gix::Repository, text: &str) -> std::io::Result<()> {
     if repo.config_snapshot().boolean("fetch.writeFetchHEAD") == Some(false) {
         return Ok(());
     }
+    // One temporary name per writer: fetches running at once into one
+    // repository each replace the file whole (the last one's stands, as
+    // with git).
+    static SEQ: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = SEQ.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let path = repo.git_dir().join("FETCH_HEAD");
-    let tmp = repo.git_dir().join("FETCH_HEAD.sluice-tmp");
-    std::fs::write(&tmp, text.as_bytes())?;
-    std::fs::rename(&tmp, &path).inspect_err(|_| {
-        let _ = std::fs::remove_file(&tmp);
-    })
+    let tmp = repo
+        .git_dir()
+        .join(format!("FETCH_HEAD.{}-{n}.tmp", std::process::id()));
+    std::fs::write(&tmp, text.as_bytes())
+        .and_then(|()| std::fs::rename(&tmp, &path))
+        .inspect_err(|_| {
+            let _ = std::fs::remove_file(&tmp);
+        })
 }
 
 #[cfg(test)]
