@@ -156,7 +156,7 @@ fn a_repository_owned_by_another_user_is_refused_before_any_call() {
     let w = World::new();
     let dir = w.path("theirs.git");
     repo::init_bare(&dir).expect("init");
-    repo::commit_on(&dir, "main", "one");
+    let main = repo::commit_on(&dir, "main", "one");
     let marker = w.path("ssh-command-ran");
     config(
         &dir,
@@ -179,10 +179,7 @@ fn a_repository_owned_by_another_user_is_refused_before_any_call() {
     let out = client()
         .push(
             "ssh://127.0.0.1:1/x.git",
-            &[update(
-                Some(&repo::rev_parse(&dir, "main").expect("main")),
-                "refs/heads/main",
-            )],
+            &[update(Some(&main), "refs/heads/main")],
             &Default::default(),
             &r,
             &quick(10_000, 5_000, 3),
