@@ -90,7 +90,7 @@ pub(crate) fn render(
                 let merge = match rule {
                     ForMerge::Given => true,
                     ForMerge::Configured { merge: Some(merge) } => {
-                        merge.iter().any(|n| *n == remote_ref)
+                        merge.contains(&remote_ref)
                     }
                     ForMerge::Configured { merge: None } => {
                         let spec = specs.get(i);
