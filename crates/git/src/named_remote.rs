@@ -16,7 +16,7 @@ use gix::remote::Direction;
 use sluice_policy::Outcome;
 
 use crate::client::{CallOptions, GitClient, InputError};
-use crate::fetch::{FetchOptions, FetchedRef, ForMerge, TagMode};
+use crate::fetch::{FetchOptions, FetchedRef, ForMerge, Named, TagMode};
 use crate::push::{RefResult, RefStatus};
 
 /// A remote configured in a repository, read as git reads it.
@@ -261,17 +261,19 @@ impl GitClient {
     ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
         let url = remote.url(Direction::Fetch);
         if !refspecs.is_empty() {
-            return self.fetch_for_merge(url, refspecs, repo, fetch, &ForMerge::Given, opts);
+            let named = Named {
+                for_merge: &ForMerge::Given,
+                tracking: &remote.fetch_refspecs,
+            };
+            return self.fetch_named(url, refspecs, repo, fetch, &named, opts);
         }
-        let merge = merged_from(repo, &remote.name);
-        self.fetch_for_merge(
-            url,
-            &remote.fetch_refspecs,
-            repo,
-            fetch,
-            &ForMerge::Configured { merge },
-            opts,
-        )
+        let named = Named {
+            for_merge: &ForMerge::Configured {
+                merge: merged_from(repo, &remote.name),
+            },
+            tracking: &[],
+        };
+        self.fetch_named(url, &remote.fetch_refspecs, repo, fetch, &named, opts)
     }
 }
 

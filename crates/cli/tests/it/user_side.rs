@@ -146,6 +146,17 @@ fn a_remote_by_name_from_the_working_directory_fetches_and_writes_fetch_head_as_
     assert_eq!(fetch_head(&a), fetch_head(&b));
     let doc = s.json();
     assert_eq!(doc["operation"]["remote"], w.url(), "the resolved URL");
+
+    // Refspecs given to a named remote: its fetch lines still move the
+    // remote-tracking refs of what was fetched (git's opportunistic
+    // update), and FETCH_HEAD holds only what was asked.
+    let dev = repo::commit_on(&srv, "dev", "dev moves");
+    let g = git_in(&a, &["fetch", "-q", "origin", "dev"]);
+    let s = sl_in(&b, &["fetch", "origin", "dev"]);
+    assert_eq!((g.code, s.code), (0, 0), "{g:?}\n{s:?}");
+    assert_eq!(repo::rev_parse(&b, "refs/remotes/origin/dev"), Some(dev));
+    assert_eq!(refs_of(&a), refs_of(&b));
+    assert_eq!(fetch_head(&a), fetch_head(&b));
 }
 
 #[test]

@@ -37,7 +37,19 @@ struct FetchJob<'a> {
     for_merge: &'a ForMerge,
     /// The first refspec as given (`FETCH_HEAD`'s configured rule).
     first_given: Option<gix::refspec::RefSpec>,
+    /// A named remote's `fetch` lines, when the caller gave refspecs of
+    /// its own: the remote-tracking refs they map are updated too.
+    tracking: Vec<gix::refspec::RefSpec>,
     opts: &'a CallOptions,
+}
+
+/// What a fetch of a configured remote by name adds to a fetch of its URL.
+pub(crate) struct Named<'a> {
+    /// Which refs `FETCH_HEAD` marks for merge.
+    pub for_merge: &'a ForMerge,
+    /// The remote's `fetch` lines when the caller gave refspecs of its
+    /// own (git's opportunistic remote-tracking updates); else empty.
+    pub tracking: &'a [String],
 }
 
 /// Advertised: the session, gix's handshake and the ref map (what each
@@ -83,20 +95,38 @@ impl GitClient {
         fetch: &FetchOptions,
         opts: &CallOptions,
     ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
-        self.fetch_for_merge(url, refspecs, repo, fetch, &ForMerge::Given, opts)
+        let named = Named {
+            for_merge: &ForMerge::Given,
+            tracking: &[],
+        };
+        self.fetch_named(url, refspecs, repo, fetch, &named, opts)
     }
 
     /// [`GitClient::fetch_with`], `FETCH_HEAD` marking for merge what
-    /// `for_merge` says.
-    pub(crate) fn fetch_for_merge(
+    /// `named.for_merge` says, and the remote-tracking refs of
+    /// `named.tracking` updated too.
+    pub(crate) fn fetch_named(
         &self,
         url: &str,
         refspecs: &[String],
         repo: &gix::Repository,
         fetch: &FetchOptions,
-        for_merge: &ForMerge,
+        named: &Named<'_>,
         opts: &CallOptions,
     ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
+        let for_merge = named.for_merge;
+        let mut tracking = Vec::with_capacity(named.tracking.len());
+        for spec in named.tracking {
+            let parsed = gix::refspec::parse(
+                spec.as_bytes().as_bstr(),
+                gix::refspec::parse::Operation::Fetch,
+            )
+            .map_err(|e| InputError::Refspec {
+                spec: spec.clone(),
+                reason: e.to_string(),
+            })?;
+            tracking.push(parsed.to_owned());
+        }
         let remote = Remote::parse(url)?;
         let head = ["HEAD".to_string()];
         let refspecs = if refspecs.is_empty() {
@@ -142,6 +172,7 @@ impl GitClient {
             fetch,
             for_merge,
             first_given: parsed.first().cloned(),
+            tracking,
             opts,
         };
         let op = self.operation("fetch", Effect::Read, &remote, opts);
@@ -192,6 +223,7 @@ impl GitClient {
         if job.fetch.tags == TagMode::Follow {
             super::refs::keep_followed(&mut adv.ref_map, repo);
         }
+        super::refs::add_tracking(&mut adv.ref_map, &job.tracking);
         let refs = write_refs(job.fetch, repo, &adv)?;
         let fetch_head = super::fetch_head::render(
             &adv.ref_map,

@@ -89,9 +89,7 @@ pub(crate) fn render(
             SpecIndex::ExplicitInRemote(i) => {
                 let merge = match rule {
                     ForMerge::Given => true,
-                    ForMerge::Configured { merge: Some(merge) } => {
-                        merge.contains(&remote_ref)
-                    }
+                    ForMerge::Configured { merge: Some(merge) } => merge.contains(&remote_ref),
                     ForMerge::Configured { merge: None } => {
                         let spec = specs.get(i);
                         let is_first = spec.is_some() && spec == first_given;

@@ -7,6 +7,7 @@
 
 pub(crate) mod apply;
 mod attempt;
+pub(crate) use attempt::Named;
 pub(crate) mod fetch_head;
 pub(crate) mod indexer;
 pub(crate) mod refs;
