@@ -11,9 +11,12 @@
 //!    attempt counts, profile, URL, refspecs, push specs, leases, push
 //!    options; every bad input is a [`UsageError`] naming the argument
 //!    (exit 2, nothing on stdout);
-//! 3. the binary opens `--repo` ([`open_repo`]) and resolves push sources
-//!    ([`resolve_updates`]) — still bad input when they fail — and only then
-//!    calls the remote;
+//! 3. the binary opens `--repo`, or the repository found from the working
+//!    directory ([`open_repo`]; one owned by another user that git's
+//!    `safe.directory` does not allow is refused there, exit 5, before any
+//!    of its configuration is read), reads `<URL|REMOTE>` as git reads it
+//!    ([`resolve_remote`]) and resolves push sources ([`resolve_updates`])
+//!    — still bad input when they fail — and only then calls the remote;
 //! 4. the [`Outcome`](sluice_policy::Outcome) is printed as one JSON
 //!    document ([`contract`]) or a short human summary ([`human`]), and its
 //!    result is the exit code ([`exit_code`]).
@@ -36,6 +39,7 @@
 //!
 //! * this file — the command line: [`Cli`] (clap's raw view), [`validate`]
 //!   (one function per command's checks) into [`Config`], [`open_repo`],
+//!   [`resolve_remote`],
 //!   [`https_for_repo`], [`resolve_updates`], the exit codes;
 //! * [`contract`] — the JSON document of the CLI contract;
 //! * [`human`] — the human output (git's forms, the summary on stderr).
@@ -242,7 +246,8 @@ pub enum CommandArgs {
         prefixes: Vec<String>,
     },
     /// Fetch refspecs into a local repository.
-    #[command(after_help = help_with_examples!("  sluice-remote fetch https://github.com/org/repo.git '+refs/heads/*:refs/remotes/origin/*' --repo . --prune
+    #[command(after_help = help_with_examples!("  sluice-remote fetch origin                  (its fetch lines, in the repository found from here)
+  sluice-remote fetch https://github.com/org/repo.git '+refs/heads/*:refs/remotes/origin/*' --repo . --prune
   sluice-remote fetch git://127.0.0.1/repo.git refs/heads/main:refs/heads/main --repo repo.git --no-tags
   sluice-remote fetch ssh://git@host/repo.git 'refs/tags/*:refs/tags/*' --repo . -v"))]
     Fetch {
@@ -270,7 +275,8 @@ pub enum CommandArgs {
         no_tags: bool,
     },
     /// Push revisions of a local repository.
-    #[command(after_help = help_with_examples!("  sluice-remote push https://github.com/org/repo.git HEAD:main --repo . --operation-id land-1234 --ledger ops.db
+    #[command(after_help = help_with_examples!("  sluice-remote push origin main --lease main  (origin/main's value expected; origin/main updated once it landed)
+  sluice-remote push https://github.com/org/repo.git HEAD:main --repo . --operation-id land-1234 --ledger ops.db
   sluice-remote push git://127.0.0.1/repo.git HEAD:refs/heads/topic --repo . --lease topic=absent
   sluice-remote push ssh://git@host/repo.git main --repo . --lease main        (expects origin/main's value)
   sluice-remote push https://github.com/org/repo.git :refs/heads/old --repo . --porcelain

@@ -21,6 +21,22 @@ use crate::push::{RefResult, RefStatus};
 
 /// A remote configured in a repository, read as git reads it.
 ///
+/// Fetch it by name with [`GitClient::fetch_remote`]; push to
+/// [`NamedRemote::url`] for [`Direction::Push`] and then move its
+/// remote-tracking refs with [`NamedRemote::update_tracking_refs`], as
+/// `git push <remote>` does:
+///
+/// ```no_run
+/// # fn f(client: &sluice_git::GitClient, repo: &gix::Repository, updates: &[sluice_git::RefUpdate]) -> Result<(), Box<dyn std::error::Error>> {
+/// use gix::remote::Direction;
+/// let origin = sluice_git::NamedRemote::find(repo, "origin")?.ok_or("no remote origin")?;
+/// let outcome = client.push(origin.url(Direction::Push), updates, &Default::default(), repo, &Default::default())?;
+/// if let Some(report) = &outcome.value {
+///     origin.update_tracking_refs(repo, &report.refs)?;
+/// }
+/// # Ok(()) }
+/// ```
+///
 /// Its URLs may carry user info as configured; [`NamedRemote`]'s `Debug`
 /// never shows them, and [`crate::Remote::parse`] keeps them out of every
 /// output.
