@@ -28,8 +28,8 @@ use sluice_cli::{contract, human, Action, Common, Config, ParseError, UsageError
 use sluice_git::{CallOptions, GitClient};
 use sluice_ledger::Store;
 use sluice_policy::{
-    BudgetStore, Claim, CommandSource, CredentialSource, Ledger, LedgerError, Outcome, OutcomeKind,
-    Policy,
+    AttemptError, BudgetStore, Claim, CommandSource, CredentialSource, Effect, Ledger, LedgerError,
+    OperationInfo, Outcome, OutcomeKind, Policy, Stopped,
 };
 
 fn main() -> ExitCode {
@@ -83,17 +83,6 @@ fn run_action(config: &Config) -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => match e.downcast_ref::<UsageError>() {
             Some(u) => usage(u),
-            None if e.downcast_ref::<sluice_cli::RepoError>().is_some() => {
-                match e.downcast_ref::<sluice_cli::RepoError>() {
-                    Some(sluice_cli::RepoError::Usage(u)) => usage(u),
-                    _ => {
-                        // Owned by another user: this side's refusal, as
-                        // git's (local-error), before any of its config.
-                        eprintln!("error: {e}");
-                        ExitCode::from(sluice_cli::EXIT_LOCAL_ERROR)
-                    }
-                }
-            }
             None => {
                 // The workspace's one chain joiner: each cause once, and
                 // no URL's user info.
@@ -255,7 +244,13 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             options,
             tags_given,
         } => {
-            let repo = sluice_cli::open_repo(repo.as_deref())?;
+            let repo = match sluice_cli::open_repo(repo.as_deref()) {
+                Ok(r) => r,
+                Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
+                Err(sluice_cli::RepoError::Untrusted(e)) => {
+                    return Ok(refuse_untrusted(common, "fetch", Effect::Read, url, &e))
+                }
+            };
             let target =
                 sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Fetch)?;
             let https = sluice_cli::https_for_repo(common, &repo)?;
@@ -297,7 +292,18 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             options,
             porcelain,
         } => {
-            let repo = sluice_cli::open_repo(repo.as_deref())?;
+            let repo = match sluice_cli::open_repo(repo.as_deref()) {
+                Ok(r) => r,
+                Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
+                Err(sluice_cli::RepoError::Untrusted(e)) => {
+                    let effect = if options.dry_run {
+                        Effect::Read
+                    } else {
+                        Effect::Write
+                    };
+                    return Ok(refuse_untrusted(common, "push", effect, url, &e));
+                }
+            };
             let target =
                 sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;
             let updates = sluice_cli::resolve_updates(specs, leases, url, &repo)?;
@@ -385,6 +391,45 @@ fn run(config: &Config) -> anyhow::Result<u8> {
         Action::LedgerList { since } => ledger_list(common, *since),
         Action::Demo => Ok(demo::run()),
     }
+}
+
+/// A repository owned by another user that `safe.directory` does not
+/// allow: the operation ends `local-error` (exit 5) before any of the
+/// repository's configuration is read and before any call — its document
+/// with `--json`, the summary otherwise, the cause on stderr either way.
+fn refuse_untrusted(
+    common: &Common,
+    kind: &str,
+    effect: Effect,
+    remote: &str,
+    e: &sluice_git::Untrusted,
+) -> u8 {
+    let out: Outcome<()> = Outcome {
+        kind: OutcomeKind::LocalError,
+        value: None,
+        error: Some(AttemptError::local("connect", e.to_string())),
+        operation: OperationInfo {
+            id: common
+                .operation_id
+                .clone()
+                .unwrap_or_else(|| format!("op-{}-refused", std::process::id())),
+            kind: kind.to_string(),
+            effect,
+            remote: sluice_git::redact(remote),
+        },
+        deadline_ms: u64::try_from(common.bounds.deadline.as_millis()).unwrap_or(u64::MAX),
+        elapsed_ms: 0,
+        may_have_applied: (effect == Effect::Write).then_some(false),
+        stopped: Some(Stopped::LocalError),
+        attempts: Vec::new(),
+        reconciled: None,
+        refused_credentials: Vec::new(),
+        previous: None,
+        remote_messages: Vec::new(),
+        remote_messages_dropped: Default::default(),
+        recorded: None,
+    };
+    emit(common, out, None, true)
 }
 
 /// After a push, the remote-tracking refs of the refs that landed, as git

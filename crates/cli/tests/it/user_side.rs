@@ -349,6 +349,17 @@ fn a_repository_owned_by_another_user_is_refused_unless_safe_directory_allows_it
         "{s:?}"
     );
     assert!(!marker.exists(), "the repository's ssh command ran");
+    let j = as_nobody(
+        sl,
+        &["fetch", &w.url(), "refs/heads/main", "--repo", &r, "--json"],
+        &[],
+    );
+    assert_eq!(j.code, 5, "{j:?}");
+    let doc = j.json();
+    check_document(&doc, "fetch", "read");
+    assert_eq!(doc["result"], "local-error");
+    assert_eq!(doc["stopped"], "local-error");
+    assert!(j.stderr.contains("safe.directory"), "{j:?}");
     let g = as_nobody("git", &["-C", &r, "push", ssh, "main:refs/heads/n"], &[]);
     assert_eq!(g.code, 128, "{g:?}");
     assert!(g.stderr.contains("dubious ownership"), "{g:?}");
