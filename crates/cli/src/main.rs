@@ -243,47 +243,7 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             repo,
             options,
             tags_given,
-        } => {
-            let repo = match sluice_cli::open_repo(repo.as_deref()) {
-                Ok(r) => r,
-                Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
-                Err(sluice_cli::RepoError::Untrusted(e)) => {
-                    return Ok(refuse_untrusted(common, "fetch", Effect::Read, url, &e))
-                }
-            };
-            let target =
-                sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Fetch)?;
-            let https = sluice_cli::https_for_repo(common, &repo)?;
-            let client = GitClient::new(policy(common)).with_https(https);
-            let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
-            let mut opts = git_options(common);
-            opts.progress = bar.callback();
-            let out = match &target.remote {
-                Some(remote) => {
-                    let mut options = *options;
-                    if !tags_given {
-                        options.tags = remote.tags;
-                    }
-                    client.fetch_remote(remote, refspecs, &repo, &options, &opts)
-                }
-                None => client.fetch_with(&target.url, refspecs, &repo, options, &opts),
-            }
-            .map_err(|e| sluice_cli::input_error(&e));
-            bar.finish();
-            let out = out?;
-            let view = view_after(&repo);
-            let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
-            let text = out
-                .value
-                .as_deref()
-                .map(|v| human::fetch(&out.operation.remote, v, common.verbose > 0, &abbrev));
-            Ok(emit(
-                common,
-                out.map(|v| contract::fetch_value(&v)),
-                text,
-                true,
-            ))
-        }
+        } => fetch(common, url, refspecs, repo.as_deref(), options, *tags_given),
         Action::Push {
             url,
             specs,
@@ -291,68 +251,15 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             repo,
             options,
             porcelain,
-        } => {
-            let repo = match sluice_cli::open_repo(repo.as_deref()) {
-                Ok(r) => r,
-                Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
-                Err(sluice_cli::RepoError::Untrusted(e)) => {
-                    let effect = if options.dry_run {
-                        Effect::Read
-                    } else {
-                        Effect::Write
-                    };
-                    return Ok(refuse_untrusted(common, "push", effect, url, &e));
-                }
-            };
-            let target =
-                sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;
-            let updates = sluice_cli::resolve_updates(specs, leases, url, &repo)?;
-            let https = sluice_cli::https_for_repo(common, &repo)?;
-            let client = GitClient::new(policy(common)).with_https(https);
-            let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
-            let mut opts = git_options(common);
-            opts.progress = bar.callback();
-            let out = client
-                .push(&target.url, &updates, options, &repo, &opts)
-                .map_err(|e| sluice_cli::input_error(&e));
-            bar.finish();
-            let out = out?;
-            if !options.dry_run {
-                update_tracking(&target, &repo, out.value.as_ref());
-            }
-            // What git prints: ids abbreviated as git does, forced updates
-            // told from fast-forwards.
-            let view = view_after(&repo);
-            let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
-            let fast_forward = |old: gix::ObjectId, new: gix::ObjectId| {
-                view.as_ref()
-                    .and_then(|v| v.merge_base(old, new).ok().flatten())
-                    .is_some_and(|base| base.detach() == old)
-            };
-            let full_src = |src: &str| {
-                view.as_ref()
-                    .and_then(|v| v.find_reference(src).ok())
-                    .map(|r| r.name().as_bstr().to_string())
-                    .unwrap_or_else(|| src.to_string())
-            };
-            let text = out.value.as_ref().map(|r| {
-                let lines = human::push_lines(specs, r, &abbrev, &fast_forward, &full_src);
-                if *porcelain {
-                    // git says `Done` once the exchange completed, rejections
-                    // or not; not when its answer is unknown.
-                    let done = matches!(out.kind, OutcomeKind::Succeeded | OutcomeKind::Answered);
-                    human::push_porcelain(&out.operation.remote, &lines, done)
-                } else {
-                    human::push(&out.operation.remote, &lines, common.verbose > 0)
-                }
-            });
-            Ok(emit(
-                common,
-                out.map(|v| contract::push_value(&v)),
-                text,
-                !*porcelain,
-            ))
-        }
+        } => push(
+            common,
+            url,
+            specs,
+            leases,
+            repo.as_deref(),
+            options,
+            *porcelain,
+        ),
         Action::HttpGet { url } => {
             let (parsed, _) = sluice_forge::split_user_info(url)
                 .map_err(|e| UsageError::new("<URL>", e.to_string()))?;
@@ -391,6 +298,131 @@ fn run(config: &Config) -> anyhow::Result<u8> {
         Action::LedgerList { since } => ledger_list(common, *since),
         Action::Demo => Ok(demo::run()),
     }
+}
+
+/// `fetch <URL|REMOTE> [<REFSPEC>...]`: the repository opened (or found)
+/// and checked, the remote read by name when it is one, the fetch, its
+/// lines as git prints them.
+fn fetch(
+    common: &Common,
+    url: &str,
+    refspecs: &[String],
+    repo: Option<&std::path::Path>,
+    options: &sluice_git::FetchOptions,
+    tags_given: bool,
+) -> anyhow::Result<u8> {
+    let repo = match sluice_cli::open_repo(repo) {
+        Ok(r) => r,
+        Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
+        Err(sluice_cli::RepoError::Untrusted(e)) => {
+            return Ok(refuse_untrusted(common, "fetch", Effect::Read, url, &e))
+        }
+    };
+    let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Fetch)?;
+    let https = sluice_cli::https_for_repo(common, &repo)?;
+    let client = GitClient::new(policy(common)).with_https(https);
+    let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
+    let mut opts = git_options(common);
+    opts.progress = bar.callback();
+    let out = match &target.remote {
+        Some(remote) => {
+            let mut options = *options;
+            if !tags_given {
+                options.tags = remote.tags;
+            }
+            client.fetch_remote(remote, refspecs, &repo, &options, &opts)
+        }
+        None => client.fetch_with(&target.url, refspecs, &repo, options, &opts),
+    }
+    .map_err(|e| sluice_cli::input_error(&e));
+    bar.finish();
+    let out = out?;
+    let view = view_after(&repo);
+    let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
+    let text = out
+        .value
+        .as_deref()
+        .map(|v| human::fetch(&out.operation.remote, v, common.verbose > 0, &abbrev));
+    Ok(emit(
+        common,
+        out.map(|v| contract::fetch_value(&v)),
+        text,
+        true,
+    ))
+}
+
+/// `push <URL|REMOTE> [+]<SRC>[:<DST>]...`: the repository opened (or
+/// found) and checked, the remote read by name when it is one, the
+/// updates resolved, the push, the remote-tracking refs of what landed,
+/// its lines as git prints them.
+fn push(
+    common: &Common,
+    url: &str,
+    specs: &[sluice_git::PushSpec],
+    leases: &std::collections::BTreeMap<String, sluice_git::LeaseSpec>,
+    repo: Option<&std::path::Path>,
+    options: &sluice_git::PushOptions,
+    porcelain: bool,
+) -> anyhow::Result<u8> {
+    let repo = match sluice_cli::open_repo(repo) {
+        Ok(r) => r,
+        Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
+        Err(sluice_cli::RepoError::Untrusted(e)) => {
+            let effect = if options.dry_run {
+                Effect::Read
+            } else {
+                Effect::Write
+            };
+            return Ok(refuse_untrusted(common, "push", effect, url, &e));
+        }
+    };
+    let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;
+    let updates = sluice_cli::resolve_updates(specs, leases, url, &repo)?;
+    let https = sluice_cli::https_for_repo(common, &repo)?;
+    let client = GitClient::new(policy(common)).with_https(https);
+    let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
+    let mut opts = git_options(common);
+    opts.progress = bar.callback();
+    let out = client
+        .push(&target.url, &updates, options, &repo, &opts)
+        .map_err(|e| sluice_cli::input_error(&e));
+    bar.finish();
+    let out = out?;
+    if !options.dry_run {
+        update_tracking(&target, &repo, out.value.as_ref());
+    }
+    // What git prints: ids abbreviated as git does, forced updates
+    // told from fast-forwards.
+    let view = view_after(&repo);
+    let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
+    let fast_forward = |old: gix::ObjectId, new: gix::ObjectId| {
+        view.as_ref()
+            .and_then(|v| v.merge_base(old, new).ok().flatten())
+            .is_some_and(|base| base.detach() == old)
+    };
+    let full_src = |src: &str| {
+        view.as_ref()
+            .and_then(|v| v.find_reference(src).ok())
+            .map(|r| r.name().as_bstr().to_string())
+            .unwrap_or_else(|| src.to_string())
+    };
+    let text = out.value.as_ref().map(|r| {
+        let lines = human::push_lines(specs, r, &abbrev, &fast_forward, &full_src);
+        if porcelain {
+            // git says `Done` once the exchange completed, rejections
+            // or not; not when its answer is unknown.
+            let done = matches!(out.kind, OutcomeKind::Succeeded | OutcomeKind::Answered);
+            human::push_porcelain(&out.operation.remote, &lines, done)
+        } else {
+            human::push(&out.operation.remote, &lines, common.verbose > 0)
+        }
+    });
+    Ok(emit(
+        common,
+        out.map(|v| contract::push_value(&v)),
+        text,
+        !porcelain,
+    ))
 }
 
 /// A repository owned by another user that `safe.directory` does not
