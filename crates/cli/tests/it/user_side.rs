@@ -103,6 +103,13 @@ fn a_remote_by_name_from_the_working_directory_fetches_and_writes_fetch_head_as_
         vec!["fetch", "-q", url, "refs/heads/dev"],
         vec!["fetch", "-q", url],
         vec!["fetch", "-q", url, "refs/heads/*:refs/x/*", "refs/tags/t1"],
+        vec![
+            "fetch",
+            "-q",
+            url,
+            "+refs/heads/*:refs/y/*",
+            "refs/heads/main:refs/z/main",
+        ],
     ] {
         let g = git_in(&a, &args);
         let s = sl_in(&b, &[&args[..1], &args[2..]].concat());

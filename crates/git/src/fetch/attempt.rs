@@ -223,8 +223,6 @@ impl GitClient {
         if job.fetch.tags == TagMode::Follow {
             super::refs::keep_followed(&mut adv.ref_map, repo);
         }
-        super::refs::add_tracking(&mut adv.ref_map, &job.tracking);
-        let refs = write_refs(job.fetch, repo, &adv)?;
         let fetch_head = super::fetch_head::render(
             &adv.ref_map,
             &adv.specs,
@@ -232,6 +230,8 @@ impl GitClient {
             job.for_merge,
             &job.remote.display,
         );
+        super::refs::add_tracking(&mut adv.ref_map, &job.tracking);
+        let refs = write_refs(job.fetch, repo, &adv)?;
         super::fetch_head::write(repo, &fetch_head).map_err(|e| {
             crate::local::local(
                 Phase::PackReceived,

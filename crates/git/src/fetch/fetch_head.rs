@@ -35,6 +35,7 @@ struct Line {
     oid: gix::ObjectId,
     merge: bool,
     remote_ref: String,
+    local: Option<String>,
 }
 
 /// The note git writes before the URL for `name`.
@@ -64,8 +65,9 @@ fn shown_url(display: &str) -> &str {
     }
 }
 
-/// The text of `FETCH_HEAD` for the mappings of `map` (after the refs
-/// were written: followed tags already narrowed to those kept), fetched
+/// The text of `FETCH_HEAD` for the mappings of `map` (followed tags
+/// already narrowed to those kept; before any opportunistic
+/// remote-tracking mapping is added, which git leaves out of it), fetched
 /// with `specs` from the remote shown as `url`.
 pub(crate) fn render(
     map: &RefMap,
@@ -104,7 +106,13 @@ pub(crate) fn render(
                 (i, merge)
             }
         };
-        if lines.iter().any(|(_, l)| l.remote_ref == remote_ref) {
+        // git keeps a ref once per local ref it maps to; a followed tag
+        // (or `--tags`') that a refspec fetched already is not added.
+        let local = m.local.as_ref().map(|l| l.to_string());
+        let seen = lines
+            .iter()
+            .any(|(_, l)| l.remote_ref == remote_ref && (order == usize::MAX || l.local == local));
+        if seen {
             continue;
         }
         lines.push((
@@ -113,6 +121,7 @@ pub(crate) fn render(
                 oid: oid.to_owned(),
                 merge,
                 remote_ref,
+                local,
             },
         ));
     }
