@@ -96,9 +96,20 @@ fn a_remote_by_name_from_the_working_directory_fetches_and_writes_fetch_head_as_
     assert!(fetch_head(&b).starts_with(&format!("{main}\t\tbranch 'main' of ")));
     assert_eq!(fetch_head(&a), fetch_head(&b));
 
-    // A source alone: nothing but FETCH_HEAD is written, as git writes it.
+    // A source alone: nothing but FETCH_HEAD is written, as git writes it,
+    // and said as git says it.
     let url = w.url();
     let url = url.as_str();
+    let g = git_in(&a, &["fetch", url, "refs/heads/dev"]);
+    let s = sl_in(&b, &["fetch", url, "refs/heads/dev"]);
+    let line = |r: &Run| {
+        let out = format!("{}{}", r.stdout, r.stderr);
+        out.lines()
+            .find(|l| l.contains("-> FETCH_HEAD"))
+            .map(str::to_string)
+    };
+    assert_eq!(line(&g), line(&s), "{g:?}\n{s:?}");
+    assert!(line(&s).is_some(), "{s:?}");
     for args in [
         vec!["fetch", "-q", url, "refs/heads/dev"],
         vec!["fetch", "-q", url],
