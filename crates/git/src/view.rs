@@ -42,7 +42,7 @@ pub struct Untrusted {
 /// it. A repository the caller opened with full trust on purpose
 /// (`gix::open::Options::with`) is the caller's decision and passes.
 /// Every fetch and push attempt checks the view it opens
-/// ([`fresh_view`]), before dialling; the CLI checks the repository it
+/// (`view::fresh_view`), before dialling; the CLI checks the repository it
 /// opens before reading any of its configuration.
 pub fn check_trusted(repo: &gix::Repository) -> Result<(), Untrusted> {
     if repo.git_dir_trust() == gix::sec::Trust::Full {
