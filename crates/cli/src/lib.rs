@@ -162,7 +162,8 @@ pub struct GlobalArgs {
     /// Named bounds: wait, round, submit or command (the default).
     #[arg(long, global = true, value_name = "NAME")]
     pub profile: Option<String>,
-    /// The operation id (generated when not given); asking twice is rejected.
+    /// The operation id (generated when not given); asked again with the
+    /// same --ledger, rejected (without --ledger: only within this process).
     #[arg(long, global = true, value_name = "ID")]
     pub operation_id: Option<String>,
     /// Where operation ids are claimed: a file (SQLite, shared by the

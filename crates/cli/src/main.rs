@@ -15,6 +15,7 @@ mod demo;
 #[path = "no_demo.rs"]
 mod demo;
 mod forge_run;
+mod ledger_cmd;
 mod progress;
 mod summary;
 
@@ -26,10 +27,9 @@ use anyhow::Context as _;
 use serde::Serialize;
 use sluice_cli::{contract, human, Action, Common, Config, ParseError, UsageError};
 use sluice_git::{CallOptions, GitClient};
-use sluice_ledger::Store;
 use sluice_policy::{
-    AttemptError, BudgetStore, Claim, CommandSource, CredentialSource, Effect, Ledger, LedgerError,
-    OperationInfo, Outcome, OutcomeKind, Policy, Stopped,
+    AttemptError, CommandSource, CredentialSource, Effect, OperationInfo, Outcome, OutcomeKind,
+    Policy, Stopped,
 };
 
 fn main() -> ExitCode {
@@ -118,60 +118,12 @@ fn init_tracing(verbose: u8) {
         .try_init();
 }
 
-/// A ledger that could not be opened: every claim fails with why (its path
-/// named), so the operation ends `local-error` (exit 5) and nothing runs.
-struct Unopened {
-    path: String,
-    why: String,
-}
-
-impl Unopened {
-    fn error(&self) -> LedgerError {
-        LedgerError {
-            path: self.path.clone(),
-            source: std::io::Error::other(self.why.clone()),
-        }
-    }
-}
-
-impl Ledger for Unopened {
-    fn claim(&self, _: &sluice_policy::ClaimRequest<'_>) -> Result<Claim, LedgerError> {
-        Err(self.error())
-    }
-
-    fn finish(&self, _: &sluice_policy::FinishRequest<'_>) -> Result<(), LedgerError> {
-        Err(self.error())
-    }
-}
-
-/// `--ledger FILE`: the SQLite ledger (a JSON ledger of earlier versions is
-/// imported once); `--ledger postgres://…`: the PostgreSQL ledger and its
-/// shared retry budget. Opening is bounded by the operation's deadline: a
-/// database that does not answer in that time is a claim that fails.
-fn open_ledger(
-    path: &std::path::Path,
-    deadline: std::time::Duration,
-) -> (Arc<dyn Ledger>, Option<Arc<dyn BudgetStore>>) {
-    match Store::open_within(path, deadline) {
-        Ok(l) => {
-            let budgets = l.budget_store();
-            (Arc::new(l), budgets)
-        }
-        Err(e) => (
-            Arc::new(Unopened {
-                path: e.path,
-                why: e.source.to_string(),
-            }),
-            None,
-        ),
-    }
-}
-
 /// The policy of this process: the ledger file and settle pause given.
 fn policy(common: &Common) -> Arc<Policy> {
     let mut b = Policy::builder();
+    ledger_cmd::warn_id_without_ledger(common);
     if let Some(path) = &common.ledger {
-        let (ledger, budgets) = open_ledger(path, common.bounds.deadline);
+        let (ledger, budgets) = ledger_cmd::open_ledger(path, common.bounds.deadline);
         b = b.ledger(ledger);
         if let Some(budgets) = budgets {
             b = b.budget_store(budgets);
@@ -294,8 +246,8 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             ))
         }
         Action::Forge { api, call } => forge_run::run(common, api, call),
-        Action::LedgerShow { id } => ledger_show(common, id),
-        Action::LedgerList { since } => ledger_list(common, *since),
+        Action::LedgerShow { id } => ledger_cmd::show(common, id),
+        Action::LedgerList { since } => ledger_cmd::list(common, *since),
         Action::Demo => Ok(demo::run()),
     }
 }
@@ -510,72 +462,6 @@ fn abbreviate(view: Option<&gix::Repository>, id: &gix::ObjectId) -> String {
             .to_string(),
         None => id.to_hex_with_len(7).to_string(),
     }
-}
-
-/// A ledger read failed: said on stderr, exit 5.
-fn ledger_failed(e: impl std::fmt::Display) -> u8 {
-    eprintln!("error: {e}");
-    sluice_cli::EXIT_LOCAL_ERROR
-}
-
-fn read_ledger(common: &Common) -> Result<Store, u8> {
-    let path = common
-        .ledger
-        .as_ref()
-        .expect("validated: --ledger is given");
-    Store::open(path).map_err(ledger_failed)
-}
-
-/// `ledger show <ID>`: exit 0 with the entry, 1 when the id is not in the
-/// ledger, 5 when the ledger cannot be read.
-fn ledger_show(common: &Common, id: &str) -> anyhow::Result<u8> {
-    let ledger = match read_ledger(common) {
-        Ok(l) => l,
-        Err(code) => return Ok(code),
-    };
-    let entry = match ledger.show(id) {
-        Ok(e) => e,
-        Err(e) => return Ok(ledger_failed(e)),
-    };
-    let mut stdout = std::io::stdout().lock();
-    match (&entry, common.json) {
-        (_, true) => {
-            let _ = writeln!(stdout, "{}", serde_json::to_string(&entry)?);
-        }
-        (Some(e), false) => {
-            let _ = stdout.write_all(human::ledger_entry(e).as_bytes());
-        }
-        (None, false) => eprintln!("{id}: not in the ledger (never claimed, or pruned)"),
-    }
-    Ok(if entry.is_some() {
-        sluice_cli::EXIT_SUCCEEDED
-    } else {
-        sluice_cli::EXIT_ANSWERED
-    })
-}
-
-/// `ledger list [--since DUR]`: every id claimed since then, oldest first.
-fn ledger_list(common: &Common, since: std::time::Duration) -> anyhow::Result<u8> {
-    let ledger = match read_ledger(common) {
-        Ok(l) => l,
-        Err(code) => return Ok(code),
-    };
-    let from = std::time::SystemTime::now()
-        .checked_sub(since)
-        .unwrap_or(std::time::UNIX_EPOCH);
-    let entries = match ledger.list(from) {
-        Ok(e) => e,
-        Err(e) => return Ok(ledger_failed(e)),
-    };
-    let mut stdout = std::io::stdout().lock();
-    if common.json {
-        let _ = writeln!(stdout, "{}", serde_json::to_string(&entries)?);
-    } else {
-        for e in &entries {
-            let _ = stdout.write_all(human::ledger_entry(e).as_bytes());
-        }
-    }
-    Ok(sluice_cli::EXIT_SUCCEEDED)
 }
 
 /// Print the outcome and return its exit code. With `--json`, exactly one

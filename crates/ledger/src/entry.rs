@@ -37,6 +37,44 @@ pub struct LedgerEntry {
     pub finished_at: Option<SystemTime>,
     /// How it ended; `None` while it is running (or its process died).
     pub run: Option<PreviousRun>,
+    /// What ran: the operation's kind (`ls-refs`, `fetch`, `push`, …);
+    /// `None` in a row written before the ledger kept it.
+    pub kind: Option<String>,
+    /// The remote it ran against, without user info; `None` as `kind`.
+    pub remote: Option<String>,
+    /// The refs it named (ls-refs: its prefixes, none meaning every ref;
+    /// fetch: its refspecs; push: `[+]<new>:<dst>` per ref, `:<dst>`
+    /// deleting); `None` when the caller gave none to the ledger (a forge
+    /// call) or the row is older than the ledger's record of them.
+    pub refs: Option<Vec<String>>,
+}
+
+/// What an operation is, as a store writes it beside its id: kind, remote
+/// and the refs as JSON text (an array of strings).
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct What {
+    pub(crate) kind: Option<String>,
+    pub(crate) remote: Option<String>,
+    pub(crate) refs: Option<String>,
+}
+
+impl What {
+    /// From what a claim or a finish carries; the remote is stripped of
+    /// any user info it still has (the policy gives it without).
+    pub(crate) fn of(kind: Option<&str>, remote: Option<&str>, refs: Option<&[String]>) -> What {
+        What {
+            kind: kind.map(str::to_owned),
+            remote: remote.map(sluice_policy::text::redact),
+            refs: refs.map(|r| serde_json::to_string(r).expect("a list of strings serializes")),
+        }
+    }
+
+    /// The refs column read back: `None` for NULL or text that is not a
+    /// list of strings (never an error: the record of what ran is a
+    /// courtesy, the run is what counts).
+    pub(crate) fn parse_refs(text: Option<&str>) -> Option<Vec<String>> {
+        text.and_then(|t| serde_json::from_str(t).ok())
+    }
 }
 
 fn rfc3339<S: Serializer>(t: &SystemTime, s: S) -> Result<S::Ok, S::Error> {

@@ -77,15 +77,10 @@ fn with_suffix(path: &Path, suffix: &str) -> PathBuf {
 ///
 /// Runs under an exclusive lock on `<path>.lock` (the lock `FileLedger`
 /// writes under) and looks again once it holds it: another process may have
-/// imported the file meanwhile.
+/// imported the file meanwhile. The lock file is removed by its holder
+/// before it lets go, whatever the import's end ([`ImportLock`]).
 pub(crate) fn import_json(path: &Path) -> Result<(), LedgerError> {
-    let lock = OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(with_suffix(path, ".lock"))
-        .map_err(|e| error(path, e))?;
-    lock.lock().map_err(|e| error(path, e))?;
+    let lock = ImportLock::take(path)?;
     if look(path)? != Content::Json {
         return Ok(());
     }
@@ -121,6 +116,46 @@ pub(crate) fn import_json(path: &Path) -> Result<(), LedgerError> {
     );
     drop(lock);
     Ok(())
+}
+
+/// The import's exclusive lock on `<path>.lock`, whose file is removed when
+/// the lock is let go: no file is left beside the ledger.
+///
+/// Removing it is safe because whoever takes a lock looks at the ledger
+/// again before importing: a process that waited on the removed file (or
+/// made a new one) finds the import done, or — after a failed import — the
+/// same JSON, which it reads (and refuses) alike.
+struct ImportLock {
+    path: PathBuf,
+    /// Locked: a value exists only once the lock is held.
+    file: Option<File>,
+}
+
+impl ImportLock {
+    fn take(ledger: &Path) -> Result<ImportLock, LedgerError> {
+        let path = with_suffix(ledger, ".lock");
+        let file = OpenOptions::new()
+            .create(true)
+            .truncate(false)
+            .write(true)
+            .open(&path)
+            .map_err(|e| error(ledger, e))?;
+        file.lock().map_err(|e| error(ledger, e))?;
+        // From here on the file is removed whatever happens (a lock that
+        // could not be taken leaves the file to whoever holds it).
+        Ok(ImportLock {
+            path,
+            file: Some(file),
+        })
+    }
+}
+
+impl Drop for ImportLock {
+    fn drop(&mut self) {
+        // Removed while still held, then let go (closing the file unlocks it).
+        let _ = fs::remove_file(&self.path);
+        self.file.take();
+    }
 }
 
 fn write_database(tmp: &Path, ledger: &JsonLedger) -> io::Result<()> {

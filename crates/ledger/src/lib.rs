@@ -42,8 +42,14 @@
 //!   waits long behind it; a ledger value also prunes one slice by itself
 //!   from `claim`, at most once per [`PRUNE_INTERVAL`] (PostgreSQL: batches
 //!   of [`PRUNE_BATCH`] expired rows, by an index on the claim time).
+//! - **What ran**: a claim writes the operation's kind, its remote (without
+//!   user info) and the refs it names beside the id (schema 3; an older
+//!   file is migrated when opened for writing).
 //! - **Reading it back**: [`SqliteLedger::show`] and [`SqliteLedger::list`]
-//!   return [`LedgerEntry`] values for `ledger show` / `ledger list`.
+//!   return [`LedgerEntry`] values for `ledger show` / `ledger list`;
+//!   [`SqliteLedger::open_read_only`] (and [`Store::open_read`]) open a
+//!   ledger to read it and never create, migrate or write one — a
+//!   read-only file or directory included — nor leave a file beside it.
 //! - **Import of a JSON ledger**: opening a file that holds the JSON ledger
 //!   of [`FileLedger`](sluice_policy::FileLedger) imports it once; the JSON
 //!   is kept beside it as `<file>.json-imported` (see [`SqliteLedger`]).
@@ -138,6 +144,19 @@ impl Store {
                 PostgresLedger::open_within(url, DEFAULT_RETENTION, left).map(Store::Postgres)
             }
             None => SqliteLedger::open(spec).map(Store::Sqlite),
+        }
+    }
+
+    /// Open the store `spec` names to read it ([`show`](Self::show),
+    /// [`list`](Self::list)) within `left`, never creating, importing,
+    /// migrating or writing it ([`SqliteLedger::open_read_only`],
+    /// [`PostgresLedger::open_read_within`]): a ledger that is not there is
+    /// an error of kind [`NotFound`](std::io::ErrorKind::NotFound) naming
+    /// it.
+    pub fn open_read(spec: &std::path::Path, left: Duration) -> Result<Store, LedgerError> {
+        match spec.to_str().filter(|s| is_postgres_url(s)) {
+            Some(url) => PostgresLedger::open_read_within(url, left).map(Store::Postgres),
+            None => SqliteLedger::open_read_only(spec).map(Store::Sqlite),
         }
     }
 

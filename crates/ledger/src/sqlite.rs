@@ -9,9 +9,9 @@ use std::time::{Duration, Instant, SystemTime};
 use rusqlite::{params, Connection, OptionalExtension};
 use sluice_policy::{Claim, ClaimRequest, FinishRequest, Ledger, LedgerError, PreviousRun};
 
-use crate::entry::{error, from_ms, to_ms, LedgerEntry, DEFAULT_RETENTION, PRUNE_INTERVAL};
+use crate::entry::{error, from_ms, to_ms, LedgerEntry, What, DEFAULT_RETENTION, PRUNE_INTERVAL};
 use crate::import;
-use crate::sqlite_schema::ensure_schema;
+use crate::sqlite_schema::{ensure_schema, read_schema, SCHEMA_VERSION};
 
 /// How long a connection waits by default for another process's write to
 /// end before a claim fails: 5 s.
@@ -34,19 +34,45 @@ pub const CHECKPOINT_EVERY: u32 = 500;
 const AUTOCHECKPOINT_BACKSTOP: u32 = 10_000;
 
 const CLAIM: &str =
-    "INSERT INTO claims (id, claimed_at) VALUES (?1, ?2) ON CONFLICT (id) DO NOTHING";
+    "INSERT INTO claims (id, claimed_at, kind, remote, refs) VALUES (?1, ?2, ?3, ?4, ?5)
+     ON CONFLICT (id) DO NOTHING";
 const READ_RUN: &str = "SELECT run FROM claims WHERE id = ?1";
-const FINISH: &str = "INSERT INTO claims (id, claimed_at, finished_at, run) VALUES (?1, ?2, ?2, ?3)
-     ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, run = excluded.run";
+/// What ran is the claim's when the claim wrote it (a generated id is
+/// never claimed: its finish writes it).
+const FINISH: &str = "INSERT INTO claims (id, claimed_at, finished_at, run, kind, remote, refs)
+     VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6)
+     ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, run = excluded.run,
+       kind = coalesce(claims.kind, excluded.kind),
+       remote = coalesce(claims.remote, excluded.remote),
+       refs = coalesce(claims.refs, excluded.refs)";
 /// The first id past a slice of `?2` rows starting at `?1`.
 const PRUNE_SLICE_END: &str = "SELECT id FROM claims WHERE id >= ?1 ORDER BY id LIMIT 1 OFFSET ?2";
 /// The expired rows of the slice `[?1, ?2)`.
 const PRUNE_SLICE: &str = "DELETE FROM claims WHERE id >= ?1 AND id < ?2 AND claimed_at < ?3";
 /// The expired rows from `?1` to the end (the last slice).
 const PRUNE_TAIL: &str = "DELETE FROM claims WHERE id >= ?1 AND claimed_at < ?2";
-const SHOW: &str = "SELECT id, claimed_at, finished_at, run FROM claims WHERE id = ?1";
-const LIST: &str = "SELECT id, claimed_at, finished_at, run FROM claims
-     WHERE claimed_at >= ?1 ORDER BY claimed_at, id";
+/// The columns a row is read back from (schema 3).
+const COLUMNS: &str = "id, claimed_at, finished_at, run, kind, remote, refs";
+/// The same from a ledger older than schema 3, read as it is.
+const COLUMNS_BEFORE_3: &str = "id, claimed_at, finished_at, run, NULL, NULL, NULL";
+
+fn show_sql(schema: i32) -> String {
+    let cols = if schema >= 3 {
+        COLUMNS
+    } else {
+        COLUMNS_BEFORE_3
+    };
+    format!("SELECT {cols} FROM claims WHERE id = ?1")
+}
+
+fn list_sql(schema: i32) -> String {
+    let cols = if schema >= 3 {
+        COLUMNS
+    } else {
+        COLUMNS_BEFORE_3
+    };
+    format!("SELECT {cols} FROM claims WHERE claimed_at >= ?1 ORDER BY claimed_at, id")
+}
 
 /// When a commit is synced to disk.
 ///
@@ -151,6 +177,12 @@ impl SqliteOptions {
     pub fn open(self, path: impl AsRef<Path>) -> Result<SqliteLedger, LedgerError> {
         SqliteLedger::open_with(path.as_ref(), self)
     }
+
+    /// Open the ledger at `path` to read it only; see
+    /// [`SqliteLedger::open_read_only`].
+    pub fn open_read_only(self, path: impl AsRef<Path>) -> Result<SqliteLedger, LedgerError> {
+        SqliteLedger::read_only_with(path.as_ref(), self)
+    }
 }
 
 /// A ledger in one SQLite file, shared by every process on one machine.
@@ -195,11 +227,24 @@ impl SqliteOptions {
 /// the database is renamed over `<file>` — so the path never disappears, and
 /// a process that dies midway leaves the JSON ledger in place. A JSON file
 /// that cannot be parsed is refused with an error naming it, untouched; so
-/// is any other content.
+/// is any other content. The lock file is removed once the import is over
+/// (by its holder, before letting go), so nothing is left beside the
+/// ledger but the `.json-imported` copy.
+///
+/// # Reading only
+///
+/// [`open_read_only`](Self::open_read_only) never creates, imports,
+/// migrates or writes a ledger, and leaves no file beside it. See there.
 #[derive(Debug)]
 pub struct SqliteLedger {
     path: PathBuf,
     options: SqliteOptions,
+    /// The schema version of the file (`0`: an empty database; older
+    /// schemas are read as they are).
+    schema: i32,
+    /// Opened by [`SqliteLedger::open_read_only`]: claims and finishes are
+    /// refused.
+    read_only: bool,
     state: Mutex<State>,
 }
 
@@ -236,10 +281,77 @@ impl SqliteLedger {
         Ok(SqliteLedger {
             path: path.to_path_buf(),
             options,
+            schema: SCHEMA_VERSION,
+            read_only: false,
             state: Mutex::new(State {
                 conn,
                 commits: 0,
                 checkpointer: Checkpointer::start(path, &options),
+                last_prune: None,
+                prune_from: String::new(),
+            }),
+        })
+    }
+
+    /// Open the ledger at `path` to read it ([`show`](Self::show),
+    /// [`list`](Self::list)) and nothing else, with the default options.
+    ///
+    /// Nothing is created, imported, migrated or written, and no file is
+    /// left beside it:
+    ///
+    /// - no file at `path` is an error of kind
+    ///   [`NotFound`](io::ErrorKind::NotFound) naming it (a read never
+    ///   creates a ledger; an operation's claim does);
+    /// - a JSON ledger of [`FileLedger`](sluice_policy::FileLedger) not yet
+    ///   imported is an error saying so (the first claim imports it);
+    /// - a file this process may write is opened as a writer opens it,
+    ///   without creating it: its WAL files come and go as any
+    ///   connection's (the last to close removes them);
+    /// - a file it may not write (mode 0444, another user's) is opened
+    ///   read-only when its WAL files are there already (a writer has it
+    ///   open: its latest commits are seen); otherwise, or when that fails
+    ///   (a read-only directory), it is opened *immutable*: SQLite reads
+    ///   the database file alone, without locks, and creates no `-wal` or
+    ///   `-shm` file (which a read-only connection would leave behind).
+    ///   An immutable read does not see commits still in a WAL whose
+    ///   writer died before checkpointing them.
+    ///
+    /// An older schema is read as it is: the columns it lacks (what ran)
+    /// read as `None`. [`claim`](Ledger::claim) and
+    /// [`finish`](Ledger::finish) on such a value are errors.
+    pub fn open_read_only(path: impl AsRef<Path>) -> Result<Self, LedgerError> {
+        SqliteOptions::new().open_read_only(path)
+    }
+
+    fn read_only_with(path: &Path, options: SqliteOptions) -> Result<Self, LedgerError> {
+        if !path.try_exists().map_err(|e| error(path, e))? {
+            return Err(error(
+                path,
+                io::Error::new(
+                    io::ErrorKind::NotFound,
+                    "no ledger at this path (a read never creates one; an operation given this --ledger does)",
+                ),
+            ));
+        }
+        if import::look(path)? == import::Content::Json {
+            return Err(error(
+                path,
+                io::Error::new(
+                    io::ErrorKind::InvalidData,
+                    "a JSON ledger of an earlier version, not imported yet (a read never writes; the next operation given this ledger imports it)",
+                ),
+            ));
+        }
+        let (conn, schema) = connect_reader(path, &options).map_err(|e| error(path, e))?;
+        Ok(SqliteLedger {
+            path: path.to_path_buf(),
+            options,
+            schema,
+            read_only: true,
+            state: Mutex::new(State {
+                conn,
+                commits: 0,
+                checkpointer: None,
                 last_prune: None,
                 prune_from: String::new(),
             }),
@@ -268,6 +380,7 @@ impl SqliteLedger {
     /// half of the time, so a waiting claim finds it free at about every
     /// other poll; the prune takes twice as long.
     pub fn prune(&self, now: SystemTime) -> Result<u64, LedgerError> {
+        self.writable()?;
         let cutoff = self.cutoff(now);
         let mut total = 0;
         let mut from = String::new();
@@ -288,10 +401,13 @@ impl SqliteLedger {
 
     /// The row of `id`, if it is kept.
     pub fn show(&self, id: &str) -> Result<Option<LedgerEntry>, LedgerError> {
+        if self.schema == 0 {
+            return Ok(None);
+        }
         let st = self.lock();
         let row = st
             .conn
-            .prepare_cached(SHOW)
+            .prepare_cached(&show_sql(self.schema))
             .and_then(|mut s| s.query_row(params![id], raw_entry).optional())
             .map_err(|e| self.err(e))?;
         row.map(|r| self.entry(r)).transpose()
@@ -299,10 +415,13 @@ impl SqliteLedger {
 
     /// The rows claimed at or after `since`, oldest first (ties by id).
     pub fn list(&self, since: SystemTime) -> Result<Vec<LedgerEntry>, LedgerError> {
+        if self.schema == 0 {
+            return Ok(Vec::new());
+        }
         let st = self.lock();
         let rows = st
             .conn
-            .prepare_cached(LIST)
+            .prepare_cached(&list_sql(self.schema))
             .and_then(|mut s| {
                 s.query_map(params![to_ms(since)], raw_entry)?
                     .collect::<Result<Vec<_>, _>>()
@@ -334,12 +453,26 @@ impl SqliteLedger {
         error(&self.path, e)
     }
 
+    /// An error when this value was opened to read only.
+    fn writable(&self) -> Result<(), LedgerError> {
+        if self.read_only {
+            return Err(self.err(io::Error::new(
+                io::ErrorKind::PermissionDenied,
+                "opened to read only: nothing is claimed or recorded through it",
+            )));
+        }
+        Ok(())
+    }
+
     fn entry(&self, raw: RawEntry) -> Result<LedgerEntry, LedgerError> {
         Ok(LedgerEntry {
             run: self.parse_run(&raw.id, raw.run.as_deref())?,
             id: raw.id,
             claimed_at: from_ms(raw.claimed_at),
             finished_at: raw.finished_at.map(from_ms),
+            kind: raw.kind,
+            remote: raw.remote,
+            refs: What::parse_refs(raw.refs.as_deref()),
         })
     }
 
@@ -382,7 +515,9 @@ impl Ledger for SqliteLedger {
     /// Another process's write is waited for at most the busy timeout or
     /// the request's `left`, whichever is shorter.
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
+        self.writable()?;
         let id = req.id;
+        let what = What::of(req.kind, req.remote, req.refs);
         let now = to_ms(SystemTime::now());
         let mut st = self.lock();
         self.bound(&st, req.left)?;
@@ -390,7 +525,7 @@ impl Ledger for SqliteLedger {
             let inserted = st
                 .conn
                 .prepare_cached(CLAIM)
-                .and_then(|mut s| s.execute(params![id, now]))
+                .and_then(|mut s| s.execute(params![id, now, what.kind, what.remote, what.refs]))
                 .map_err(|e| self.err(e))?;
             if inserted == 1 {
                 committed(&mut st);
@@ -419,14 +554,16 @@ impl Ledger for SqliteLedger {
     /// here (or pruned since) gets a row of its own. Waits for another
     /// process's write as a claim does.
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
+        self.writable()?;
         let id = req.id;
         let text = serde_json::to_string(req.run).map_err(|e| self.err(e))?;
+        let what = What::of(req.kind, req.remote, req.refs);
         let now = to_ms(SystemTime::now());
         let mut st = self.lock();
         self.bound(&st, req.left)?;
         st.conn
             .prepare_cached(FINISH)
-            .and_then(|mut s| s.execute(params![id, now, text]))
+            .and_then(|mut s| s.execute(params![id, now, text, what.kind, what.remote, what.refs]))
             .map_err(|e| self.err(e))?;
         committed(&mut st);
         Ok(())
@@ -438,6 +575,9 @@ struct RawEntry {
     claimed_at: i64,
     finished_at: Option<i64>,
     run: Option<String>,
+    kind: Option<String>,
+    remote: Option<String>,
+    refs: Option<String>,
 }
 
 fn raw_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEntry> {
@@ -446,6 +586,9 @@ fn raw_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEntry> {
         claimed_at: r.get(1)?,
         finished_at: r.get(2)?,
         run: r.get(3)?,
+        kind: r.get(4)?,
+        remote: r.get(5)?,
+        refs: r.get(6)?,
     })
 }
 
@@ -493,6 +636,99 @@ fn connect(
     ))?;
     ensure_schema(&conn)?;
     Ok(conn)
+}
+
+/// Why a way of opening a ledger to read failed.
+enum ReadOpen {
+    /// SQLite could not open or read it this way; another way may.
+    Open(rusqlite::Error),
+    /// It is not a ledger this crate reads: no way of opening helps.
+    NotLedger(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// A connection that reads `path` and writes nothing, and the schema
+/// version found: as a writer opens it (never creating it) when this
+/// process may write the file; read-only when it may not and the WAL files
+/// are there; immutable otherwise, or when the others fail. See
+/// [`SqliteLedger::open_read_only`].
+fn connect_reader(
+    path: &Path,
+    options: &SqliteOptions,
+) -> Result<(Connection, i32), Box<dyn std::error::Error + Send + Sync>> {
+    use rusqlite::OpenFlags;
+    let base = OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI;
+    let beside = |suffix: &str| {
+        let mut s = path.as_os_str().to_owned();
+        s.push(suffix);
+        PathBuf::from(s).exists()
+    };
+    // Opening for writing writes nothing: it asks whether this process may.
+    let writable = std::fs::OpenOptions::new().write(true).open(path).is_ok();
+    let wal_there = beside("-wal") && beside("-shm");
+    let open = |uri: String, flags: OpenFlags| -> Result<(Connection, i32), ReadOpen> {
+        let conn = Connection::open_with_flags(uri, flags).map_err(ReadOpen::Open)?;
+        conn.busy_timeout(options.busy_timeout)
+            .map_err(ReadOpen::Open)?;
+        match read_schema(&conn) {
+            Ok(schema) => Ok((conn, schema)),
+            Err(e) => match e.downcast::<rusqlite::Error>() {
+                Ok(sqlite) => Err(ReadOpen::Open(*sqlite)),
+                Err(other) => Err(ReadOpen::NotLedger(other)),
+            },
+        }
+    };
+    let uri = file_uri(path);
+    let ways = [
+        (
+            writable,
+            uri.clone(),
+            base | OpenFlags::SQLITE_OPEN_READ_WRITE,
+        ),
+        (
+            !writable && wal_there,
+            format!("{uri}?mode=ro"),
+            base | OpenFlags::SQLITE_OPEN_READ_ONLY,
+        ),
+        (
+            true,
+            format!("{uri}?immutable=1"),
+            base | OpenFlags::SQLITE_OPEN_READ_ONLY,
+        ),
+    ];
+    let mut first_error = None;
+    for (wanted, uri, flags) in ways {
+        if !wanted {
+            continue;
+        }
+        match open(uri, flags) {
+            Ok(found) => return Ok(found),
+            Err(ReadOpen::NotLedger(e)) => return Err(e),
+            Err(ReadOpen::Open(e)) => {
+                tracing::debug!(ledger = %path.display(), error = %e, "opening the ledger to read: trying another way");
+                first_error.get_or_insert(e);
+            }
+        }
+    }
+    Err(first_error
+        .expect("the immutable way is always tried")
+        .into())
+}
+
+/// `path` as an SQLite `file:` URI, every byte a URI gives a meaning to
+/// (and every non-ASCII one) escaped, so that `mode=ro` and `immutable=1`
+/// can be asked of any path.
+fn file_uri(path: &Path) -> String {
+    use std::fmt::Write as _;
+    let text = path.as_os_str().as_encoded_bytes();
+    let mut uri = String::from("file:");
+    for &b in text {
+        if b.is_ascii_alphanumeric() || b"/._-~".contains(&b) {
+            uri.push(b as char);
+        } else {
+            let _ = write!(uri, "%{b:02X}");
+        }
+    }
+    uri
 }
 
 /// A thread with its own connection that checkpoints the WAL when a ledger

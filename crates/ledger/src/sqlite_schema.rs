@@ -1,7 +1,7 @@
 //! The SQLite ledger's schema: created in an empty database, brought from
-//! schema 1 to 2, and checked to be a sluice ledger of a version this crate
-//! reads. Both the store (on opening) and the JSON import (into its new
-//! database) use it.
+//! schemas 1 and 2 to 3, and checked to be a sluice ledger of a version
+//! this crate reads. Both the store (on opening) and the JSON import (into
+//! its new database) use it; a reader ([`read_schema`]) only looks.
 
 use rusqlite::Connection;
 
@@ -11,20 +11,30 @@ const APPLICATION_ID: i32 = 0x736c_6c67;
 /// `PRAGMA user_version` of the schema this crate writes.
 ///
 /// 1 had an index on `claimed_at`; 2 dropped it (a claim then writes one
-/// page, not two). A schema-1 file is brought to 2 when it is opened.
-const SCHEMA_VERSION: i32 = 2;
+/// page, not two); 3 added what ran (`kind`, `remote`, `refs` as a JSON
+/// array), written at the claim. An older file is brought to 3 when it is
+/// opened for writing; a reader reads it as it is (those columns NULL).
+pub(crate) const SCHEMA_VERSION: i32 = 3;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS claims (
     id TEXT PRIMARY KEY NOT NULL,
     claimed_at INTEGER NOT NULL,
     finished_at INTEGER,
-    run TEXT
+    run TEXT,
+    kind TEXT,
+    remote TEXT,
+    refs TEXT
 ) WITHOUT ROWID;
 ";
 
 /// Schema 1 to 2.
 const MIGRATE_1_TO_2: &str = "DROP INDEX IF EXISTS claims_claimed_at";
+
+/// Schema 2 to 3: what ran, NULL in the rows already there.
+const MIGRATE_2_TO_3: &str = "ALTER TABLE claims ADD COLUMN kind TEXT;
+ALTER TABLE claims ADD COLUMN remote TEXT;
+ALTER TABLE claims ADD COLUMN refs TEXT;";
 
 /// Check that the database is a ledger of a version this crate reads, and
 /// create the schema in an empty one.
@@ -39,7 +49,11 @@ pub(crate) fn ensure_schema(
     let made = (|| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         match schema_state(conn)? {
             SchemaState::Current => return Ok(()),
-            SchemaState::Version1 => conn.execute_batch(MIGRATE_1_TO_2)?,
+            SchemaState::Older(1) => {
+                conn.execute_batch(MIGRATE_1_TO_2)?;
+                conn.execute_batch(MIGRATE_2_TO_3)?;
+            }
+            SchemaState::Older(_) => conn.execute_batch(MIGRATE_2_TO_3)?,
             SchemaState::Empty => {
                 let objects: i64 =
                     conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
@@ -68,8 +82,9 @@ pub(crate) fn ensure_schema(
 enum SchemaState {
     /// Not a ledger yet (a new file, or not ours: the caller looks).
     Empty,
-    /// A ledger of schema 1, brought to the current one on opening.
-    Version1,
+    /// A ledger of an older schema (1 or 2), brought to the current one on
+    /// opening for writing.
+    Older(i32),
     /// A ledger of this crate's schema.
     Current,
 }
@@ -83,7 +98,7 @@ fn schema_state(
     let version: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     match app {
         APPLICATION_ID if version == SCHEMA_VERSION => Ok(SchemaState::Current),
-        APPLICATION_ID if version == 1 => Ok(SchemaState::Version1),
+        APPLICATION_ID if version == 1 || version == 2 => Ok(SchemaState::Older(version)),
         APPLICATION_ID if version > SCHEMA_VERSION => Err(format!(
             "written by a newer sluice (ledger schema {version}; this one reads {SCHEMA_VERSION})"
         )
@@ -91,5 +106,25 @@ fn schema_state(
         APPLICATION_ID => Err(format!("unknown ledger schema {version}").into()),
         0 => Ok(SchemaState::Empty),
         _ => Err("a SQLite database but not a sluice ledger".into()),
+    }
+}
+
+/// What a reader finds: the schema version of a ledger it may read as it
+/// is (`0`: an empty database, no ledger in it yet), or an error when the
+/// database is not a ledger or is of a newer version. Nothing is written.
+pub(crate) fn read_schema(
+    conn: &Connection,
+) -> Result<i32, Box<dyn std::error::Error + Send + Sync>> {
+    match schema_state(conn)? {
+        SchemaState::Current => Ok(SCHEMA_VERSION),
+        SchemaState::Older(v) => Ok(v),
+        SchemaState::Empty => {
+            let objects: i64 =
+                conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
+            if objects > 0 {
+                return Err("a SQLite database but not a sluice ledger".into());
+            }
+            Ok(0)
+        }
     }
 }

@@ -392,7 +392,7 @@ fn prune_walks_every_slice_and_keeps_the_rows_inside_the_window() {
 }
 
 #[test]
-fn a_schema_1_ledger_is_brought_to_schema_2_keeping_its_rows() {
+fn a_schema_1_ledger_is_brought_to_the_current_schema_keeping_its_rows() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("l.db");
     {
@@ -417,7 +417,7 @@ fn a_schema_1_ledger_is_brought_to_schema_2_keeping_its_rows() {
     let version: i32 = raw
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 2);
+    assert_eq!(version, 3);
     let indexes: i64 = raw
         .query_row(
             "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'claims_claimed_at'",
@@ -513,6 +513,192 @@ fn four_processes_opening_one_json_ledger_import_it_once() {
         );
     }
     assert_eq!(ledger.list(UNIX_EPOCH).expect("list").len(), 1100);
+}
+
+/// The files in `dir`, by name.
+fn names_in(dir: &Path) -> BTreeSet<String> {
+    fs::read_dir(dir)
+        .expect("readable")
+        .map(|e| {
+            e.expect("an entry")
+                .file_name()
+                .to_string_lossy()
+                .into_owned()
+        })
+        .collect()
+}
+
+#[test]
+fn a_claim_records_what_ran_and_a_finish_keeps_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let ledger = SqliteLedger::open(dir.path().join("ledger.db")).expect("opens");
+    let refs = vec![
+        "+refs/heads/*:refs/remotes/origin/*".to_string(),
+        "refs/tags/v1:refs/tags/v1".to_string(),
+    ];
+    let claim = req("what-1")
+        .operation("fetch", "https://x-access-token:s3cret@example.com/o/r.git")
+        .refs(&refs);
+    assert_eq!(ledger.claim(&claim).expect("claim"), Claim::Claimed);
+    let running = ledger.show("what-1").expect("show").expect("kept");
+    assert_eq!(running.kind.as_deref(), Some("fetch"));
+    assert_eq!(
+        running.remote.as_deref(),
+        Some("https://example.com/o/r.git"),
+        "no user info"
+    );
+    assert_eq!(running.refs.as_deref(), Some(refs.as_slice()));
+    // The finish does not replace what the claim wrote.
+    let run = a_run();
+    let other = vec!["refs/heads/other".to_string()];
+    ledger
+        .finish(
+            &done("what-1", &run)
+                .operation("push", "git://elsewhere/r.git")
+                .refs(&other),
+        )
+        .expect("finish");
+    let finished = ledger.show("what-1").expect("show").expect("kept");
+    assert_eq!(finished.kind.as_deref(), Some("fetch"));
+    assert_eq!(finished.refs.as_deref(), Some(refs.as_slice()));
+    assert_eq!(finished.run, Some(run.clone()));
+    // An id never claimed (a generated one) gets what ran from its finish.
+    ledger
+        .finish(
+            &done("what-2", &run)
+                .operation("ls-refs", "git://h/r.git")
+                .refs(&[]),
+        )
+        .expect("finish");
+    let generated = ledger.show("what-2").expect("show").expect("kept");
+    assert_eq!(generated.kind.as_deref(), Some("ls-refs"));
+    assert_eq!(generated.remote.as_deref(), Some("git://h/r.git"));
+    assert_eq!(generated.refs, Some(Vec::new()));
+    // A claim that names nothing records nothing.
+    assert_eq!(ledger.claim(&req("what-3")).expect("claim"), Claim::Claimed);
+    let bare = ledger.show("what-3").expect("show").expect("kept");
+    assert_eq!((bare.kind, bare.remote, bare.refs), (None, None, None));
+}
+
+/// A ledger file of schema 2 (before what ran was kept), as an earlier
+/// version wrote it, with one finished row and one running.
+fn schema_2_file(path: &Path, run: &PreviousRun) {
+    let conn = rusqlite::Connection::open(path).expect("creates");
+    conn.execute_batch(
+        "PRAGMA journal_mode = WAL;
+         CREATE TABLE claims (
+             id TEXT PRIMARY KEY NOT NULL,
+             claimed_at INTEGER NOT NULL,
+             finished_at INTEGER,
+             run TEXT
+         ) WITHOUT ROWID;
+         PRAGMA application_id = 1936485479;
+         PRAGMA user_version = 2;",
+    )
+    .expect("schema 2");
+    let now = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .expect("after 1970")
+        .as_millis() as i64;
+    conn.execute(
+        "INSERT INTO claims VALUES ('old-done', ?1, ?1, ?2), ('old-running', ?1, NULL, NULL)",
+        rusqlite::params![now, serde_json::to_string(run).expect("json")],
+    )
+    .expect("rows");
+}
+
+/// The file's schema version, read through a connection that removes its
+/// WAL files when it closes (a read-only one would leave them).
+fn user_version(path: &Path) -> i32 {
+    rusqlite::Connection::open(path)
+        .expect("opens")
+        .query_row("PRAGMA user_version", [], |r| r.get(0))
+        .expect("reads")
+}
+
+#[test]
+fn a_schema_2_ledger_is_read_as_it_is_and_migrated_when_opened_for_writing() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("old.db");
+    let run = a_run();
+    schema_2_file(&path, &run);
+    let before = names_in(dir.path());
+    let bytes = fs::read(&path).expect("read");
+
+    // A reader reads it as it is, and writes nothing.
+    let reader = SqliteLedger::open_read_only(&path).expect("opens to read");
+    let rows = reader.list(UNIX_EPOCH).expect("list");
+    let ids: Vec<&str> = rows.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(ids, ["old-done", "old-running"]);
+    assert_eq!(rows[0].run, Some(run.clone()));
+    assert!(rows.iter().all(|e| e.kind.is_none() && e.refs.is_none()));
+    let e = reader
+        .claim(&req("new"))
+        .expect_err("a reader claims nothing");
+    assert_eq!(e.source.kind(), std::io::ErrorKind::PermissionDenied, "{e}");
+    drop(reader);
+    assert_eq!(names_in(dir.path()), before, "nothing left beside it");
+    assert_eq!(fs::read(&path).expect("read"), bytes, "not written");
+    assert_eq!(user_version(&path), 2, "not migrated by a read");
+
+    // A writer brings it to schema 3: the old rows stay, new ones say what ran.
+    let writer = SqliteLedger::open(&path).expect("opens and migrates");
+    assert_eq!(user_version(&path), 3);
+    assert_eq!(
+        writer.claim(&req("old-done")).expect("claim"),
+        Claim::Taken(Some(run))
+    );
+    let refs = vec!["refs/heads/".to_string()];
+    writer
+        .claim(&req("new").operation("ls-refs", "git://h/r.git").refs(&refs))
+        .expect("claim");
+    let new = writer.show("new").expect("show").expect("kept");
+    assert_eq!(new.kind.as_deref(), Some("ls-refs"));
+    assert_eq!(new.refs, Some(refs));
+    assert!(writer
+        .show("old-running")
+        .expect("show")
+        .expect("kept")
+        .kind
+        .is_none());
+}
+
+#[test]
+fn a_read_never_creates_a_ledger_and_names_the_path_it_did_not_find() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("typo.db");
+    let e = SqliteLedger::open_read_only(&path).expect_err("nothing there");
+    assert_eq!(e.source.kind(), std::io::ErrorKind::NotFound, "{e}");
+    assert!(e.to_string().contains(&path.display().to_string()), "{e}");
+    let e = sluice_ledger::Store::open_read(&path, LEFT).expect_err("nothing there");
+    assert_eq!(e.source.kind(), std::io::ErrorKind::NotFound, "{e}");
+    assert!(names_in(dir.path()).is_empty(), "nothing created");
+    // A JSON ledger not imported yet is read by no one and left as it is.
+    let json = dir.path().join("ledger.json");
+    fs::write(&json, br#"{"operations": {"a": null}}"#).expect("write");
+    let e = SqliteLedger::open_read_only(&json).expect_err("not imported");
+    assert!(e.to_string().contains("JSON ledger"), "{e}");
+    assert_eq!(
+        names_in(dir.path()),
+        BTreeSet::from(["ledger.json".to_string()])
+    );
+}
+
+#[test]
+fn importing_a_json_ledger_leaves_no_lock_file_beside_it() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger.json");
+    fs::write(&path, br#"{"operations": {"a": null}}"#).expect("write");
+    let ledger = SqliteLedger::open(&path).expect("imports");
+    assert_eq!(ledger.claim(&req("a")).expect("claim"), Claim::Taken(None));
+    drop(ledger);
+    assert_eq!(
+        names_in(dir.path()),
+        BTreeSet::from([
+            "ledger.json".to_string(),
+            "ledger.json.json-imported".to_string()
+        ])
+    );
 }
 
 /// What remains of a deadline, in the calls these tests make outside any

@@ -450,12 +450,85 @@ fn the_schema_is_created_once_and_a_newer_one_is_refused() {
         pg.psql("SELECT version FROM sluice_schema WHERE component = 'ledger'")
             .expect("psql")
             .trim(),
-        "1"
+        "2"
     );
     pg.psql("UPDATE sluice_schema SET version = 99 WHERE component = 'ledger'")
         .expect("psql");
     let e = PostgresLedger::open(&url).expect_err("a newer schema is refused");
     assert!(format!("{e}").contains("newer"), "{e}");
+}
+
+#[test]
+fn a_read_creates_no_ledger_and_a_schema_1_database_is_read_as_it_is_then_migrated() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    let tables = || {
+        pg.psql("SELECT count(*) FROM pg_tables WHERE tablename LIKE 'sluice%'")
+            .expect("psql")
+            .trim()
+            .to_string()
+    };
+    let e = Store::open_read(Path::new(&url), LEFT).expect_err("no ledger there");
+    assert_eq!(e.source.kind(), std::io::ErrorKind::NotFound, "{e}");
+    assert!(e.to_string().contains("no sluice ledger"), "{e}");
+    assert_eq!(tables(), "0", "a read created nothing");
+    // The schema an earlier version created, with one finished row.
+    pg.psql(
+        "CREATE TABLE sluice_schema (component text PRIMARY KEY, version integer NOT NULL);
+         INSERT INTO sluice_schema VALUES ('ledger', 1);
+         CREATE TABLE sluice_ledger (id text PRIMARY KEY, claimed_at bigint NOT NULL,
+             finished_at bigint, run text, token text);
+         CREATE INDEX sluice_ledger_claimed_at ON sluice_ledger (claimed_at);
+         CREATE TABLE sluice_retry_budget (host text PRIMARY KEY,
+             tokens double precision NOT NULL, at timestamptz NOT NULL, spent boolean NOT NULL);
+         INSERT INTO sluice_ledger VALUES ('old', (extract(epoch from now()) * 1000)::bigint, (extract(epoch from now()) * 1000)::bigint,
+             '{\"result\":\"succeeded\",\"may_have_applied\":null,\"elapsed_ms\":3,\"attempts\":[]}', 't');",
+    )
+    .expect("the schema of version 1");
+    let reader = Store::open_read(Path::new(&url), LEFT).expect("opens to read");
+    let rows = reader.list(UNIX_EPOCH).expect("list");
+    assert_eq!(rows.len(), 1);
+    assert_eq!(rows[0].id, "old");
+    assert_eq!(rows[0].run.as_ref().map(|r| r.elapsed_ms), Some(3));
+    assert_eq!((&rows[0].kind, &rows[0].refs), (&None, &None));
+    assert_eq!(
+        pg.psql("SELECT version FROM sluice_schema WHERE component = 'ledger'")
+            .expect("psql")
+            .trim(),
+        "1",
+        "a read migrates nothing"
+    );
+    let writer = PostgresLedger::open(&url).expect("opens and migrates");
+    assert_eq!(
+        pg.psql("SELECT version FROM sluice_schema WHERE component = 'ledger'")
+            .expect("psql")
+            .trim(),
+        "2"
+    );
+    let refs = vec![
+        "+0123:refs/heads/main".to_string(),
+        ":refs/heads/gone".to_string(),
+    ];
+    assert_eq!(
+        writer
+            .claim(
+                &req("new")
+                    .operation("push", "https://user:pw@example.com/o/r.git")
+                    .refs(&refs)
+            )
+            .expect("claim"),
+        Claim::Claimed
+    );
+    let entry = writer.show("new").expect("show").expect("kept");
+    assert_eq!(entry.kind.as_deref(), Some("push"));
+    assert_eq!(entry.remote.as_deref(), Some("https://example.com/o/r.git"));
+    assert_eq!(entry.refs, Some(refs));
+    assert!(writer
+        .show("old")
+        .expect("show")
+        .expect("kept")
+        .kind
+        .is_none());
 }
 
 #[test]

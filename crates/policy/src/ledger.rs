@@ -30,8 +30,8 @@ pub const FINISH_FLOOR: Duration = Duration::from_millis(250);
 /// What a claim asks of a [`Ledger`]: the operation's id and effect, and
 /// what remains of the operation's deadline, which bounds the whole claim
 /// (connecting, waiting on locks). What the operation is (its kind, its
-/// remote without user info) is given too, for a store that keeps a record
-/// of what ran; a store may ignore it.
+/// remote without user info, the refs it names) is given too, for a store
+/// that keeps a record of what ran; a store may ignore it.
 ///
 /// Built with [`ClaimRequest::new`]: fields may be added (a minor change),
 /// so it is never built as a literal outside this crate.
@@ -48,6 +48,10 @@ pub struct ClaimRequest<'a> {
     pub kind: Option<&'a str>,
     /// The remote, without user info, when known.
     pub remote: Option<&'a str>,
+    /// The refs the operation names, when known: ls-refs its prefixes
+    /// (none: every ref), fetch its refspecs, push one `[+]<new>:<dst>`
+    /// per ref (`:<dst>` deletes).
+    pub refs: Option<&'a [String]>,
 }
 
 impl<'a> ClaimRequest<'a> {
@@ -59,6 +63,7 @@ impl<'a> ClaimRequest<'a> {
             left,
             kind: None,
             remote: None,
+            refs: None,
         }
     }
 
@@ -67,6 +72,12 @@ impl<'a> ClaimRequest<'a> {
     pub const fn operation(mut self, kind: &'a str, remote: &'a str) -> Self {
         self.kind = Some(kind);
         self.remote = Some(remote);
+        self
+    }
+
+    /// With the refs the operation names (see the field).
+    pub const fn refs(mut self, refs: &'a [String]) -> Self {
+        self.refs = Some(refs);
         self
     }
 }
@@ -91,6 +102,11 @@ pub struct FinishRequest<'a> {
     pub kind: Option<&'a str>,
     /// The remote, without user info, when known.
     pub remote: Option<&'a str>,
+    /// The refs the operation names, when known (as
+    /// [`ClaimRequest::refs`]); a store keeps those of the claim when it
+    /// has them, these only for an id it never saw claimed (a generated
+    /// one).
+    pub refs: Option<&'a [String]>,
 }
 
 impl<'a> FinishRequest<'a> {
@@ -103,6 +119,7 @@ impl<'a> FinishRequest<'a> {
             run,
             kind: None,
             remote: None,
+            refs: None,
         }
     }
 
@@ -111,6 +128,12 @@ impl<'a> FinishRequest<'a> {
     pub const fn operation(mut self, kind: &'a str, remote: &'a str) -> Self {
         self.kind = Some(kind);
         self.remote = Some(remote);
+        self
+    }
+
+    /// With the refs the operation names (see the field).
+    pub const fn refs(mut self, refs: &'a [String]) -> Self {
+        self.refs = Some(refs);
         self
     }
 }

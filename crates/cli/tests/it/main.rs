@@ -13,10 +13,15 @@ mod help_and_progress;
 mod https;
 mod json;
 mod ledger;
+mod ledger_reads;
 mod ledger_tls;
 mod local_failures;
 mod no_secret_anywhere;
 mod push_porcelain;
+// The README's quick start, compiled here and run by `readme`.
+#[path = "../../examples/quick_start.rs"]
+#[allow(dead_code)]
+mod quick_start;
 mod readme;
 mod remote_text;
 mod secrets;

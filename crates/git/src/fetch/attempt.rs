@@ -175,7 +175,9 @@ impl GitClient {
             tracking,
             opts,
         };
-        let op = self.operation("fetch", Effect::Read, &remote, opts);
+        let op = self
+            .operation("fetch", Effect::Read, &remote, opts)
+            .refs(refspecs);
         // A ref refused by git's rules is the fetch's answer (exit 1), the
         // others still updated: decided by the policy, so its events say so.
         Ok(self.policy.run_judged(

@@ -39,7 +39,9 @@ impl GitClient {
                 return Err(InputError::Prefix(p.clone()));
             }
         }
-        let op = self.operation("ls-refs", Effect::Read, &remote, opts);
+        let op = self
+            .operation("ls-refs", Effect::Read, &remote, opts)
+            .refs(prefixes);
         Ok(self.policy.run(op, |ctx| {
             shielded(ctx, |at| self.ls_refs_attempt(&remote, prefixes, at))
                 .map_err(|e| e.to_attempt())

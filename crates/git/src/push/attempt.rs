@@ -50,7 +50,13 @@ impl GitClient {
         } else {
             Effect::Write
         };
-        let op = self.operation("push", effect, &remote, opts);
+        // The ledger's record of what ran: `[+]<new>:<dst>` per ref.
+        let refs = updates.iter().map(|u| {
+            let force = if u.force { "+" } else { "" };
+            let new = u.src.map(|id| id.to_string()).unwrap_or_default();
+            format!("{force}{new}:{}", u.dst)
+        });
+        let op = self.operation("push", effect, &remote, opts).refs(refs);
         // An attempt is tried again only when the remote never judged it;
         // one whose answer was lost is settled by reading and never sent
         // again (the policy's rule).

@@ -26,12 +26,19 @@ use sluice_policy::{
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
-use crate::entry::{from_ms, to_ms, LedgerEntry, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL};
+use crate::entry::{
+    from_ms, to_ms, LedgerEntry, What, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL,
+};
 use pool::Pool;
 pub use pool::MAX_CONNECTIONS;
 
 /// The version of the schema this crate writes, kept in `sluice_schema`.
-pub const PG_SCHEMA_VERSION: i32 = 1;
+///
+/// 2 added what ran (`kind`, `remote`, `refs` as a JSON array) to
+/// `sluice_ledger`; a database of schema 1 is brought to 2 when a store
+/// opens it (a replica of an earlier version then refuses it, naming the
+/// newer schema).
+pub const PG_SCHEMA_VERSION: i32 = 2;
 
 /// How long a TCP connect waits when the URL sets no `connect_timeout`:
 /// 5 s (every call is bounded by its own time left as well).
@@ -75,7 +82,8 @@ mod sql {
 
     pub(super) fn claim() -> String {
         format!(
-            "INSERT INTO sluice_ledger (id, claimed_at, token) VALUES ($1, {NOW_MS}, $2)
+            "INSERT INTO sluice_ledger (id, claimed_at, token, kind, remote, refs)
+             VALUES ($1, {NOW_MS}, $2, $3, $4, $5)
              ON CONFLICT (id) DO NOTHING"
         )
     }
@@ -84,9 +92,12 @@ mod sql {
 
     pub(super) fn finish() -> String {
         format!(
-            "INSERT INTO sluice_ledger (id, claimed_at, finished_at, run)
-             VALUES ($1, {NOW_MS}, {NOW_MS}, $2)
-             ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, run = excluded.run"
+            "INSERT INTO sluice_ledger AS l (id, claimed_at, finished_at, run, kind, remote, refs)
+             VALUES ($1, {NOW_MS}, {NOW_MS}, $2, $3, $4, $5)
+             ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, run = excluded.run,
+               kind = coalesce(l.kind, excluded.kind),
+               remote = coalesce(l.remote, excluded.remote),
+               refs = coalesce(l.refs, excluded.refs)"
         )
     }
 
@@ -99,10 +110,24 @@ mod sql {
     }
 
     pub(super) const SHOW: &str =
-        "SELECT id, claimed_at, finished_at, run FROM sluice_ledger WHERE id = $1";
+        "SELECT id, claimed_at, finished_at, run, kind, remote, refs FROM sluice_ledger WHERE id = $1";
 
-    pub(super) const LIST: &str = "SELECT id, claimed_at, finished_at, run FROM sluice_ledger
-         WHERE claimed_at >= $1 ORDER BY claimed_at, id";
+    pub(super) const LIST: &str = "SELECT id, claimed_at, finished_at, run, kind, remote, refs
+         FROM sluice_ledger WHERE claimed_at >= $1 ORDER BY claimed_at, id";
+
+    /// A read (`SHOW`, `LIST`) for a ledger of `schema`: before 2, what ran
+    /// is read as NULL.
+    pub(super) fn columns(read: &str, schema: i32) -> String {
+        if schema >= 2 {
+            read.to_string()
+        } else {
+            read.replacen(
+                "kind, remote, refs",
+                "NULL::text, NULL::text, NULL::text",
+                1,
+            )
+        }
+    }
 
     /// $1 host, $2 capacity, $3 refill per second. `level` is the bucket
     /// refilled to the server's now; a token is spent when it holds one.
@@ -138,7 +163,10 @@ mod sql {
              claimed_at bigint NOT NULL,
              finished_at bigint,
              run text,
-             token text
+             token text,
+             kind text,
+             remote text,
+             refs text
          );
          CREATE INDEX sluice_ledger_claimed_at ON sluice_ledger (claimed_at);
          CREATE TABLE sluice_retry_budget (
@@ -147,6 +175,13 @@ mod sql {
              at timestamptz NOT NULL,
              spent boolean NOT NULL
          );";
+
+    /// Schema 1 to 2: what ran, NULL in the rows already there.
+    pub(super) const MIGRATE_1_TO_2: &str = "ALTER TABLE sluice_ledger
+         ADD COLUMN IF NOT EXISTS kind text,
+         ADD COLUMN IF NOT EXISTS remote text,
+         ADD COLUMN IF NOT EXISTS refs text;
+         UPDATE sluice_schema SET version = 2 WHERE component = 'ledger'";
 }
 
 /// Create the schema in a database that has none, or check that the one
@@ -172,6 +207,7 @@ async fn ensure_schema(c: &mut Client) -> Result<Result<(), String>, tokio_postg
         .map(|r| r.get(0));
     match version {
         Some(PG_SCHEMA_VERSION) => {}
+        Some(1) => tx.batch_execute(sql::MIGRATE_1_TO_2).await?,
         Some(v) if v > PG_SCHEMA_VERSION => {
             return Ok(Err(format!(
                 "written by a newer sluice (ledger schema {v}; this one reads {PG_SCHEMA_VERSION})"
@@ -274,6 +310,9 @@ pub struct PostgresLedger {
     pool: Arc<Pool>,
     retention: Duration,
     last_prune: Mutex<Option<Instant>>,
+    /// The schema version read (older ones are read as they are, by a
+    /// value opened to read only).
+    schema: i32,
 }
 
 impl fmt::Debug for PostgresLedger {
@@ -325,6 +364,72 @@ impl PostgresLedger {
             pool: Arc::new(pool),
             retention,
             last_prune: Mutex::new(None),
+            schema: PG_SCHEMA_VERSION,
+        })
+    }
+
+    /// Connect to read the ledger ([`show`](Self::show),
+    /// [`list`](Self::list)) within `left`, creating and migrating
+    /// nothing: a database without a sluice ledger is an error of kind
+    /// [`NotFound`](io::ErrorKind::NotFound) naming it; an older schema is
+    /// read as it is (what ran reads as `None`).
+    pub fn open_read_within(url: &str, left: Duration) -> Result<Self, LedgerError> {
+        let parsed = url::parse_url(url)?;
+        let tls = tls::MakeRustls::new(&parsed.tls).map_err(|e| LedgerError {
+            path: parsed.shown.clone(),
+            source: io::Error::new(io::ErrorKind::InvalidInput, e),
+        })?;
+        let pool =
+            Pool::new(parsed.config, tls, parsed.shown.clone()).map_err(|e| LedgerError {
+                path: parsed.shown,
+                source: e,
+            })?;
+        let version = pool.fresh(left, async |c| {
+            let exists: bool = c
+                .query_typed_one(
+                    "SELECT to_regclass('sluice_schema') IS NOT NULL AND to_regclass('sluice_ledger') IS NOT NULL",
+                    &[],
+                )
+                .await?
+                .get(0);
+            if !exists {
+                return Ok(None);
+            }
+            Ok(c
+                .query_typed_opt(
+                    "SELECT version FROM sluice_schema WHERE component = 'ledger'",
+                    &[],
+                )
+                .await?
+                .map(|r| r.get::<_, i32>(0)))
+        })?;
+        let refused = |kind: io::ErrorKind, why: String| pool.err(io::Error::new(kind, why));
+        let schema = match version {
+            None => {
+                return Err(refused(
+                    io::ErrorKind::NotFound,
+                    "no sluice ledger in this database (a read never creates one; an operation given this --ledger does)".into(),
+                ))
+            }
+            Some(v) if v > PG_SCHEMA_VERSION => {
+                return Err(refused(
+                    io::ErrorKind::InvalidData,
+                    format!("written by a newer sluice (ledger schema {v}; this one reads {PG_SCHEMA_VERSION})"),
+                ))
+            }
+            Some(v) if v >= 1 => v,
+            Some(v) => {
+                return Err(refused(
+                    io::ErrorKind::InvalidData,
+                    format!("unknown ledger schema {v}"),
+                ))
+            }
+        };
+        Ok(PostgresLedger {
+            pool: Arc::new(pool),
+            retention: DEFAULT_RETENTION,
+            last_prune: Mutex::new(None),
+            schema,
         })
     }
 
@@ -348,6 +453,11 @@ impl PostgresLedger {
     /// when the database cannot answer in time: the policy ends the
     /// operation `local-error` and nothing runs.
     pub fn claim_within(&self, id: &str, left: Duration) -> Result<Claim, LedgerError> {
+        self.claim_what(id, &What::default(), left)
+    }
+
+    /// [`claim_within`](Self::claim_within), writing what ran beside the id.
+    fn claim_what(&self, id: &str, what: &What, left: Duration) -> Result<Claim, LedgerError> {
         let started = Instant::now();
         let token = claim_token();
         let claim_sql = sql::claim();
@@ -355,7 +465,16 @@ impl PostgresLedger {
             let left_now = left.saturating_sub(started.elapsed());
             let (inserted, row) = self.pool.with(left_now, async |c: &Client| {
                 let n = c
-                    .execute_typed(&claim_sql, &[(&id, Type::TEXT), (&token, Type::TEXT)])
+                    .execute_typed(
+                        &claim_sql,
+                        &[
+                            (&id, Type::TEXT),
+                            (&token, Type::TEXT),
+                            (&what.kind, Type::TEXT),
+                            (&what.remote, Type::TEXT),
+                            (&what.refs, Type::TEXT),
+                        ],
+                    )
                     .await?;
                 if n == 1 {
                     return Ok((true, None));
@@ -388,11 +507,32 @@ impl PostgresLedger {
         run: &PreviousRun,
         left: Duration,
     ) -> Result<(), LedgerError> {
+        self.finish_what(id, run, &What::default(), left)
+    }
+
+    /// [`finish_within`](Self::finish_within), writing what ran beside the
+    /// id when its claim did not.
+    fn finish_what(
+        &self,
+        id: &str,
+        run: &PreviousRun,
+        what: &What,
+        left: Duration,
+    ) -> Result<(), LedgerError> {
         let text = serde_json::to_string(run).map_err(|e| self.pool.err(e))?;
         let finish_sql = sql::finish();
         self.pool.with(left, async |c: &Client| {
-            c.execute_typed(&finish_sql, &[(&id, Type::TEXT), (&text, Type::TEXT)])
-                .await
+            c.execute_typed(
+                &finish_sql,
+                &[
+                    (&id, Type::TEXT),
+                    (&text, Type::TEXT),
+                    (&what.kind, Type::TEXT),
+                    (&what.remote, Type::TEXT),
+                    (&what.refs, Type::TEXT),
+                ],
+            )
+            .await
         })?;
         Ok(())
     }
@@ -424,8 +564,9 @@ impl PostgresLedger {
 
     /// The row of `id`, if it is kept.
     pub fn show(&self, id: &str) -> Result<Option<LedgerEntry>, LedgerError> {
+        let show = sql::columns(sql::SHOW, self.schema);
         let row = self.pool.with(READ_TIMEOUT, async |c: &Client| {
-            c.query_typed_opt(sql::SHOW, &[(&id, Type::TEXT)]).await
+            c.query_typed_opt(&show, &[(&id, Type::TEXT)]).await
         })?;
         row.map(|r| self.entry(&r)).transpose()
     }
@@ -433,8 +574,9 @@ impl PostgresLedger {
     /// The rows claimed at or after `since`, oldest first (ties by id).
     pub fn list(&self, since: SystemTime) -> Result<Vec<LedgerEntry>, LedgerError> {
         let since = to_ms(since);
+        let list = sql::columns(sql::LIST, self.schema);
         let rows = self.pool.with(LIST_TIMEOUT, async |c: &Client| {
-            c.query_typed(sql::LIST, &[(&since, Type::INT8)]).await
+            c.query_typed(&list, &[(&since, Type::INT8)]).await
         })?;
         rows.iter().map(|r| self.entry(r)).collect()
     }
@@ -447,6 +589,9 @@ impl PostgresLedger {
             claimed_at: from_ms(r.get(1)),
             finished_at: r.get::<_, Option<i64>>(2).map(from_ms),
             id,
+            kind: r.get(4),
+            remote: r.get(5),
+            refs: What::parse_refs(r.get::<_, Option<&str>>(6)),
         })
     }
 
@@ -481,12 +626,13 @@ impl PostgresLedger {
 impl Ledger for PostgresLedger {
     /// [`PostgresLedger::claim_within`] the request's `left`.
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
-        self.claim_within(req.id, req.left)
+        self.claim_what(req.id, &What::of(req.kind, req.remote, req.refs), req.left)
     }
 
     /// [`PostgresLedger::finish_within`] the request's `left`.
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
-        self.finish_within(req.id, req.run, req.left)
+        let what = What::of(req.kind, req.remote, req.refs);
+        self.finish_what(req.id, req.run, &what, req.left)
     }
 }
 

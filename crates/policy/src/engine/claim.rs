@@ -24,8 +24,11 @@ impl Run<'_> {
             // The claim is bounded by the whole deadline (it is the first
             // step): a store that cannot answer in that time fails it.
             let left = self.remaining_at(policy.clock.now());
-            let req = ClaimRequest::new(id, self.info.effect, left)
+            let mut req = ClaimRequest::new(id, self.info.effect, left)
                 .operation(&self.info.kind, &self.info.remote);
+            if let Some(refs) = &self.refs {
+                req = req.refs(refs);
+            }
             policy.ledger.claim(&req)
         };
         match claim {

@@ -53,7 +53,7 @@ impl Run<'_> {
         }
         let record = !self.generated || self.policy.ledger.keeps_generated_ids();
         if record {
-            out.recorded = Some(self.policy.record(&out, self.end()));
+            out.recorded = Some(self.policy.record(&out, self.end(), self.refs.as_deref()));
         }
         out
     }

@@ -18,6 +18,10 @@ pub struct Operation {
     pub effect: Effect,
     /// The remote, without user info (shown in outcomes).
     pub remote: String,
+    /// The refs the operation names, for the ledger's record of what ran
+    /// (see [`ClaimRequest::refs`](crate::ClaimRequest::refs)); `None`
+    /// when not given.
+    pub refs: Option<Vec<String>>,
     /// The host whose retry budget the operation spends.
     pub host: String,
     /// The operation id; generated when `None`.
@@ -40,6 +44,7 @@ impl Operation {
             kind: kind.into(),
             effect,
             remote,
+            refs: None,
             host,
             id: None,
             bounds: Bounds::default(),
@@ -51,6 +56,12 @@ impl Operation {
     /// Set the bounds.
     pub fn bounds(mut self, bounds: Bounds) -> Self {
         self.bounds = bounds;
+        self
+    }
+
+    /// Set the refs the operation names, as the ledger records them.
+    pub fn refs<S: Into<String>>(mut self, refs: impl IntoIterator<Item = S>) -> Self {
+        self.refs = Some(refs.into_iter().map(Into::into).collect());
         self
     }
 
@@ -79,6 +90,7 @@ impl std::fmt::Debug for Operation {
             .field("kind", &self.kind)
             .field("effect", &self.effect)
             .field("remote", &self.remote)
+            .field("refs", &self.refs)
             .field("id", &self.id)
             .field("bounds", &self.bounds)
             .finish_non_exhaustive()

@@ -218,7 +218,12 @@ impl Policy {
     /// was written. Each try is bounded by what remains of the deadline,
     /// but at least [`FINISH_FLOOR`]: a store that hangs makes it
     /// `recorded: false` at most that long after the deadline.
-    pub(super) fn record<T>(&self, out: &Outcome<T>, end: Duration) -> bool {
+    pub(super) fn record<T>(
+        &self,
+        out: &Outcome<T>,
+        end: Duration,
+        refs: Option<&[String]>,
+    ) -> bool {
         let summary = out.summary();
         let info = &out.operation;
         let id = info.id.as_str();
@@ -226,8 +231,11 @@ impl Policy {
         loop {
             tries += 1;
             let left = end.saturating_sub(self.clock.now()).max(FINISH_FLOOR);
-            let req = FinishRequest::new(id, info.effect, &summary, left)
+            let mut req = FinishRequest::new(id, info.effect, &summary, left)
                 .operation(&info.kind, &info.remote);
+            if let Some(refs) = refs {
+                req = req.refs(refs);
+            }
             match self.ledger.finish(&req) {
                 Ok(()) => return true,
                 Err(e) => {

@@ -71,6 +71,8 @@ pub(super) struct Run<'p> {
     pub(super) policy: &'p Policy,
     /// The operation as the outcome shows it (its id, kind, effect, remote).
     pub(super) info: OperationInfo,
+    /// The refs it names, for the ledger's record.
+    pub(super) refs: Option<Vec<String>>,
     /// The id was generated: it needs no claim, only its record at the end.
     pub(super) generated: bool,
     /// The host whose retry budget the operation spends.
@@ -128,6 +130,7 @@ impl<'p> Run<'p> {
         Run {
             policy,
             info,
+            refs: op.refs.take(),
             generated,
             host: op.host,
             write,
