@@ -80,6 +80,11 @@ pub fn fetch(
                 "(none)",
                 short(r.local_ref.as_deref().unwrap_or(&r.remote_ref))
             ),
+            // Only into FETCH_HEAD: git's ` * branch  main -> FETCH_HEAD`.
+            (FetchStatus::UpToDate, _) if r.local_ref.is_none() => {
+                let kind = if tag { "tag" } else { "branch" };
+                format!(" * {kind:<17} {what}")
+            }
             (FetchStatus::UpToDate, _) if verbose => format!(" = {:<17} {what}", "[up to date]"),
             (FetchStatus::UpToDate, _) => continue,
             (_, None) => format!(" * {:<17} {what}", abbrev(&r.oid)),

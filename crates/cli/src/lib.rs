@@ -11,9 +11,12 @@
 //!    attempt counts, profile, URL, refspecs, push specs, leases, push
 //!    options; every bad input is a [`UsageError`] naming the argument
 //!    (exit 2, nothing on stdout);
-//! 3. the binary opens `--repo` ([`open_repo`]) and resolves push sources
-//!    ([`resolve_updates`]) — still bad input when they fail — and only then
-//!    calls the remote;
+//! 3. the binary opens `--repo`, or the repository found from the working
+//!    directory ([`open_repo`]; one owned by another user that git's
+//!    `safe.directory` does not allow is refused there, exit 5, before any
+//!    of its configuration is read), reads `<URL|REMOTE>` as git reads it
+//!    ([`resolve_remote`]) and resolves push sources ([`resolve_updates`])
+//!    — still bad input when they fail — and only then calls the remote;
 //! 4. the [`Outcome`](sluice_policy::Outcome) is printed as one JSON
 //!    document ([`contract`]) or a short human summary ([`human`]), and its
 //!    result is the exit code ([`exit_code`]).
@@ -36,6 +39,7 @@
 //!
 //! * this file — the command line: [`Cli`] (clap's raw view), [`validate`]
 //!   (one function per command's checks) into [`Config`], [`open_repo`],
+//!   [`resolve_remote`],
 //!   [`https_for_repo`], [`resolve_updates`], the exit codes;
 //! * [`contract`] — the JSON document of the CLI contract;
 //! * [`human`] — the human output (git's forms, the summary on stderr).
@@ -243,19 +247,22 @@ pub enum CommandArgs {
         prefixes: Vec<String>,
     },
     /// Fetch refspecs into a local repository.
-    #[command(after_help = help_with_examples!("  sluice-remote fetch https://github.com/org/repo.git '+refs/heads/*:refs/remotes/origin/*' --repo . --prune
+    #[command(after_help = help_with_examples!("  sluice-remote fetch origin                  (its fetch lines, in the repository found from here)
+  sluice-remote fetch https://github.com/org/repo.git '+refs/heads/*:refs/remotes/origin/*' --repo . --prune
   sluice-remote fetch git://127.0.0.1/repo.git refs/heads/main:refs/heads/main --repo repo.git --no-tags
   sluice-remote fetch ssh://git@host/repo.git 'refs/tags/*:refs/tags/*' --repo . -v"))]
     Fetch {
-        /// The remote.
-        #[arg(value_name = "URL")]
+        /// The remote: a URL, or a configured remote's name (`origin`).
+        #[arg(value_name = "URL|REMOTE")]
         url: String,
-        /// What to fetch (`+refs/heads/*:refs/remotes/origin/*`).
-        #[arg(value_name = "REFSPEC", required = true)]
+        /// What to fetch (`+refs/heads/*:refs/remotes/origin/*`); none: a
+        /// remote's `fetch` lines, or a URL's `HEAD` (into FETCH_HEAD).
+        #[arg(value_name = "REFSPEC")]
         refspecs: Vec<String>,
-        /// The local repository.
+        /// The local repository (default: found from the working
+        /// directory, as git finds it).
         #[arg(long, value_name = "DIR")]
-        repo: PathBuf,
+        repo: Option<PathBuf>,
         /// Delete local refs in a glob refspec's destination whose remote
         /// ref is gone (as `git fetch --prune`).
         #[arg(long, short = 'p')]
@@ -269,25 +276,27 @@ pub enum CommandArgs {
         no_tags: bool,
     },
     /// Push revisions of a local repository.
-    #[command(after_help = help_with_examples!("  sluice-remote push https://github.com/org/repo.git HEAD:main --repo . --operation-id land-1234 --ledger ops.db
+    #[command(after_help = help_with_examples!("  sluice-remote push origin main --lease main  (origin/main's value expected; origin/main updated once it landed)
+  sluice-remote push https://github.com/org/repo.git HEAD:main --repo . --operation-id land-1234 --ledger ops.db
   sluice-remote push git://127.0.0.1/repo.git HEAD:refs/heads/topic --repo . --lease topic=absent
   sluice-remote push ssh://git@host/repo.git main --repo . --lease main        (expects origin/main's value)
   sluice-remote push https://github.com/org/repo.git :refs/heads/old --repo . --porcelain
   sluice-remote push git://127.0.0.1/repo.git HEAD:main --repo . --dry-run --json"))]
     Push {
-        /// The remote.
-        #[arg(value_name = "URL")]
+        /// The remote: a URL, or a configured remote's name (`origin`).
+        #[arg(value_name = "URL|REMOTE")]
         url: String,
         /// `[+]SRC:DST` (`+` forces; `:DST` deletes; DST full, or short
         /// (`main`) taking the kind of SRC: a branch or a tag).
         #[arg(value_name = "[+]SRC:DST", required = true)]
         specs: Vec<String>,
-        /// The local repository the sources are read from.
+        /// The local repository the sources are read from (default: found
+        /// from the working directory, as git finds it).
         #[arg(long, value_name = "DIR")]
-        repo: PathBuf,
+        repo: Option<PathBuf>,
         /// `DST=OID` (full or abbreviated), `DST=absent`, or `DST` alone (what
-        /// the remote-tracking ref of the remote configured with URL holds):
-        /// what the remote ref must hold (implies force).
+        /// the remote-tracking ref of the remote named, or configured with
+        /// URL, holds): what the remote ref must hold (implies force).
         #[arg(long = "lease", value_name = "DST[=OID|=absent]")]
         leases: Vec<String>,
         /// All refs or none.
@@ -513,27 +522,31 @@ pub enum Action {
         /// Literal prefixes.
         prefixes: Vec<String>,
     },
-    /// `fetch <URL> <REFSPEC>... --repo DIR`
+    /// `fetch <URL|REMOTE> [<REFSPEC>...] [--repo DIR]`
     Fetch {
-        /// The remote URL.
+        /// The remote URL, or a configured remote's name.
         url: String,
-        /// Fetch refspecs, each parsed once.
+        /// Fetch refspecs, each parsed once (none: the remote's `fetch`
+        /// lines, or a URL's `HEAD`).
         refspecs: Vec<String>,
-        /// The local repository.
-        repo: PathBuf,
+        /// The local repository (`None`: found from the working directory).
+        repo: Option<PathBuf>,
         /// `--prune`, `--tags`, `--no-tags`.
         options: sluice_git::FetchOptions,
+        /// Whether `--tags` or `--no-tags` was given (else a remote's
+        /// `tagOpt` decides).
+        tags_given: bool,
     },
-    /// `push <URL> [+]SRC:DST... --repo DIR ...`
+    /// `push <URL|REMOTE> [+]SRC:DST... [--repo DIR] ...`
     Push {
-        /// The remote URL.
+        /// The remote URL, or a configured remote's name.
         url: String,
         /// The parsed push specs, in order.
         specs: Vec<PushSpec>,
         /// Leases by destination ref, as written (full or short).
         leases: BTreeMap<String, LeaseSpec>,
-        /// The local repository.
-        repo: PathBuf,
+        /// The local repository (`None`: found from the working directory).
+        repo: Option<PathBuf>,
         /// `--atomic`, `--push-option` and `--dry-run`.
         options: PushOptions,
         /// `--porcelain`.
@@ -750,11 +763,11 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             tags,
             no_tags,
         } => {
-            let kind = check_git_url(&url)?;
-            check_token_transport(&common, &url, kind)?;
+            check_remote_arg(&common, &url)?;
             for s in &refspecs {
                 check_fetch_refspec(s)?;
             }
+            let tags_given = tags || no_tags;
             let tags = if tags {
                 sluice_git::TagMode::All
             } else if no_tags {
@@ -767,6 +780,7 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
                 refspecs,
                 repo,
                 options: sluice_git::FetchOptions { prune, tags },
+                tags_given,
             }
         }
         CommandArgs::Push {
@@ -780,8 +794,7 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             porcelain,
         } => {
             check_push_outputs(&g, dry_run, porcelain)?;
-            let kind = check_git_url(&url)?;
-            check_token_transport(&common, &url, kind)?;
+            check_remote_arg(&common, &url)?;
             let specs = validate_push_specs(&specs)?;
             let leases = validate_leases(&leases, &specs)?;
             check_push_options(&push_options)?;
@@ -893,8 +906,19 @@ fn validate_https(g: &GlobalArgs) -> Result<sluice_git::HttpsConfig, UsageError>
     Ok(https)
 }
 
+/// `<URL|REMOTE>` of fetch and push: a URL is checked now; what may be a
+/// configured remote's name (git's rule: no `/`, not `.` or `..`) is
+/// checked once the repository is open ([`resolve_remote`]).
+fn check_remote_arg(common: &Common, url: &str) -> Result<(), UsageError> {
+    if sluice_git::is_remote_name(url) {
+        return Ok(());
+    }
+    let kind = check_git_url(url)?;
+    check_token_transport(common, url, kind)
+}
+
 /// `--token-command` takes only an http(s) remote.
-fn check_token_transport(
+pub fn check_token_transport(
     common: &Common,
     url: &str,
     kind: TransportKind,
@@ -1073,20 +1097,97 @@ fn strip_invalid_prefix(message: &str) -> String {
         .to_string()
 }
 
-/// Open `--repo`: a git repository (bare or not), or a usage error.
-pub fn open_repo(path: &Path) -> Result<gix::Repository, UsageError> {
-    if !path.exists() {
-        return Err(UsageError::new(
-            "--repo",
-            format!("{}: no such directory", path.display()),
-        ));
+/// Why the repository could not be used: bad input (exit 2), or a
+/// repository owned by another user that `safe.directory` does not allow
+/// (`local-error`, exit 5).
+#[derive(Debug)]
+pub enum RepoError {
+    /// `--repo` is no repository, or none was found from the working
+    /// directory.
+    Usage(UsageError),
+    /// Owned by another user and not allowed by `safe.directory`.
+    Untrusted(sluice_git::Untrusted),
+}
+
+impl std::fmt::Display for RepoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RepoError::Usage(e) => write!(f, "{e}"),
+            RepoError::Untrusted(e) => write!(f, "{e}"),
+        }
     }
-    gix::open(path).map_err(|e| {
-        UsageError::new(
-            "--repo",
-            format!("{} is not a git repository ({e})", path.display()),
-        )
-    })
+}
+
+impl std::error::Error for RepoError {}
+
+/// Open `--repo` (a git repository, bare or not), or without it the
+/// repository found from the working directory as git finds it (upwards,
+/// honouring `GIT_DIR`, `GIT_CEILING_DIRECTORIES` and
+/// `GIT_DISCOVERY_ACROSS_FILESYSTEM`); then refuse it, before any of its
+/// configuration is read, when it is owned by another user and git's
+/// `safe.directory` does not allow it ([`sluice_git::check_trusted`]).
+pub fn open_repo(path: Option<&Path>) -> Result<gix::Repository, RepoError> {
+    let repo = match path {
+        Some(path) => {
+            if !path.exists() {
+                return Err(RepoError::Usage(UsageError::new(
+                    "--repo",
+                    format!("{}: no such directory", path.display()),
+                )));
+            }
+            gix::open(path).map_err(|e| {
+                RepoError::Usage(UsageError::new(
+                    "--repo",
+                    format!("{} is not a git repository ({e})", path.display()),
+                ))
+            })?
+        }
+        None => gix::ThreadSafeRepository::discover_with_environment_overrides(".")
+            .map(gix::Repository::from)
+            .map_err(|e| {
+                RepoError::Usage(UsageError::new(
+                    "--repo",
+                    format!(
+                        "not in a git repository (nor any parent directory), and no --repo \
+                         given ({})",
+                        sluice_policy::text::error_chain(&e)
+                    ),
+                ))
+            })?,
+    };
+    sluice_git::check_trusted(&repo).map_err(RepoError::Untrusted)?;
+    Ok(repo)
+}
+
+/// Where `<URL|REMOTE>` leads: the URL to call, and the configured remote
+/// when the argument named one.
+#[derive(Debug)]
+pub struct Target {
+    /// The URL called (a remote's, rewritten as git rewrites it; user info
+    /// kept for the call, removed from every output).
+    pub url: String,
+    /// The configured remote the argument named.
+    pub remote: Option<sluice_git::NamedRemote>,
+}
+
+/// `<URL|REMOTE>` read as git reads it: a configured remote's name is that
+/// remote (its `url` to fetch, its `pushurl` or `url` to push, each
+/// rewritten by `url.<base>.insteadOf` / `pushInsteadOf`); anything else
+/// is a URL or a path. The URL is then checked (and `--token-command`
+/// against its transport).
+pub fn resolve_remote(
+    common: &Common,
+    arg: &str,
+    repo: &gix::Repository,
+    direction: gix::remote::Direction,
+) -> Result<Target, UsageError> {
+    let remote = sluice_git::NamedRemote::find(repo, arg).map_err(|e| input_error(&e))?;
+    let url = remote
+        .as_ref()
+        .map_or_else(|| arg.to_string(), |r| r.url(direction).to_string());
+    let kind = check_git_url(&url)?;
+    check_token_transport(common, &url, kind)?;
+    Ok(Target { url, remote })
 }
 
 /// The https settings for a call working in `repo`: `common`'s, with git's
@@ -1210,7 +1311,7 @@ pub fn resolve_updates(
 pub fn input_error(e: &sluice_git::InputError) -> UsageError {
     use sluice_git::InputError as E;
     let arg = match e {
-        E::Url(_) => "<URL>",
+        E::Url(_) | E::Remote { .. } => "<URL>",
         E::Refspec { .. } => "<REFSPEC>",
         E::Prefix(_) => "--prefix",
         E::RefName { .. } | E::Revision { .. } | E::Push(_) => "[+]SRC:DST",
@@ -1420,17 +1521,19 @@ mod tests {
 
     #[test]
     fn a_missing_argument_is_named_on_the_first_line() {
-        let Err(ParseError::Clap(e)) =
-            parse(["sluice-remote", "push", "git://h/r", "a:refs/heads/a"])
-        else {
+        let Err(ParseError::Clap(e)) = parse(["sluice-remote", "push", "git://h/r"]) else {
             panic!("accepted");
         };
         let msg = clap_message(&e);
         let first = msg.lines().next().unwrap_or_default();
         assert!(
-            first.starts_with("error:") && first.contains("--repo"),
+            first.starts_with("error:") && first.contains("[+]SRC:DST"),
             "{msg}"
         );
+        // --repo is not one: the repository is found from the working
+        // directory, as git finds it.
+        let c = ok(&["push", "git://h/r", "a:refs/heads/a"]);
+        assert!(matches!(c.action, Action::Push { repo: None, .. }));
     }
 
     #[test]

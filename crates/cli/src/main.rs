@@ -27,7 +27,10 @@ use anyhow::Context as _;
 use serde::Serialize;
 use sluice_cli::{contract, human, Action, Common, Config, ParseError, UsageError};
 use sluice_git::{CallOptions, GitClient};
-use sluice_policy::{CommandSource, CredentialSource, Outcome, OutcomeKind, Policy};
+use sluice_policy::{
+    AttemptError, CommandSource, CredentialSource, Effect, OperationInfo, Outcome, OutcomeKind,
+    Policy, Stopped,
+};
 
 fn main() -> ExitCode {
     // A bug must still end in one line on stderr, never a backtrace.
@@ -191,31 +194,8 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             refspecs,
             repo,
             options,
-        } => {
-            let repo = sluice_cli::open_repo(repo)?;
-            let https = sluice_cli::https_for_repo(common, &repo)?;
-            let client = GitClient::new(policy(common)).with_https(https);
-            let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
-            let mut opts = git_options(common);
-            opts.progress = bar.callback();
-            let out = client
-                .fetch_with(url, refspecs, &repo, options, &opts)
-                .map_err(|e| sluice_cli::input_error(&e));
-            bar.finish();
-            let out = out?;
-            let view = view_after(&repo);
-            let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
-            let text = out
-                .value
-                .as_deref()
-                .map(|v| human::fetch(&out.operation.remote, v, common.verbose > 0, &abbrev));
-            Ok(emit(
-                common,
-                out.map(|v| contract::fetch_value(&v)),
-                text,
-                true,
-            ))
-        }
+            tags_given,
+        } => fetch(common, url, refspecs, repo.as_deref(), options, *tags_given),
         Action::Push {
             url,
             specs,
@@ -223,52 +203,15 @@ fn run(config: &Config) -> anyhow::Result<u8> {
             repo,
             options,
             porcelain,
-        } => {
-            let repo = sluice_cli::open_repo(repo)?;
-            let updates = sluice_cli::resolve_updates(specs, leases, url, &repo)?;
-            let https = sluice_cli::https_for_repo(common, &repo)?;
-            let client = GitClient::new(policy(common)).with_https(https);
-            let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
-            let mut opts = git_options(common);
-            opts.progress = bar.callback();
-            let out = client
-                .push(url, &updates, options, &repo, &opts)
-                .map_err(|e| sluice_cli::input_error(&e));
-            bar.finish();
-            let out = out?;
-            // What git prints: ids abbreviated as git does, forced updates
-            // told from fast-forwards.
-            let view = view_after(&repo);
-            let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
-            let fast_forward = |old: gix::ObjectId, new: gix::ObjectId| {
-                view.as_ref()
-                    .and_then(|v| v.merge_base(old, new).ok().flatten())
-                    .is_some_and(|base| base.detach() == old)
-            };
-            let full_src = |src: &str| {
-                view.as_ref()
-                    .and_then(|v| v.find_reference(src).ok())
-                    .map(|r| r.name().as_bstr().to_string())
-                    .unwrap_or_else(|| src.to_string())
-            };
-            let text = out.value.as_ref().map(|r| {
-                let lines = human::push_lines(specs, r, &abbrev, &fast_forward, &full_src);
-                if *porcelain {
-                    // git says `Done` once the exchange completed, rejections
-                    // or not; not when its answer is unknown.
-                    let done = matches!(out.kind, OutcomeKind::Succeeded | OutcomeKind::Answered);
-                    human::push_porcelain(&out.operation.remote, &lines, done)
-                } else {
-                    human::push(&out.operation.remote, &lines, common.verbose > 0)
-                }
-            });
-            Ok(emit(
-                common,
-                out.map(|v| contract::push_value(&v)),
-                text,
-                !*porcelain,
-            ))
-        }
+        } => push(
+            common,
+            url,
+            specs,
+            leases,
+            repo.as_deref(),
+            options,
+            *porcelain,
+        ),
         Action::HttpGet { url } => {
             let (parsed, _) = sluice_forge::split_user_info(url)
                 .map_err(|e| UsageError::new("<URL>", e.to_string()))?;
@@ -306,6 +249,201 @@ fn run(config: &Config) -> anyhow::Result<u8> {
         Action::LedgerShow { id } => ledger_cmd::show(common, id),
         Action::LedgerList { since } => ledger_cmd::list(common, *since),
         Action::Demo => Ok(demo::run()),
+    }
+}
+
+/// `fetch <URL|REMOTE> [<REFSPEC>...]`: the repository opened (or found)
+/// and checked, the remote read by name when it is one, the fetch, its
+/// lines as git prints them.
+fn fetch(
+    common: &Common,
+    url: &str,
+    refspecs: &[String],
+    repo: Option<&std::path::Path>,
+    options: &sluice_git::FetchOptions,
+    tags_given: bool,
+) -> anyhow::Result<u8> {
+    let repo = match sluice_cli::open_repo(repo) {
+        Ok(r) => r,
+        Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
+        Err(sluice_cli::RepoError::Untrusted(e)) => {
+            return Ok(refuse_untrusted(common, "fetch", Effect::Read, url, &e))
+        }
+    };
+    let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Fetch)?;
+    let https = sluice_cli::https_for_repo(common, &repo)?;
+    let client = GitClient::new(policy(common)).with_https(https);
+    let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
+    let mut opts = git_options(common);
+    opts.progress = bar.callback();
+    let out = match &target.remote {
+        Some(remote) => {
+            let mut options = *options;
+            if !tags_given {
+                options.tags = remote.tags;
+            }
+            client.fetch_remote(remote, refspecs, &repo, &options, &opts)
+        }
+        None => client.fetch_with(&target.url, refspecs, &repo, options, &opts),
+    }
+    .map_err(|e| sluice_cli::input_error(&e));
+    bar.finish();
+    let out = out?;
+    let view = view_after(&repo);
+    let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
+    let text = out
+        .value
+        .as_deref()
+        .map(|v| human::fetch(&out.operation.remote, v, common.verbose > 0, &abbrev));
+    Ok(emit(
+        common,
+        out.map(|v| contract::fetch_value(&v)),
+        text,
+        true,
+    ))
+}
+
+/// `push <URL|REMOTE> [+]<SRC>[:<DST>]...`: the repository opened (or
+/// found) and checked, the remote read by name when it is one, the
+/// updates resolved, the push, the remote-tracking refs of what landed,
+/// its lines as git prints them.
+fn push(
+    common: &Common,
+    url: &str,
+    specs: &[sluice_git::PushSpec],
+    leases: &std::collections::BTreeMap<String, sluice_git::LeaseSpec>,
+    repo: Option<&std::path::Path>,
+    options: &sluice_git::PushOptions,
+    porcelain: bool,
+) -> anyhow::Result<u8> {
+    let repo = match sluice_cli::open_repo(repo) {
+        Ok(r) => r,
+        Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
+        Err(sluice_cli::RepoError::Untrusted(e)) => {
+            let effect = if options.dry_run {
+                Effect::Read
+            } else {
+                Effect::Write
+            };
+            return Ok(refuse_untrusted(common, "push", effect, url, &e));
+        }
+    };
+    let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;
+    let updates = sluice_cli::resolve_updates(specs, leases, url, &repo)?;
+    let https = sluice_cli::https_for_repo(common, &repo)?;
+    let client = GitClient::new(policy(common)).with_https(https);
+    let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
+    let mut opts = git_options(common);
+    opts.progress = bar.callback();
+    let out = client
+        .push(&target.url, &updates, options, &repo, &opts)
+        .map_err(|e| sluice_cli::input_error(&e));
+    bar.finish();
+    let out = out?;
+    if !options.dry_run {
+        update_tracking(&target, &repo, out.value.as_ref());
+    }
+    // What git prints: ids abbreviated as git does, forced updates
+    // told from fast-forwards.
+    let view = view_after(&repo);
+    let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
+    let fast_forward = |old: gix::ObjectId, new: gix::ObjectId| {
+        view.as_ref()
+            .and_then(|v| v.merge_base(old, new).ok().flatten())
+            .is_some_and(|base| base.detach() == old)
+    };
+    let full_src = |src: &str| {
+        view.as_ref()
+            .and_then(|v| v.find_reference(src).ok())
+            .map(|r| r.name().as_bstr().to_string())
+            .unwrap_or_else(|| src.to_string())
+    };
+    let text = out.value.as_ref().map(|r| {
+        let lines = human::push_lines(specs, r, &abbrev, &fast_forward, &full_src);
+        if porcelain {
+            // git says `Done` once the exchange completed, rejections
+            // or not; not when its answer is unknown.
+            let done = matches!(out.kind, OutcomeKind::Succeeded | OutcomeKind::Answered);
+            human::push_porcelain(&out.operation.remote, &lines, done)
+        } else {
+            human::push(&out.operation.remote, &lines, common.verbose > 0)
+        }
+    });
+    Ok(emit(
+        common,
+        out.map(|v| contract::push_value(&v)),
+        text,
+        !porcelain,
+    ))
+}
+
+/// A repository owned by another user that `safe.directory` does not
+/// allow: the operation ends `local-error` (exit 5) before any of the
+/// repository's configuration is read and before any call — its document
+/// with `--json`, the summary otherwise, the cause on stderr either way.
+fn refuse_untrusted(
+    common: &Common,
+    kind: &str,
+    effect: Effect,
+    remote: &str,
+    e: &sluice_git::Untrusted,
+) -> u8 {
+    let out: Outcome<()> = Outcome {
+        kind: OutcomeKind::LocalError,
+        value: None,
+        error: Some(AttemptError::local("connect", e.to_string())),
+        operation: OperationInfo {
+            id: common
+                .operation_id
+                .clone()
+                .unwrap_or_else(|| format!("op-{}-refused", std::process::id())),
+            kind: kind.to_string(),
+            effect,
+            remote: sluice_git::redact(remote),
+        },
+        deadline_ms: u64::try_from(common.bounds.deadline.as_millis()).unwrap_or(u64::MAX),
+        elapsed_ms: 0,
+        may_have_applied: (effect == Effect::Write).then_some(false),
+        stopped: Some(Stopped::LocalError),
+        attempts: Vec::new(),
+        reconciled: None,
+        refused_credentials: Vec::new(),
+        previous: None,
+        remote_messages: Vec::new(),
+        remote_messages_dropped: Default::default(),
+        recorded: None,
+    };
+    emit(common, out, None, true)
+}
+
+/// After a push, the remote-tracking refs of the refs that landed, as git
+/// updates them: for the remote named, or else the configured remote whose
+/// URL names the same repository (the one a value-less `--lease` reads).
+/// A tracking ref that cannot be written is said on stderr; the push's
+/// outcome stands.
+fn update_tracking(
+    target: &sluice_cli::Target,
+    repo: &gix::Repository,
+    report: Option<&sluice_git::PushReport>,
+) {
+    let Some(report) = report else {
+        return;
+    };
+    let remote = target
+        .remote
+        .clone()
+        .or_else(|| sluice_git::NamedRemote::for_url(repo, &target.url));
+    let Some(remote) = remote else {
+        return;
+    };
+    let Some(view) = view_after(repo) else {
+        return;
+    };
+    if let Err(e) = remote.update_tracking_refs(&view, &report.refs) {
+        eprintln!(
+            "warning: the push landed, but the remote-tracking refs of {:?} were not updated: {e}",
+            remote.name
+        );
     }
 }
 

@@ -87,6 +87,15 @@ pub enum InputError {
         /// Why.
         reason: String,
     },
+    /// A configured remote that cannot be used (no URL, a configuration
+    /// that does not parse, a URL no configured remote has).
+    #[error("remote {name:?}: {reason}")]
+    Remote {
+        /// The remote's name, or the URL given.
+        name: String,
+        /// Why.
+        reason: String,
+    },
     /// The same destination twice, or no update at all.
     #[error("invalid push: {0}")]
     Push(String),

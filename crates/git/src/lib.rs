@@ -32,7 +32,8 @@
 //! [`CallOptions`], the values they return ([`RemoteRef`], [`FetchedRef`],
 //! [`PushReport`] and its parts), [`InputError`], [`GitError`] and
 //! [`Phase`], the parsers of the CLI's textual forms ([`PushSpec`],
-//! [`parse_lease`], …), [`Remote`], [`redact`] and
+//! [`parse_lease`], …), [`Remote`], [`NamedRemote`] (a remote by name,
+//! [`GitClient::fetch_remote`]), [`check_trusted`], [`redact`] and
 //! [`remove_temporary_files`]. The public [`push`] module also exposes its
 //! pure parsers (`push::report`, `push::spec`) and `push::pack`'s
 //! statistics, for fuzzing and property tests; everything else is private.
@@ -66,9 +67,18 @@
 //!   `local-error`, never classed from the wire.
 //! * `watchdog` — the attempt's hard deadline.
 //! * `remote` — URL parsing; `remote_ref` — a ref as a remote advertised it.
+//! * `named_remote` — a configured remote read by name as git reads it
+//!   ([`NamedRemote`]: `url`, `pushurl`, `fetch` lines, `tagOpt`, the
+//!   `insteadOf` rewrites), the remote a URL stands for, fetching it by
+//!   name ([`GitClient::fetch_remote`]) and its remote-tracking refs after
+//!   a push that landed ([`NamedRemote::update_tracking_refs`]).
 //! * `pktline` — pkt-line lengths and payloads; `refspec` — a name mapped
 //!   through a refspec; `progress` — progress values and gix's sink;
-//!   `view` — a fresh view of the caller's repository per attempt.
+//!   `view` — a fresh view of the caller's repository per attempt, and the
+//!   ownership check every view passes first ([`check_trusted`]: git's
+//!   `safe.directory`).
+//! * `fetch::fetch_head` — `FETCH_HEAD`, written by every fetch as git
+//!   writes it ([`ForMerge`]).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -80,6 +90,7 @@ mod fetch;
 mod http;
 mod local;
 mod ls_refs;
+mod named_remote;
 mod pktline;
 mod progress;
 pub mod push;
@@ -93,7 +104,8 @@ mod wire;
 pub use client::{CallOptions, GitClient, InputError};
 pub use error::{GitError, Phase};
 pub use fetch::indexer::remove_temporary_files;
-pub use fetch::{FetchOptions, FetchStatus, FetchedRef, TagMode};
+pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
+pub use named_remote::{is_remote_name, NamedRemote};
 pub use progress::{Progress, ProgressCallback};
 pub use push::{
     check_ref_name, check_short_name, expand_destination, parse_lease, parse_lease_spec, parse_oid,
@@ -104,3 +116,4 @@ pub use remote::{BadUrl, Remote, TransportKind};
 pub use remote_ref::RemoteRef;
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::text::redact;
+pub use view::{check_trusted, Untrusted};

@@ -330,8 +330,11 @@ fn each_kind_of_bad_input_exits_2_with_empty_stdout_and_names_the_argument() {
         ),
         // clap's own usage errors
         (&["ls-refs", u, "--bogus"], "--bogus"),
-        (&["push", u, "main:refs/heads/main"], "--repo"),
-        (&["fetch", u, "--repo", r], "REFSPEC"),
+        // (--repo is optional: the repository is found from the working
+        // directory; a fetch without refspecs fetches a remote's fetch
+        // lines, or a URL's HEAD, as git does.)
+        (&["push", u, "--repo", r], "SRC:DST"),
+        (&["fetch", "--repo", r], "URL"),
     ];
     for (args, arg) in cases {
         assert_bad(args, arg);

@@ -28,3 +28,4 @@ mod remote_text;
 mod secrets;
 mod signals;
 mod ssh_command;
+mod user_side;

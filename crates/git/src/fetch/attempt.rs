@@ -15,7 +15,7 @@ use sluice_policy::text::error_chain;
 use sluice_policy::{AttemptError, Effect, Outcome, Rejection};
 
 use super::indexer::EntryGuard;
-use super::{FetchOptions, FetchStatus, FetchedRef, Received, TagMode};
+use super::{FetchOptions, FetchStatus, FetchedRef, ForMerge, Received, TagMode};
 use crate::attempt::{shielded, Attempt};
 use crate::client::{no_auth, CallOptions, GitClient, InputError};
 use crate::connect::{ssh_config, Meta, Session};
@@ -33,7 +33,23 @@ struct FetchJob<'a> {
     prefix_filter: bool,
     repo: &'a gix::Repository,
     fetch: &'a FetchOptions,
+    /// Which refs `FETCH_HEAD` marks for merge.
+    for_merge: &'a ForMerge,
+    /// The first refspec as given (`FETCH_HEAD`'s configured rule).
+    first_given: Option<gix::refspec::RefSpec>,
+    /// A named remote's `fetch` lines, when the caller gave refspecs of
+    /// its own: the remote-tracking refs they map are updated too.
+    tracking: Vec<gix::refspec::RefSpec>,
     opts: &'a CallOptions,
+}
+
+/// What a fetch of a configured remote by name adds to a fetch of its URL.
+pub(crate) struct Named<'a> {
+    /// Which refs `FETCH_HEAD` marks for merge.
+    pub for_merge: &'a ForMerge,
+    /// The remote's `fetch` lines when the caller gave refspecs of its
+    /// own (git's opportunistic remote-tracking updates); else empty.
+    pub tracking: &'a [String],
 }
 
 /// Advertised: the session, gix's handshake and the ref map (what each
@@ -64,6 +80,13 @@ impl GitClient {
     /// `--no-tags` ([`crate::FetchOptions`]). Pruned refs are reported
     /// before the fetched ones, as git prints them, status [`crate::FetchStatus::Pruned`], with
     /// `oid` and `old` the value the deleted ref had.
+    ///
+    /// No refspec fetches the remote's `HEAD` (as `git fetch <URL>`). As
+    /// git does, tags are followed only when some refspec names a local
+    /// ref, a followed tag never replaces a local tag of that name, and
+    /// every fetch writes `FETCH_HEAD` (every ref the refspecs fetched for
+    /// merge, followed tags not: [`ForMerge::Given`]). A configured
+    /// remote is fetched by name with [`GitClient::fetch_remote`].
     pub fn fetch_with(
         &self,
         url: &str,
@@ -72,15 +95,29 @@ impl GitClient {
         fetch: &FetchOptions,
         opts: &CallOptions,
     ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
-        let remote = Remote::parse(url)?;
-        if refspecs.is_empty() {
-            return Err(InputError::Refspec {
-                spec: String::new(),
-                reason: "at least one refspec is needed".into(),
-            });
-        }
-        for spec in refspecs {
-            gix::refspec::parse(
+        let named = Named {
+            for_merge: &ForMerge::Given,
+            tracking: &[],
+        };
+        self.fetch_named(url, refspecs, repo, fetch, &named, opts)
+    }
+
+    /// [`GitClient::fetch_with`], `FETCH_HEAD` marking for merge what
+    /// `named.for_merge` says, and the remote-tracking refs of
+    /// `named.tracking` updated too.
+    pub(crate) fn fetch_named(
+        &self,
+        url: &str,
+        refspecs: &[String],
+        repo: &gix::Repository,
+        fetch: &FetchOptions,
+        named: &Named<'_>,
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
+        let for_merge = named.for_merge;
+        let mut tracking = Vec::with_capacity(named.tracking.len());
+        for spec in named.tracking {
+            let parsed = gix::refspec::parse(
                 spec.as_bytes().as_bstr(),
                 gix::refspec::parse::Operation::Fetch,
             )
@@ -88,7 +125,37 @@ impl GitClient {
                 spec: spec.clone(),
                 reason: e.to_string(),
             })?;
+            tracking.push(parsed.to_owned());
         }
+        let remote = Remote::parse(url)?;
+        let head = ["HEAD".to_string()];
+        let refspecs = if refspecs.is_empty() {
+            &head[..]
+        } else {
+            refspecs
+        };
+        let mut parsed = Vec::with_capacity(refspecs.len());
+        for spec in refspecs {
+            gix::refspec::parse(
+                spec.as_bytes().as_bstr(),
+                gix::refspec::parse::Operation::Fetch,
+            )
+            .map(|p| parsed.push(p.to_owned()))
+            .map_err(|e| InputError::Refspec {
+                spec: spec.clone(),
+                reason: e.to_string(),
+            })?;
+        }
+        // git follows tags only when a refspec names a local ref
+        // (`git fetch <URL> main` follows none).
+        let mut fetch = *fetch;
+        let stores = parsed
+            .iter()
+            .any(|p| p.to_ref().destination().is_some_and(|d| !d.is_empty()));
+        if fetch.tags == TagMode::Follow && !stores {
+            fetch.tags = TagMode::None;
+        }
+        let fetch = &fetch;
         // gix's prefix derivation turns `refs/*` into the literal prefix
         // `refs/*`, which a server matches literally (0 refs): filter locally
         // for such catch-all specs.
@@ -103,6 +170,9 @@ impl GitClient {
             prefix_filter,
             repo,
             fetch,
+            for_merge,
+            first_given: parsed.first().cloned(),
+            tracking,
             opts,
         };
         let op = self
@@ -153,12 +223,26 @@ impl GitClient {
         // server sent the tag object with `include-tag`. A tag on history
         // nothing fetched is not written (its object is not here).
         if job.fetch.tags == TagMode::Follow {
-            adv.ref_map.mappings.retain(|m| {
-                !matches!(m.spec_index, SpecIndex::Implicit(_))
-                    || m.remote.as_id().is_some_and(|id| repo.has_object(id))
-            });
+            super::refs::keep_followed(&mut adv.ref_map, repo);
         }
+        let fetch_head = super::fetch_head::render(
+            &adv.ref_map,
+            &adv.specs,
+            job.first_given.as_ref(),
+            job.for_merge,
+            &job.remote.display,
+        );
+        super::refs::add_tracking(&mut adv.ref_map, &job.tracking);
         let refs = write_refs(job.fetch, repo, &adv)?;
+        super::fetch_head::write(repo, &fetch_head).map_err(|e| {
+            crate::local::local(
+                Phase::PackReceived,
+                format_args!(
+                    "cannot write FETCH_HEAD in {}: {e}",
+                    repo.git_dir().display()
+                ),
+            )
+        })?;
         if let Some(keep) = &received.keep {
             match std::fs::remove_file(keep) {
                 // Another fetch that received the same pack into this

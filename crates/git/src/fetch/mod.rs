@@ -7,6 +7,8 @@
 
 pub(crate) mod apply;
 mod attempt;
+pub(crate) use attempt::Named;
+pub(crate) mod fetch_head;
 pub(crate) mod indexer;
 pub(crate) mod refs;
 mod tips;
@@ -17,6 +19,7 @@ use std::sync::atomic::AtomicBool;
 
 use gix::protocol::fetch::{negotiate, Arguments, RefMap};
 
+pub use fetch_head::ForMerge;
 pub(crate) use refs::prune as prune_refs;
 pub(crate) use refs::update as update_refs;
 pub use refs::FetchStatus;

@@ -65,6 +65,83 @@ pub(crate) struct RefOutcome {
     pub reason: Option<String>,
 }
 
+/// git's tag following (`git fetch` without `--tags` or `--no-tags`):
+/// a tag the fetch did not ask for comes along only when the local
+/// repository has no ref of that name and the tag's object is here once
+/// the pack is stored (the history fetched reached it, or the server sent
+/// it with `include-tag`). A followed tag therefore never clobbers an
+/// existing tag, whatever the server moved it to, and never fails the
+/// fetch; a tag an explicit refspec (or `--tags`) names keeps git's rules
+/// ([`update`]).
+pub(crate) fn keep_followed(map: &mut RefMap, repo: &gix::Repository) {
+    map.mappings.retain(|m| {
+        if !matches!(
+            m.spec_index,
+            gix::protocol::fetch::refmap::SpecIndex::Implicit(_)
+        ) {
+            return true;
+        }
+        let here = m.remote.as_id().is_some_and(|id| repo.has_object(id));
+        let exists = m.local.as_ref().is_some_and(|l| {
+            repo.try_find_reference(l.as_bstr())
+                .ok()
+                .flatten()
+                .is_some()
+        });
+        here && !exists
+    });
+}
+
+/// git's opportunistic remote-tracking updates (`git fetch origin main`
+/// also moves `origin/main`): for every ref the caller's refspecs fetched,
+/// the remote-tracking ref the named remote's `fetch` lines (`tracking`)
+/// map it to, as one more mapping under that line (so its `+` decides
+/// force). A local ref already mapped is not mapped twice. The lines join
+/// the map's implicit refspecs; call after [`keep_followed`].
+pub(crate) fn add_tracking(map: &mut RefMap, tracking: &[gix::refspec::RefSpec]) {
+    use gix::protocol::fetch::refmap::{Mapping, SpecIndex};
+    let mut added = Vec::new();
+    for (k, spec) in tracking.iter().enumerate() {
+        let gix::refspec::Instruction::Fetch(gix::refspec::instruction::Fetch::AndUpdate {
+            src,
+            dst,
+            ..
+        }) = spec.to_ref().instruction()
+        else {
+            continue;
+        };
+        for m in &map.mappings {
+            if !matches!(m.spec_index, SpecIndex::ExplicitInRemote(_)) {
+                continue;
+            }
+            let gix::protocol::fetch::refmap::Source::Ref(r) = &m.remote else {
+                continue;
+            };
+            let Some(local) = crate::refspec::map_through(
+                src.as_bytes(),
+                dst.as_bytes(),
+                r.unpack().0.as_bytes(),
+            ) else {
+                continue;
+            };
+            let taken =
+                |l: &Option<BString>| l.as_ref().is_some_and(|l| l.as_slice() == local.as_slice());
+            if map.mappings.iter().any(|m| taken(&m.local))
+                || added.iter().any(|m: &Mapping| taken(&m.local))
+            {
+                continue;
+            }
+            added.push(Mapping {
+                remote: m.remote.clone(),
+                local: Some(BString::from(local)),
+                spec_index: SpecIndex::Implicit(map.extra_refspecs.len() + k),
+            });
+        }
+    }
+    map.extra_refspecs.extend(tracking.iter().cloned());
+    map.mappings.extend(added);
+}
+
 /// The branch a non-bare repository has checked out (`None` when bare, or
 /// HEAD is detached).
 fn checked_out(repo: &gix::Repository) -> Option<gix::refs::FullName> {

@@ -4,10 +4,10 @@
 //! Pure parsers (fuzzed); names and revisions are resolved later against a
 //! repository ([`expand_destination`], [`LeaseSpec::resolve`]).
 
-use gix::bstr::ByteSlice;
 use gix::ObjectId;
 
 use crate::client::InputError;
+use crate::named_remote::NamedRemote;
 
 /// `[+]<SRC>:<DST>` before its source is resolved.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -46,12 +46,17 @@ pub fn check_short_name(name: &str) -> Result<(), InputError> {
 /// no source (a deletion) or with a source that is no branch or tag (an
 /// object id, `HEAD~1`) cannot be told apart here, and is refused: give
 /// the full name. (git would also look at the remote's refs for a ref of
-/// that name; this expansion is decided locally, before any call.)
+/// that name; this expansion is decided locally, before any call.) A
+/// source naming more than one local ref is refused first
+/// ([`check_unambiguous_source`]).
 pub fn expand_destination(
     dst: &str,
     src: Option<&str>,
     repo: &gix::Repository,
 ) -> Result<String, InputError> {
+    if let Some(src) = src {
+        check_unambiguous_source(src, repo)?;
+    }
     if dst.starts_with("refs/") {
         check_ref_name(dst)?;
         return Ok(dst.to_string());
@@ -98,6 +103,54 @@ pub fn expand_destination(
             "the source {src:?} ({full}) is not a branch or a tag, so the kind of {dst:?} is unknown"
         )))
     }
+}
+
+/// Refuse a push source that names more than one local ref, as git's
+/// `count_refspec_match` does ("src refspec amb matches more than one"):
+/// `src` is looked up by git's rules (`<src>`, `refs/<src>`,
+/// `refs/tags/<src>`, `refs/heads/<src>`, `refs/remotes/<src>`,
+/// `refs/remotes/<src>/HEAD`); two matches under `refs/heads/` or
+/// `refs/tags/` (or spelled from `refs/`), or only weak matches elsewhere
+/// and more than one, are ambiguous. One strong match with any weak ones
+/// is not. A source matching no ref (an object id, `HEAD~1`) is not
+/// checked here.
+pub fn check_unambiguous_source(src: &str, repo: &gix::Repository) -> Result<(), InputError> {
+    let rules = [
+        src.to_string(),
+        format!("refs/{src}"),
+        format!("refs/tags/{src}"),
+        format!("refs/heads/{src}"),
+        format!("refs/remotes/{src}"),
+        format!("refs/remotes/{src}/HEAD"),
+    ];
+    let (mut strong, mut weak) = (Vec::new(), Vec::new());
+    for full in rules.iter().filter(|f| f.starts_with("refs/")) {
+        if gix::validate::reference::name(full.as_bytes().into()).is_err() {
+            continue;
+        }
+        let found = repo
+            .try_find_reference(full.as_str())
+            .ok()
+            .flatten()
+            .is_some_and(|r| r.name().as_bstr() == full.as_bytes());
+        if !found || strong.contains(full) || weak.contains(full) {
+            continue;
+        }
+        let spelled_out = full.len() == src.len() || full.len() == src.len() + 5;
+        if spelled_out || full.starts_with("refs/heads/") || full.starts_with("refs/tags/") {
+            strong.push(full.clone());
+        } else {
+            weak.push(full.clone());
+        }
+    }
+    let matched = if strong.is_empty() { weak } else { strong };
+    if matched.len() > 1 {
+        return Err(InputError::Push(format!(
+            "src refspec {src} matches more than one: {}; name the one meant in full",
+            matched.join(" and ")
+        )));
+    }
+    Ok(())
 }
 
 /// Check a full ref name (`refs/...`, valid per git's rules).
@@ -225,15 +278,17 @@ pub fn parse_lease_spec(text: &str) -> Result<(String, LeaseSpec), InputError> {
 }
 
 impl LeaseSpec {
-    /// The lease on the full destination `dst` of a push to `url`:
-    /// an abbreviated id is resolved in `repo` (ambiguous or unknown: an
-    /// error); `Tracking` reads the remote-tracking ref of `dst` of the
-    /// remote configured in `repo` with this URL (none: an error; no
-    /// tracking ref: the ref is expected absent, as git does).
+    /// The lease on the full destination `dst` of a push to `remote` (a
+    /// configured remote's name, or a URL): an abbreviated id is resolved
+    /// in `repo` (ambiguous or unknown: an error); `Tracking` reads the
+    /// remote-tracking ref of `dst` of the remote named, or of the remote
+    /// configured with a URL naming the same repository as git normalises
+    /// it (none: an error; no tracking ref: the ref is expected absent, as
+    /// git does).
     pub fn resolve(
         &self,
         dst: &str,
-        url: &str,
+        remote: &str,
         repo: &gix::Repository,
     ) -> Result<Lease, InputError> {
         match self {
@@ -261,64 +316,45 @@ impl LeaseSpec {
                     }),
                 }
             }
-            LeaseSpec::Tracking => tracking_value(dst, url, repo),
+            LeaseSpec::Tracking => tracking_value(dst, remote, repo),
         }
     }
 }
 
 /// What the remote-tracking ref of `dst` holds, for the remote of `repo`
-/// whose URL is `url`.
-fn tracking_value(dst: &str, url: &str, repo: &gix::Repository) -> Result<Lease, InputError> {
+/// named `remote`, or else the one whose URL names the same repository as
+/// `remote` (compared as git normalises URLs: [`NamedRemote::for_url`]).
+fn tracking_value(dst: &str, remote: &str, repo: &gix::Repository) -> Result<Lease, InputError> {
     let refuse = |reason: String| InputError::RefName {
         name: dst.to_string(),
         reason,
     };
-    let wanted = sluice_policy::text::redact(url);
-    let remote = repo
-        .remote_names()
-        .into_iter()
-        .filter_map(|name| repo.find_remote(name.as_bstr()).ok())
-        .find(|r| {
-            [gix::remote::Direction::Fetch, gix::remote::Direction::Push]
-                .into_iter()
-                .filter_map(|d| r.url(d))
-                .any(|u| {
-                    let u = u.to_bstring().to_string();
-                    u == url || sluice_policy::text::redact(&u) == wanted
-                })
-        })
-        .ok_or_else(|| {
-            refuse(format!(
-                "a lease without a value needs a remote configured with the URL {wanted} \
-                 (its remote-tracking ref is the expected value); give <DST>=<OID> instead"
-            ))
-        })?;
-    for spec in remote.refspecs(gix::remote::Direction::Fetch) {
-        let gix::refspec::Instruction::Fetch(gix::refspec::instruction::Fetch::AndUpdate {
-            src,
-            dst: local,
-            ..
-        }) = spec.to_ref().instruction()
-        else {
-            continue;
-        };
-        let tracking =
-            crate::refspec::map_through(src.as_bytes(), local.as_bytes(), dst.as_bytes())
-                .and_then(|t| String::from_utf8(t).ok());
-        if let Some(tracking) = tracking {
-            return match repo.try_find_reference(tracking.as_str()) {
-                Ok(Some(mut r)) => r
-                    .peel_to_id()
-                    .map(|id| Lease::Oid(id.detach()))
-                    .map_err(|e| refuse(format!("cannot read {tracking}: {e}"))),
-                Ok(None) => Ok(Lease::Absent),
-                Err(e) => Err(refuse(format!("cannot read {tracking}: {e}"))),
-            };
-        }
+    let shown = sluice_policy::text::redact(remote);
+    let found = match NamedRemote::find(repo, remote)? {
+        Some(r) => r,
+        None => NamedRemote::for_url(repo, remote).ok_or_else(|| InputError::Remote {
+            name: shown.clone(),
+            reason: format!(
+                "a lease without a value ({dst}) reads the remote-tracking ref of the remote \
+                 pushed to, and no remote is configured with this URL: name the remote, or \
+                 give {dst}=<OID>"
+            ),
+        })?,
+    };
+    let tracking = found.tracking_ref(dst).ok_or_else(|| {
+        refuse(format!(
+            "no fetch refspec of remote {:?} maps {dst} to a remote-tracking ref; give {dst}=<OID>",
+            found.name
+        ))
+    })?;
+    match repo.try_find_reference(tracking.as_str()) {
+        Ok(Some(mut r)) => r
+            .peel_to_id()
+            .map(|id| Lease::Oid(id.detach()))
+            .map_err(|e| refuse(format!("cannot read {tracking}: {e}"))),
+        Ok(None) => Ok(Lease::Absent),
+        Err(e) => Err(refuse(format!("cannot read {tracking}: {e}"))),
     }
-    Err(refuse(format!(
-        "no fetch refspec of the remote with the URL {wanted} maps {dst} to a remote-tracking ref"
-    )))
 }
 
 /// Parse a full 40-hex object id.

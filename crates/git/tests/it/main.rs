@@ -18,4 +18,5 @@ mod push;
 mod read;
 mod resends;
 mod transfers;
+mod user_side;
 mod verdicts;
