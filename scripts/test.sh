@@ -50,4 +50,13 @@ fi
 
 # One build from a fresh clone gains nothing from incremental state (GBs).
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+
+# sluice-ledger's features: each store alone, and neither, still build
+# (the tests below build the default, both). A few seconds each once the
+# dependencies are checked, which the first of them pays.
+for features in "--features sqlite" "--features postgres" ""; do
+  # shellcheck disable=SC2086 # the feature flags are words on purpose
+  cargo check --quiet -p sluice-ledger --no-default-features $features
+done
+
 exec cargo test --workspace "$@"

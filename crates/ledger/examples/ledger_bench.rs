@@ -237,7 +237,8 @@ fn main() {
     for &n in sizes.iter().filter(|_| wanted("MemoryLedger")) {
         let ledger = MemoryLedger::new();
         for i in 0..n {
-            ledger.claim(&req(&id(1 << 40 | i))).expect("claim");
+            let filled = ledger.claim(&req(&id(1 << 40 | i))).expect("claim");
+            assert_eq!(filled, sluice_policy::Claim::Claimed, "ids are fresh");
         }
         let m = measure(100_000, |i| claim_finish(&ledger, &id(i), &run));
         row("MemoryLedger", n, 100_000, m, None);

@@ -49,6 +49,15 @@ pub struct LedgerEntry {
     pub refs: Option<Vec<String>>,
 }
 
+/// Whether `spec` names a PostgreSQL database (`postgres://` or
+/// `postgresql://`) rather than a file. (Known whatever the features: a
+/// build without `postgres` refuses such a spec rather than taking it for
+/// a file name.)
+pub fn is_postgres_url(spec: &str) -> bool {
+    let lower = spec.get(..13).unwrap_or(spec).to_ascii_lowercase();
+    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
+}
+
 /// What an operation is, as a store writes it beside its id: kind, remote
 /// and the refs as JSON text (an array of strings).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
@@ -90,6 +99,7 @@ fn rfc3339_opt<S: Serializer>(t: &Option<SystemTime>, s: S) -> Result<S::Ok, S::
 
 /// A failure of the ledger at `path` (a file), its cause kept as the
 /// source: an [`io::Error`] as it is, anything else wrapped.
+#[cfg_attr(not(feature = "sqlite"), allow(dead_code))]
 pub(crate) fn error(
     path: &Path,
     e: impl Into<Box<dyn std::error::Error + Send + Sync>>,

@@ -3,6 +3,16 @@
 //! replicas behind `--ledger postgres://…` together with their retry budget
 //! ([`PostgresBudgets`]). [`Store`] opens either from what `--ledger` names.
 //!
+//! # Features
+//!
+//! `sqlite` ([`SqliteLedger`]) and `postgres` ([`PostgresLedger`],
+//! [`PostgresBudgets`]), both on by default. A program that needs one store
+//! turns the other off (`default-features = false, features =
+//! ["sqlite"]`): `sqlite` alone builds no PostgreSQL client, tokio or
+//! rustls; `postgres` alone no SQLite. [`Store`] then refuses what names
+//! the missing store, with an error of kind
+//! [`Unsupported`](std::io::ErrorKind::Unsupported) naming the feature.
+//!
 //! The policy crate keeps the [`Ledger`] trait and the
 //! in-memory store; this crate keeps the stores that outlive a process. A
 //! store claims an operation id atomically when the operation starts and
@@ -93,30 +103,44 @@
 
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
+// With neither store, what the stores share is left unused.
+#![cfg_attr(not(any(feature = "sqlite", feature = "postgres")), allow(dead_code))]
 
 mod entry;
+#[cfg(feature = "sqlite")]
 mod import;
+#[cfg(feature = "postgres")]
 mod postgres;
+#[cfg(feature = "sqlite")]
 mod sqlite;
+#[cfg(feature = "sqlite")]
 mod sqlite_schema;
 
-pub use entry::{LedgerEntry, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL};
+pub use entry::{is_postgres_url, LedgerEntry, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL};
+#[cfg(feature = "postgres")]
 pub use postgres::{
-    is_postgres_url, PostgresBudgets, PostgresLedger, BUDGET_WAIT, DEFAULT_CALL_TIMEOUT,
-    DEFAULT_CONNECT_TIMEOUT, MAX_CONNECTIONS, PG_SCHEMA_VERSION,
+    PostgresBudgets, PostgresLedger, BUDGET_WAIT, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
+    MAX_CONNECTIONS, PG_SCHEMA_VERSION,
 };
+#[cfg(feature = "sqlite")]
 pub use sqlite::{
     SqliteLedger, SqliteOptions, SyncMode, CHECKPOINT_EVERY, DEFAULT_BUSY_TIMEOUT,
     SQLITE_PRUNE_SLICE,
 };
 
+use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use sluice_policy::{BudgetStore, Claim, ClaimRequest, FinishRequest, Ledger, LedgerError};
 
+/// The bound [`Store::open`] gives opening a database: PostgreSQL's
+/// default call timeout (5 s; SQLite is bounded by its busy timeout).
+const OPEN_BOUND: Duration = Duration::from_secs(5);
+
 /// A ledger named by what the CLI's `--ledger` takes: a PostgreSQL URL
-/// (`postgres://…`, see [`is_postgres_url`]) or a file (SQLite).
+/// (`postgres://…`, see [`is_postgres_url`]) or a file (SQLite). Each
+/// variant is there when its feature is (see the crate's features).
 #[derive(Debug)]
 #[allow(
     clippy::large_enum_variant,
@@ -124,80 +148,131 @@ use sluice_policy::{BudgetStore, Claim, ClaimRequest, FinishRequest, Ledger, Led
 )]
 pub enum Store {
     /// `--ledger FILE`.
+    #[cfg(feature = "sqlite")]
     Sqlite(SqliteLedger),
     /// `--ledger postgres://…`.
+    #[cfg(feature = "postgres")]
     Postgres(PostgresLedger),
+}
+
+/// The error for a store this build left out: kind `Unsupported`, naming
+/// the feature that would have it.
+#[allow(dead_code, reason = "unused when both stores are built")]
+fn left_out(spec: &Path, feature: &str) -> LedgerError {
+    LedgerError {
+        path: sluice_policy::text::redact(&spec.display().to_string()),
+        source: std::io::Error::new(
+            std::io::ErrorKind::Unsupported,
+            format!("this build of sluice-ledger has no {feature} store (its `{feature}` feature is off)"),
+        ),
+    }
 }
 
 impl Store {
     /// Open the store `spec` names, with the default options.
-    pub fn open(spec: &std::path::Path) -> Result<Store, LedgerError> {
-        Self::open_within(spec, DEFAULT_CALL_TIMEOUT)
+    pub fn open(spec: &Path) -> Result<Store, LedgerError> {
+        Self::open_within(spec, OPEN_BOUND)
     }
 
     /// [`Store::open`] within `left`: a PostgreSQL database that cannot be
     /// reached, logged into and read in that time is an error (SQLite
     /// opens a local file and is not bounded but by its busy timeout).
-    pub fn open_within(spec: &std::path::Path, left: Duration) -> Result<Store, LedgerError> {
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
+    pub fn open_within(spec: &Path, left: Duration) -> Result<Store, LedgerError> {
         match spec.to_str().filter(|s| is_postgres_url(s)) {
+            #[cfg(feature = "postgres")]
             Some(url) => {
                 PostgresLedger::open_within(url, DEFAULT_RETENTION, left).map(Store::Postgres)
             }
+            #[cfg(not(feature = "postgres"))]
+            Some(_) => Err(left_out(spec, "postgres")),
+            #[cfg(feature = "sqlite")]
             None => SqliteLedger::open(spec).map(Store::Sqlite),
+            #[cfg(not(feature = "sqlite"))]
+            None => Err(left_out(spec, "sqlite")),
         }
     }
 
     /// Open the store `spec` names to read it ([`show`](Self::show),
     /// [`list`](Self::list)) within `left`, never creating, importing,
-    /// migrating or writing it ([`SqliteLedger::open_read_only`],
-    /// [`PostgresLedger::open_read_within`]): a ledger that is not there is
+    /// migrating or writing it (`SqliteLedger::open_read_only`,
+    /// `PostgresLedger::open_read_within`): a ledger that is not there is
     /// an error of kind [`NotFound`](std::io::ErrorKind::NotFound) naming
     /// it.
-    pub fn open_read(spec: &std::path::Path, left: Duration) -> Result<Store, LedgerError> {
+    #[cfg_attr(not(feature = "postgres"), allow(unused_variables))]
+    pub fn open_read(spec: &Path, left: Duration) -> Result<Store, LedgerError> {
         match spec.to_str().filter(|s| is_postgres_url(s)) {
+            #[cfg(feature = "postgres")]
             Some(url) => PostgresLedger::open_read_within(url, left).map(Store::Postgres),
+            #[cfg(not(feature = "postgres"))]
+            Some(_) => Err(left_out(spec, "postgres")),
+            #[cfg(feature = "sqlite")]
             None => SqliteLedger::open_read_only(spec).map(Store::Sqlite),
+            #[cfg(not(feature = "sqlite"))]
+            None => Err(left_out(spec, "sqlite")),
         }
     }
 
     /// The retry budget to share with the other users of this store: the
     /// database's for PostgreSQL, none (the policy's own) for SQLite.
     pub fn budget_store(&self) -> Option<Arc<dyn BudgetStore>> {
-        match self {
+        match *self {
+            #[cfg(feature = "sqlite")]
             Store::Sqlite(_) => None,
-            Store::Postgres(p) => Some(p.budget_store()),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(ref p) => Some(p.budget_store()),
         }
     }
 
     /// The row of `id`, if it is kept.
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres")),
+        allow(unused_variables)
+    )]
     pub fn show(&self, id: &str) -> Result<Option<LedgerEntry>, LedgerError> {
-        match self {
-            Store::Sqlite(s) => s.show(id),
-            Store::Postgres(p) => p.show(id),
+        match *self {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(ref s) => s.show(id),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(ref p) => p.show(id),
         }
     }
 
     /// The rows claimed at or after `since`, oldest first (ties by id).
+    #[cfg_attr(
+        not(any(feature = "sqlite", feature = "postgres")),
+        allow(unused_variables)
+    )]
     pub fn list(&self, since: SystemTime) -> Result<Vec<LedgerEntry>, LedgerError> {
-        match self {
-            Store::Sqlite(s) => s.list(since),
-            Store::Postgres(p) => p.list(since),
+        match *self {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(ref s) => s.list(since),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(ref p) => p.list(since),
         }
     }
 }
 
+#[cfg_attr(
+    not(any(feature = "sqlite", feature = "postgres")),
+    allow(unused_variables)
+)]
 impl Ledger for Store {
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
-        match self {
-            Store::Sqlite(s) => s.claim(req),
-            Store::Postgres(p) => p.claim(req),
+        match *self {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(ref s) => s.claim(req),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(ref p) => p.claim(req),
         }
     }
 
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
-        match self {
-            Store::Sqlite(s) => s.finish(req),
-            Store::Postgres(p) => p.finish(req),
+        match *self {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(ref s) => s.finish(req),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(ref p) => p.finish(req),
         }
     }
 }

@@ -314,8 +314,8 @@ fn show_and_list_read_the_rows_back_and_serialize_times_as_rfc3339() {
     let ledger = SqliteLedger::open(dir.path().join("l.db")).expect("opens");
     let before = SystemTime::now() - Duration::from_secs(1);
     assert_eq!(ledger.show("a").expect("show"), None);
-    ledger.claim(&req("a")).expect("claim");
-    ledger.claim(&req("b")).expect("claim");
+    assert_eq!(ledger.claim(&req("a")).expect("claim"), Claim::Claimed);
+    assert_eq!(ledger.claim(&req("b")).expect("claim"), Claim::Claimed);
     ledger.finish(&done("b", &a_run())).expect("finish");
     let a = ledger.show("a").expect("show").expect("kept");
     assert!(a.claimed_at >= before && a.finished_at.is_none() && a.run.is_none());
@@ -340,7 +340,10 @@ fn prune_deletes_only_the_rows_claimed_before_the_window() {
         .open(dir.path().join("l.db"))
         .expect("opens");
     for i in 0..1234 {
-        ledger.claim(&req(&format!("id-{i}"))).expect("claim");
+        assert_eq!(
+            ledger.claim(&req(&format!("id-{i}"))).expect("claim"),
+            Claim::Claimed
+        );
     }
     let now = SystemTime::now();
     assert_eq!(
@@ -481,7 +484,10 @@ fn four_processes_opening_one_json_ledger_import_it_once() {
     let run = a_run();
     let json = FileLedger::new(&path);
     for i in 0..100 {
-        json.claim(&req(&format!("json-{i}"))).expect("claim");
+        assert_eq!(
+            json.claim(&req(&format!("json-{i}"))).expect("claim"),
+            Claim::Claimed
+        );
         json.finish(&done(&format!("json-{i}"), &run))
             .expect("finish");
     }
@@ -649,9 +655,10 @@ fn a_schema_2_ledger_is_read_as_it_is_and_migrated_when_opened_for_writing() {
         Claim::Taken(Some(run))
     );
     let refs = vec!["refs/heads/".to_string()];
-    writer
+    let claim = writer
         .claim(&req("new").operation("ls-refs", "git://h/r.git").refs(&refs))
         .expect("claim");
+    assert_eq!(claim, Claim::Claimed);
     let new = writer.show("new").expect("show").expect("kept");
     assert_eq!(new.kind.as_deref(), Some("ls-refs"));
     assert_eq!(new.refs, Some(refs));

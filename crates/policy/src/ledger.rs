@@ -140,6 +140,7 @@ impl<'a> FinishRequest<'a> {
 
 /// The answer to a claim.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[must_use = "a taken id must not run: a Claim says whether the operation may start"]
 pub enum Claim {
     /// The id was free and is now ours.
     Claimed,
@@ -170,10 +171,14 @@ pub trait Ledger: Send + Sync {
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError>;
     /// Record how the operation with `req.id` ended, within `req.left`.
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError>;
-    /// Whether ids the policy generates are claimed and recorded here too
-    /// (default: yes). A generated id is unique by construction, so it needs
-    /// no claim; a ledger that outlives the process keeps them so that one
-    /// copied from an outcome and asked again is found with its earlier run.
+    /// Whether the outcomes of writes under ids the policy generates are
+    /// recorded here too (default: yes). A generated id is unique by
+    /// construction, so it needs no claim; a ledger that outlives the
+    /// process keeps a write's so that one copied from an outcome and asked
+    /// again is found with its earlier run. A read under a generated id is
+    /// never written to any ledger: one id names one logical operation, and
+    /// nobody can need the record of a read under an id nobody was given
+    /// beforehand (copied back, such an id runs the read again).
     fn keeps_generated_ids(&self) -> bool {
         true
     }

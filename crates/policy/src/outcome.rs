@@ -159,8 +159,18 @@ pub struct SettlingRead {
 }
 
 /// The earlier run of a claimed operation id, carried by a rejection.
+///
+/// One id names one logical operation: a call that re-asks an id under
+/// another kind (a job's fetch id reused for its push) is rejected like any
+/// other, and `kind` says what the earlier run was.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreviousRun {
+    /// What the earlier run was (`ls-refs`, `fetch`, `push`, `merge-pull`,
+    /// …); `None` when the store did not say (a run recorded before the
+    /// ledger kept it, or one still running whose claim a store answers
+    /// without it).
+    #[serde(default)]
+    pub kind: Option<String>,
     /// How it ended, or [`OutcomeKind::Running`] when it has not.
     pub result: OutcomeKind,
     /// Writes: whether the remote may hold the write (always `true` for a
@@ -176,7 +186,11 @@ pub struct PreviousRun {
 /// What the operation was.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct OperationInfo {
-    /// The operation id (generated when the caller gave none).
+    /// The operation id: one id names one logical operation (a job's fetch
+    /// and its push are two operations, two ids), global to the ledger
+    /// whatever the kind of call. Generated when the caller gave none; a
+    /// generated id of a read is not written to a ledger that outlives the
+    /// process (nobody can re-ask an id nobody was given beforehand).
     pub id: String,
     /// `ls-refs`, `fetch`, `push`, `http-get`, ...
     pub kind: String,
@@ -187,14 +201,26 @@ pub struct OperationInfo {
 }
 
 /// How an operation ended, with its evidence.
+///
+/// Dropping one unread loses the evidence a caller acts on (a write that
+/// may have applied, a refusal that stands): it is `#[must_use]`.
+///
+/// What agrees with what: an outcome's `error` is the last attempt's
+/// failure, with the class and phase its last attempt record shows, and
+/// an `answered` outcome's error is class `answered`; a `rejected`
+/// outcome ran nothing, so it has no error and no attempts — `previous`
+/// is its evidence.
 #[derive(Clone, Debug)]
+#[must_use = "an Outcome is the operation's evidence: a write may have applied although it did not succeed"]
 pub struct Outcome<T> {
     /// How it ended.
     pub kind: OutcomeKind,
     /// The value: set on success, and on an answer whose value the layer
     /// kept (a push's per-ref results with a rejected ref).
     pub value: Option<T>,
-    /// The failure that ended it (answered or unknown), if any.
+    /// The failure that ended it (answered, unknown, local), if any: the
+    /// last attempt's, with that attempt record's class and phase. `None`
+    /// on success and with `rejected` (nothing ran: see `previous`).
     pub error: Option<AttemptError>,
     /// What the operation was.
     pub operation: OperationInfo,
@@ -204,6 +230,14 @@ pub struct Outcome<T> {
     pub elapsed_ms: u64,
     /// Writes: whether the remote may hold the write although the outcome
     /// is not success. Reads: `None`.
+    ///
+    /// With `rejected` (this call sent nothing), it speaks of the logical
+    /// operation the id names, as far as the ledger knows, so it never
+    /// contradicts `previous`: the earlier run's `may_have_applied` when
+    /// that run was a write (`true` while it is still running); `false`
+    /// when the earlier run was a read (nothing under this id ever wrote);
+    /// `true` when nothing is known of the earlier run (the policy's own
+    /// generated id passed back to it).
     pub may_have_applied: Option<bool>,
     /// Why it stopped trying, when it did.
     pub stopped: Option<Stopped>,
@@ -222,13 +256,15 @@ pub struct Outcome<T> {
     /// (zeros when none; see [`crate::remote_text`]).
     pub remote_messages_dropped: crate::remote_text::RemoteTextDropped,
     /// Whether the ledger recorded the outcome: `None` when nothing was to
-    /// be recorded (a generated id the ledger does not keep), `Some(false)`
+    /// be recorded (a read under a generated id, or a generated id the
+    /// ledger does not keep; a rejection), `Some(false)`
     /// when every try to write it failed.
     pub recorded: Option<bool>,
 }
 
 impl<T> Outcome<T> {
     /// Whether the operation succeeded.
+    #[must_use]
     pub fn is_success(&self) -> bool {
         self.kind == OutcomeKind::Succeeded
     }
@@ -255,8 +291,10 @@ impl<T> Outcome<T> {
     }
 
     /// The summary a ledger keeps of this run.
+    #[must_use]
     pub fn summary(&self) -> PreviousRun {
         PreviousRun {
+            kind: Some(self.operation.kind.clone()),
             result: self.kind,
             may_have_applied: self.may_have_applied,
             elapsed_ms: self.elapsed_ms,

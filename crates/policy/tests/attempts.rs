@@ -378,7 +378,7 @@ fn a_retry_budget_bounds_the_retries_of_many_operations_against_one_host() {
         .build();
     let rec = Recorder::default();
     for _ in 0..5 {
-        policy.run(read_op(Bounds::default()), |ctx| -> Result<(), _> {
+        let _unknown = policy.run(read_op(Bounds::default()), |ctx| -> Result<(), _> {
             rec.record(ctx);
             Err(AttemptError::unjudged("connect", "connection refused"))
         });

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 use common::*;
 use sluice_policy::secrecy::SecretString;
 use sluice_policy::{
-    fingerprint, AttemptError, AuthSignal, Bounds, Effect, Operation, StaticSource,
+    fingerprint, AttemptError, AuthSignal, Bounds, Effect, Operation, OutcomeKind, StaticSource,
 };
 use tracing_subscriber::fmt::MakeWriter;
 
@@ -72,14 +72,13 @@ fn a_refusal_that_stands_is_logged_once_per_cause_and_host_not_once_per_try() {
             );
             assert_eq!(out.stopped, Some(sluice_policy::Stopped::CredentialRefused));
         }
-        policy.run(
-            op("https://b.example.test/x"),
-            refuse("401 Bad credentials"),
-        );
-        policy.run(
-            op("https://a.example.test/x"),
-            refuse("401 Requires authentication"),
-        );
+        for (url, words) in [
+            ("https://b.example.test/x", "401 Bad credentials"),
+            ("https://a.example.test/x", "401 Requires authentication"),
+        ] {
+            let out = policy.run(op(url), refuse(words));
+            assert_eq!(out.kind, OutcomeKind::Answered);
+        }
         // A refusal that does not stand (a fresh token follows) is not logged as one.
         let counting = Arc::new(CountingSource::new(&clock));
         let out = policy.run(

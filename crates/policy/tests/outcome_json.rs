@@ -155,12 +155,13 @@ fn an_unknown_write_serialises_its_settlement_in_kebab_case() {
 #[test]
 fn a_rejected_outcome_carries_the_earlier_run_in_its_documented_shape() {
     let (policy, _clock) = manual_policy();
-    policy.run(
+    let first = policy.run(
         read_op(Bounds::default()).id("op-r"),
         |_ctx| -> Result<(), _> {
             Err(AttemptError::answered("connect", "ERR no such repository"))
         },
     );
+    assert_eq!(first.kind, OutcomeKind::Answered);
     let out = policy.run(read_op(Bounds::default()).id("op-r"), |_ctx| Ok(()));
     let v = serde_json::to_value(&out).unwrap();
     check_shape(&v);
@@ -168,9 +169,16 @@ fn a_rejected_outcome_carries_the_earlier_run_in_its_documented_shape() {
     assert_eq!(v["attempts"], serde_json::json!([]));
     assert_eq!(
         keys(&v["previous"]),
-        set(&["result", "may_have_applied", "elapsed_ms", "attempts"])
+        set(&[
+            "kind",
+            "result",
+            "may_have_applied",
+            "elapsed_ms",
+            "attempts"
+        ])
     );
     assert_eq!(v["previous"]["result"], "answered");
+    assert_eq!(v["previous"]["kind"], "ls-refs");
     assert_eq!(
         v["previous"]["attempts"][0]["cause"],
         "ERR no such repository"

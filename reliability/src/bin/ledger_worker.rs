@@ -17,6 +17,7 @@ use sluice_policy::{AttemptRecord, Claim, Class, FileLedger, Ledger, OutcomeKind
 
 fn run_of(n: u64) -> PreviousRun {
     PreviousRun {
+        kind: None,
         result: OutcomeKind::Succeeded,
         may_have_applied: None,
         elapsed_ms: n,

@@ -366,7 +366,7 @@ fn each_entry_says_what_ran_kind_remote_and_refs_and_previous_is_unchanged() {
         "{human:?}"
     );
     assert_eq!(fields[5], "succeeded", "{human:?}");
-    // `previous` of a rejection keeps its keys.
+    // `previous` of a rejection keeps its keys, and adds what ran (`kind`).
     let again = sluice(&[
         "ls-refs",
         &url,
@@ -386,9 +386,16 @@ fn each_entry_says_what_ran_kind_remote_and_refs_and_previous_is_unchanged() {
         .collect();
     assert_eq!(
         keys,
-        names(&["result", "may_have_applied", "elapsed_ms", "attempts"]),
+        names(&[
+            "kind",
+            "result",
+            "may_have_applied",
+            "elapsed_ms",
+            "attempts"
+        ]),
         "{previous}"
     );
+    assert_eq!(previous["kind"], "ls-refs", "{previous}");
 }
 
 #[test]

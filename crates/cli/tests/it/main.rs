@@ -11,6 +11,7 @@ mod fetch;
 mod forge;
 mod help_and_progress;
 mod https;
+mod ids_and_evidence;
 mod json;
 mod ledger;
 mod ledger_reads;

@@ -58,6 +58,8 @@ pub use sluice_policy::BUDGET_WAIT;
 /// The bound of `show` and `prune` (a person's question, or housekeeping).
 const READ_TIMEOUT: Duration = Duration::from_secs(30);
 
+pub(crate) use crate::entry::is_postgres_url;
+
 /// The bound of `list` (it may read many rows).
 const LIST_TIMEOUT: Duration = Duration::from_secs(120);
 
@@ -66,13 +68,6 @@ const NOW_MS: &str = "(extract(epoch from clock_timestamp()) * 1000)::bigint";
 
 /// Serializes the schema's creation between replicas starting at once.
 const SCHEMA_LOCK: i64 = 0x736c_6c67_0001;
-
-/// Whether `spec` names a PostgreSQL database (`postgres://` or
-/// `postgresql://`) rather than a file.
-pub fn is_postgres_url(spec: &str) -> bool {
-    let lower = spec.get(..13).unwrap_or(spec).to_ascii_lowercase();
-    lower.starts_with("postgres://") || lower.starts_with("postgresql://")
-}
 
 /// The statements, each sent unnamed with its parameters' types (nothing
 /// prepared on a connection: PgBouncer's transaction pooling may give the

@@ -123,7 +123,9 @@ fn run_and_log(url: &str, seed: u64) {
     let mut out = std::io::stdout().lock();
     for i in shuffled(2000, seed) {
         let id = format!("id-{i}");
-        policy.run(
+        // Whether it ran or was rejected, the log line written before the
+        // call is what the parent counts.
+        let _ran_or_rejected = policy.run(
             Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r").id(&id),
             |ctx| {
                 writeln!(log, "{id}").expect("log");

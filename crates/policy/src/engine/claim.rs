@@ -9,7 +9,7 @@ use crate::outcome::{Outcome, OutcomeKind, PreviousRun, Stopped};
 impl Run<'_> {
     /// Claim the operation's id. `Err` is the whole outcome when the run
     /// must not go on: the id was taken (`rejected`, carrying the earlier
-    /// run when there is one) or the ledger could not claim it
+    /// run when there is one, with no error and no attempt) or the ledger could not claim it
     /// (`local-error`). A generated id needs no claim (it is unique by
     /// construction), unless this policy generated it before.
     pub(super) fn claim<T>(&self) -> Result<(), Box<Outcome<T>>> {
@@ -40,16 +40,24 @@ impl Run<'_> {
                 // process died): a write may have applied.
                 o.previous = previous.or_else(|| {
                     (!known_here).then(|| PreviousRun {
+                        kind: None,
                         result: OutcomeKind::Running,
                         may_have_applied: self.write.then_some(true),
                         elapsed_ms: 0,
                         attempts: Vec::new(),
                     })
                 });
-                o.error = Some(AttemptError::answered(
-                    "connect",
-                    format!("operation id {id:?} was claimed before"),
-                ));
+                // Nothing ran, so nothing is shaped as an attempt's failure:
+                // no error, no attempts; `previous` is the evidence. A
+                // write's `may_have_applied` speaks of the operation the id
+                // names (see the field): the earlier run's when it was a
+                // write, false when it was a read, true when unknown.
+                if self.write {
+                    o.may_have_applied = Some(match &o.previous {
+                        Some(p) => p.may_have_applied.unwrap_or(false),
+                        None => true,
+                    });
+                }
                 Err(Box::new(o))
             }
             Err(e) => {

@@ -15,6 +15,7 @@ use crate::outcome::Verdict;
 /// A value that is the remote's answer rather than success (see
 /// [`Policy::run_write_judged`](crate::Policy::run_write_judged)).
 #[derive(Clone, Debug)]
+#[must_use = "a Rejection makes the outcome answered only when the judge returns it"]
 pub struct Rejection {
     /// The answer, as the outcome's error (class `answered`).
     pub error: AttemptError,
@@ -112,6 +113,7 @@ impl ReconcileCtx<'_> {
 
 /// What a settling read found.
 #[derive(Clone, Debug)]
+#[must_use = "a Settlement is what the settling read found: the policy's verdict comes from it"]
 pub struct Settlement<T> {
     /// Landed, not landed, or moved.
     pub verdict: Verdict,

@@ -51,8 +51,10 @@ impl Run<'_> {
         if out.kind == OutcomeKind::Answered && out.stopped == Some(Stopped::CredentialRefused) {
             self.log_standing_refusal(&out, ended);
         }
-        let record = !self.generated || self.policy.ledger.keeps_generated_ids();
-        if record {
+        if out.kind == OutcomeKind::Answered {
+            answered_agrees(&mut out);
+        }
+        if self.records() {
             out.recorded = Some(self.policy.record(&out, self.end(), self.refs.as_deref()));
         }
         out
@@ -92,13 +94,20 @@ impl Run<'_> {
                     out.kind = OutcomeKind::Answered;
                     out.value = Some(v);
                     out.stopped = None;
+                    let mut error = r.error;
                     if out.reconciled.is_none() {
                         if let Some(last) = out.attempts.last_mut() {
                             last.class = Some(Class::Answered);
-                            last.cause = Some(r.error.cause.clone());
+                            last.cause = Some(error.cause.clone());
+                            // How far the attempt got is the attempt's
+                            // record (a lease refused by the client stops
+                            // at `advertised`), whatever phase the layer
+                            // named in its answer.
+                            error.phase = last.phase.clone();
                         }
                     }
-                    out.error = Some(r.error);
+                    error.class = Class::Answered;
+                    out.error = Some(error);
                     return Some(r.may_have_applied);
                 }
             },
@@ -159,6 +168,17 @@ impl Run<'_> {
         None
     }
 
+    /// Whether the outcome is written to the ledger: always for a caller's
+    /// id; for a generated one, only a write's, and only in a ledger that
+    /// keeps generated ids. One id names one logical operation, and a read
+    /// under an id nobody was given beforehand cannot be asked again by
+    /// anyone who needs its record (a read is tried again whatever
+    /// happened), so it costs the store nothing: what budgets and the
+    /// policy's own bookkeeping need does not go through the ledger.
+    fn records(&self) -> bool {
+        !self.generated || (self.write && self.policy.ledger.keeps_generated_ids())
+    }
+
     /// A refusal stands: warn once when it starts, then at most once per
     /// [`crate::REFUSAL_LOG_INTERVAL`] of the policy's clock while it lasts.
     fn log_standing_refusal<T>(&self, out: &Outcome<T>, ended: Duration) {
@@ -180,4 +200,22 @@ impl Run<'_> {
             Line::Quiet => {}
         }
     }
+}
+
+/// An `answered` outcome says so everywhere: its error is class `answered`
+/// (a credential refusal that stands was `unjudged` while it could still be
+/// mended by a fresh credential; standing, it is the remote's answer), and
+/// the last attempt, when it is the one that failed with that error, says
+/// the same.
+fn answered_agrees<T>(out: &mut Outcome<T>) {
+    let Some(e) = out.error.as_mut() else {
+        return;
+    };
+    if let Some(last) = out.attempts.last_mut() {
+        if last.class.is_some() && last.cause.as_deref() == Some(e.cause.as_str()) {
+            last.class = Some(Class::Answered);
+            e.phase = last.phase.clone();
+        }
+    }
+    e.class = Class::Answered;
 }

@@ -24,7 +24,12 @@ pub struct Operation {
     pub refs: Option<Vec<String>>,
     /// The host whose retry budget the operation spends.
     pub host: String,
-    /// The operation id; generated when `None`.
+    /// The operation id; generated when `None`. One id names one logical
+    /// operation, whatever the kind of call: a job's fetch and its push
+    /// take two ids (the push under the fetch's id is `rejected`, its
+    /// `previous.kind` saying `fetch`). Ids are global to the ledger, kept
+    /// for its retention window. A read under a generated id is not
+    /// written to a ledger (see [`OperationInfo::id`](crate::OperationInfo::id)).
     pub id: Option<String>,
     /// Deadline, attempt timeout, attempts, backoff.
     pub bounds: Bounds,
@@ -65,7 +70,8 @@ impl Operation {
         self
     }
 
-    /// Set the operation id.
+    /// Set the operation id (one id, one logical operation: see the
+    /// field).
     pub fn id(mut self, id: impl Into<String>) -> Self {
         self.id = Some(id.into());
         self

@@ -82,21 +82,27 @@ impl Run<'_> {
                 None => Err(Step::Unsettled(err, None)),
             },
             Verdict::NotLanded => Err(Step::Settled(
-                AttemptError::unknown(
-                    err.phase.clone(),
-                    format!(
-                        "{} (settled by reading: not landed as of the last read, \
-                         read {} times until the deadline; it may still land, \
-                         and it is not sent again)",
-                        err.cause, reads.n
+                keep_source(
+                    AttemptError::unknown(
+                        err.phase.clone(),
+                        format!(
+                            "{} (settled by reading: not landed as of the last read, \
+                             read {} times until the deadline; it may still land, \
+                             and it is not sent again)",
+                            err.cause, reads.n
+                        ),
                     ),
+                    &err,
                 ),
                 s.value,
             )),
             Verdict::Moved => Err(Step::Settled(
-                AttemptError::unknown(
-                    err.phase.clone(),
-                    s.cause.unwrap_or_else(|| "moved by somebody else".into()),
+                keep_source(
+                    AttemptError::unknown(
+                        err.phase.clone(),
+                        s.cause.unwrap_or_else(|| "moved by somebody else".into()),
+                    ),
+                    &err,
                 ),
                 s.value,
             )),
@@ -238,4 +244,12 @@ impl Run<'_> {
             }
         })
     }
+}
+
+/// The settled error keeps the layer's typed error of the attempt it
+/// settles (`source_as::<GitError>()` still answers), with the words of
+/// what the reads found.
+fn keep_source(mut settled: AttemptError, attempt: &AttemptError) -> AttemptError {
+    settled.source = attempt.source.clone();
+    settled
 }

@@ -73,7 +73,8 @@ pub(super) struct Run<'p> {
     pub(super) info: OperationInfo,
     /// The refs it names, for the ledger's record.
     pub(super) refs: Option<Vec<String>>,
-    /// The id was generated: it needs no claim, only its record at the end.
+    /// The id was generated: it needs no claim, and only a write's
+    /// outcome is recorded at the end.
     pub(super) generated: bool,
     /// The host whose retry budget the operation spends.
     pub(super) host: String,
