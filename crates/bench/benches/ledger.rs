@@ -135,7 +135,7 @@ fn ledger(c: &mut Criterion) {
     for n in SIZES {
         let ledger = MemoryLedger::new();
         for i in 0..n {
-            ledger.claim(&req(&id(PREFILLED | i))).expect("claim");
+            let _claim = ledger.claim(&req(&id(PREFILLED | i))).expect("claim");
         }
         let mut next = 0;
         g.bench_with_input(BenchmarkId::new("memory", n), &n, |b, _| {

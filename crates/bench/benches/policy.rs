@@ -42,7 +42,7 @@ fn policy(c: &mut Criterion) {
                     ctx.reached("done");
                     Ok::<_, AttemptError>(black_box(1u32))
                 });
-                black_box(o);
+                let _ = black_box(o);
             })
         })
     });
@@ -57,7 +57,7 @@ fn policy(c: &mut Criterion) {
                     ctx.reached("done");
                     Ok::<_, AttemptError>(black_box(1u32))
                 });
-                black_box(o);
+                let _ = black_box(o);
             })
         })
     });
@@ -73,7 +73,7 @@ fn policy(c: &mut Criterion) {
                     },
                     |_| unreachable!("a first-try success is never settled"),
                 );
-                black_box(o);
+                let _ = black_box(o);
             })
         })
     });

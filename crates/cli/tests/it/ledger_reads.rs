@@ -218,7 +218,7 @@ fn a_read_only_ledger_is_listed_by_another_user_and_nothing_is_written_or_left_b
     )
     .operation("fetch", "git://127.0.0.1/small.git")
     .refs(&refs);
-    sluice_policy::Ledger::claim(&writer, &claim).expect("claimed");
+    let _claim = sluice_policy::Ledger::claim(&writer, &claim).expect("claimed");
     chmod(&ledger, 0o444);
     assert_eq!(
         names_in(&dir),

@@ -320,7 +320,7 @@ fn fetch_updates_refs_as_git_fetch_does() {
     };
     drop(repo);
     // Created, with our reflog message, and no .keep left behind.
-    fetch(&unforced, OutcomeKind::Succeeded);
+    let _ = fetch(&unforced, OutcomeKind::Succeeded);
     let main0 = rev_parse(&src, "refs/heads/main").expect("main");
     let dev0 = rev_parse(&src, "refs/heads/dev").expect("dev");
     let light0 = rev_parse(&src, "refs/tags/light").expect("light");
@@ -373,7 +373,7 @@ fn fetch_updates_refs_as_git_fetch_does() {
 
     // Forced: both move.
     let forced: Vec<String> = unforced.iter().map(|s| format!("+{s}")).collect();
-    fetch(&forced, OutcomeKind::Succeeded);
+    let _ = fetch(&forced, OutcomeKind::Succeeded);
     assert_eq!(
         rev_parse(&dst, "refs/remotes/origin/main").as_deref(),
         Some(main1.as_str())
