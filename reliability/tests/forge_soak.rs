@@ -2,7 +2,9 @@
 //! merges, ref updates, check-run updates and reads against the stateful
 //! fake GitHub with about 20% of them faulted (every fault the fake plays),
 //! checked against the fake's own record (see
-//! `sluice_reliability::forge_soak`).
+//! `sluice_reliability::forge_soak`), under the retry budget as shipped
+//! (a read it stops is `unknown` with `stopped: retry-budget-empty`, and
+//! counted).
 //!
 //! `FORGE_SOAK_OPS=<n>` changes the number of operations;
 //! `cargo run --release -p sluice-reliability --bin forge-soak` is the
@@ -25,6 +27,10 @@ fn under_faults_no_forge_write_is_applied_twice_and_every_verdict_is_the_forges_
     assert_eq!(report.applied_twice, 0);
     assert_eq!(report.resent_after_applied, 0);
     assert_eq!(report.verdict_mismatches, 0);
+    assert_eq!(
+        report.stopped_by_budget as u64, report.budget.refused,
+        "{report}"
+    );
     // It exercised what it is about: every fault, settled writes, retries.
     assert_eq!(report.faults.len(), 10, "{report}");
     assert!(

@@ -700,14 +700,23 @@ impl FakeForge {
     /// Wait until `endpoint` has at least `n` completions, or `timeout`
     /// passes; whether it got there.
     pub fn wait_for_completions(&self, endpoint: Endpoint, n: usize, timeout: Duration) -> bool {
+        self.wait_for(n, timeout, |e| e.endpoint == endpoint && e.is_completion())
+    }
+
+    /// Wait until `endpoint` has at least `n` arrivals (request heads
+    /// read), or `timeout` passes; whether it got there.
+    pub fn wait_for_arrivals(&self, endpoint: Endpoint, n: usize, timeout: Duration) -> bool {
+        self.wait_for(n, timeout, |e| {
+            e.endpoint == endpoint && e.event == Event::Arrival
+        })
+    }
+
+    /// Wait on the log until `n` entries match, or `timeout` passes.
+    fn wait_for(&self, n: usize, timeout: Duration, matches: impl Fn(&LogEntry) -> bool) -> bool {
         let end = Instant::now() + timeout;
         let mut log = lock(&self.shared.log);
         loop {
-            let done = log
-                .iter()
-                .filter(|e| e.endpoint == endpoint && e.is_completion())
-                .count();
-            if done >= n {
+            if log.iter().filter(|e| matches(e)).count() >= n {
                 return true;
             }
             let now = Instant::now();
