@@ -191,6 +191,9 @@ struct Done {
     stopped: Option<&'static str>,
     /// Attempts made (settling reads are not attempts).
     attempts: usize,
+    /// What each failed attempt that asked for a retry was (phase, class
+    /// and the start of its cause).
+    retried_after: Vec<String>,
     /// Why it stopped and each attempt's class and cause, for the report.
     story: String,
     elapsed: Duration,
@@ -215,6 +218,9 @@ pub struct ForgeSoakReport {
     pub retries: usize,
     /// What the host's retry budget did over the run.
     pub budget: BudgetFigures,
+    /// The failed attempts that asked the budget for a retry, by phase,
+    /// class and the start of the cause.
+    pub retried_after: BTreeMap<String, usize>,
     /// Operations that stopped because the retry budget refused a retry
     /// (`stopped: retry-budget-empty`); as many as it refused.
     pub stopped_by_budget: usize,
@@ -251,11 +257,20 @@ impl fmt::Display for ForgeSoakReport {
         writeln!(f, "verdicts: {:?}", self.verdicts)?;
         writeln!(
             f,
-            "retries: {}; retry budget: {} paid, {} refused, lowest {:.1} tokens; stopped: {:?}",
-            self.retries, self.budget.paid, self.budget.refused, self.budget.lowest, self.stopped
+            "retries: {}; retry budget: {} paid, {} refused, lowest {:.1} tokens; {} operations stopped by it; stopped: {:?}",
+            self.retries,
+            self.budget.paid,
+            self.budget.refused,
+            self.budget.lowest,
+            self.stopped_by_budget,
+            self.stopped
         )?;
         for ((op, result), n) in &self.results {
             writeln!(f, "  {op:<16} {result:<10} {n}")?;
+        }
+        writeln!(f, "retries asked after:")?;
+        for (what, n) in &self.retried_after {
+            writeln!(f, "  {n:>5}  {what}")?;
         }
         for v in self.violations.iter().take(20) {
             writeln!(f, "VIOLATION: {v}")?;
@@ -404,6 +419,7 @@ fn one(
         holds: None,
         stopped: None,
         attempts: 0,
+        retried_after: Vec::new(),
         story: String::new(),
         elapsed: Duration::ZERO,
     };
@@ -483,6 +499,20 @@ fn record<T>(d: &mut Done, out: &Outcome<T>) {
     d.verdict = out.reconciled.as_ref().map(|r| r.verdict);
     d.stopped = out.stopped.map(|s| s.as_str());
     d.attempts = out.attempts.len();
+    // Every attempt but the last asked for a retry and got one; the last
+    // asked too when the budget refused it.
+    let asked = if d.stopped == Some(BUDGET_EMPTY) {
+        out.attempts.len()
+    } else {
+        out.attempts.len().saturating_sub(1)
+    };
+    d.retried_after = out.attempts[..asked]
+        .iter()
+        .map(|a| {
+            let cause: String = a.cause.as_deref().unwrap_or("").chars().take(48).collect();
+            format!("{} {:?}: {cause}", a.phase, a.class)
+        })
+        .collect();
     let attempts: Vec<String> = out
         .attempts
         .iter()
@@ -548,6 +578,9 @@ fn check(forge: &FakeForge, done: Vec<Done>) -> ForgeSoakReport {
         r.retries += d.attempts.saturating_sub(1);
         if d.stopped == Some(BUDGET_EMPTY) {
             r.stopped_by_budget += 1;
+        }
+        for a in &d.retried_after {
+            *r.retried_after.entry(a.clone()).or_default() += 1;
         }
         r.slowest = r.slowest.max(d.elapsed);
         check_one(d, &applied_at, &arrivals, &mut r);

@@ -10,6 +10,7 @@
 //! `cargo run --release -p sluice-reliability --bin forge-soak` is the
 //! large run (2,000 operations by default).
 
+use sluice_policy::RetryBudget;
 use sluice_reliability::forge_soak::{self, ForgeSoakConfig};
 
 #[test]
@@ -42,4 +43,37 @@ fn under_faults_no_forge_write_is_applied_twice_and_every_verdict_is_the_forges_
         "{report}"
     );
     assert!(report.applied > report.ops / 2, "{report}");
+}
+
+/// The soak's excuse for a read the retry budget stopped holds only with
+/// the budget's own evidence: with an empty budget (no token, no refill)
+/// every retry is refused, reads end `unknown` with `stopped:
+/// retry-budget-empty`, and the soak finds no broken promise because each
+/// such operation is one refusal the budget counted.
+#[test]
+fn with_no_retry_budget_left_reads_stop_unknown_and_each_is_a_refusal_the_budget_counted() {
+    let mut cfg = ForgeSoakConfig::ci();
+    cfg.ops = 300;
+    cfg.retry_budget = RetryBudget {
+        capacity: 0.0,
+        refill_per_sec: 0.0,
+        success_credit: 0.0,
+    };
+    let report = forge_soak::run(&cfg);
+    println!("{report}");
+    assert!(report.violations.is_empty(), "{report}");
+    assert_eq!(report.budget.paid, 0, "{report}");
+    assert_eq!(report.retries, 0, "no retry without a token: {report}");
+    assert!(report.budget.refused > 0, "{report}");
+    assert_eq!(
+        report.stopped_by_budget as u64, report.budget.refused,
+        "{report}"
+    );
+    let reads = report
+        .stopped
+        .get(&("GetPull".to_string(), "retry-budget-empty".to_string()))
+        .copied()
+        .unwrap_or(0);
+    assert!(reads > 0, "a read was stopped by the budget: {report}");
+    assert_eq!(report.applied_twice, 0);
 }
