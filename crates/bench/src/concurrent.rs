@@ -28,9 +28,14 @@ use anyhow::{bail, Context, Result};
 use sluice_git::{GitClient, Lease, PushOptions, RefUpdate};
 use sluice_policy::OutcomeKind;
 
-use crate::child;
+use crate::measure;
 use crate::ops::{self, Impl};
+use crate::rows::{Env, Settings};
 use crate::stats::{self, fmt_kib, fmt_ratio, fmt_secs};
+
+/// The concurrency rows' operations (kept with the other rows' names in
+/// [`crate::rows`]).
+pub use crate::rows::Kind;
 
 /// The concurrency levels measured.
 pub const LEVELS: [usize; 4] = [1, 8, 32, 64];
@@ -456,7 +461,7 @@ fn run_one(
 pub fn measure_sluice(n: usize, per: usize, op: &Op) -> Result<Side> {
     let mut args: Vec<OsString> = vec!["conc".into(), n.to_string().into(), per.to_string().into()];
     args.extend(op.args());
-    let (stdout, peak) = child::run_child(Impl::Sluice, &args)?;
+    let (stdout, peak) = measure::run_child(Impl::Sluice, &args)?;
     let field = |name: &str| -> Result<&str> {
         stdout
             .split_whitespace()
@@ -498,7 +503,7 @@ pub fn measure_git(
                     let mut peak: Option<u64> = None;
                     let mut failed = 0;
                     for k in 0..per {
-                        match child::measure_command(&make(i, k)) {
+                        match measure::measure_command(&make(i, k)) {
                             Ok(m) => {
                                 lat.push(stats::secs(m.wall));
                                 peak = peak.max(m.max_rss_kib);
@@ -601,36 +606,6 @@ pub fn measure_floor(
     Ok(side)
 }
 
-/// The concurrency rows' operations.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Kind {
-    /// ls-refs of one prefix (forge-20k).
-    LsRefs,
-    /// One-commit pushes, each worker to its own branch (medium).
-    Push,
-    /// A 10-commit branch fetched into a copy of medium.
-    Fetch,
-}
-
-impl Kind {
-    /// Every kind.
-    pub const ALL: [Kind; 3] = [Kind::LsRefs, Kind::Push, Kind::Fetch];
-
-    /// Its name for `--conc`.
-    pub fn name(self) -> &'static str {
-        match self {
-            Kind::LsRefs => "ls-refs",
-            Kind::Push => "push",
-            Kind::Fetch => "fetch",
-        }
-    }
-
-    /// Parses [`Kind::name`].
-    pub fn parse(s: &str) -> Option<Kind> {
-        Kind::ALL.into_iter().find(|k| k.name() == s)
-    }
-}
-
 /// Operations per worker at level `n`: at least 2, and at least 16 in all.
 pub fn per_worker(n: usize) -> usize {
     (16 / n).max(2)
@@ -638,14 +613,14 @@ pub fn per_worker(n: usize) -> usize {
 
 const FETCH_SPEC: &str = "+refs/heads/topic:refs/heads/topic";
 
-impl crate::rows::Env {
+impl Env {
     /// Runs the concurrency rows of `kind` over git:// and (when the http
     /// server runs) http://, at every level of `levels`.
     pub fn run_concurrent(
         &mut self,
         kind: Kind,
         levels: &[usize],
-        s: &crate::rows::Settings,
+        s: &Settings,
     ) -> Result<Vec<Level>> {
         let daemon = Daemon::start(&self.srv)?;
         let max = levels.iter().copied().max().unwrap_or(1);
@@ -693,7 +668,7 @@ impl crate::rows::Env {
         for &n in levels {
             let per = per_worker(n);
             for &(tname, http) in &transports {
-                let url_of = |env: &crate::rows::Env, repo: &str| -> String {
+                let url_of = |env: &Env, repo: &str| -> String {
                     match (&env.http, http) {
                         (Some(h), true) => h.url(repo),
                         _ => daemon.url(repo),

@@ -16,11 +16,11 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use sluice_testkit::repo::{git, rev_parse};
 
-use crate::child::{self, Measured};
 use crate::floor;
 use crate::history;
+use crate::measure::{self, Measured};
 use crate::ops::{self, Impl};
-use crate::rows::{idx, Env, Row, RowResult, Series, Settings};
+use crate::rows::{idx, Env, ForgeSetup, Row, RowResult, Series, Settings};
 
 /// The ref counts the fixtures come in.
 pub const SIZES: [usize; 2] = [20_000, 100_000];
@@ -70,30 +70,7 @@ pub fn fixture(refs: usize) -> Result<PathBuf> {
     }
 }
 
-/// What the forge rows of one size share, made once per run.
-#[derive(Clone, Debug)]
-pub struct Setup {
-    /// Extra refs of the fixture.
-    pub refs: usize,
-    /// The cached fixture.
-    pub fixture: PathBuf,
-    /// `main` of the fixture.
-    pub main: String,
-    /// The push rows' local repository: a copy of the fixture with a
-    /// chain of loose commits on `chain`, one pushed per call.
-    pub local: PathBuf,
-    /// The chain, oldest first (the first one's parent is `main`).
-    pub chain: Vec<String>,
-    /// The served copy the ls-refs row lists.
-    pub ls_name: String,
-    /// The served copy the fetch row fetches from: the fixture and a
-    /// branch `topic` of 10 commits on top of `main`.
-    pub fetch_name: String,
-    /// `topic`'s tip there.
-    pub topic: String,
-}
-
-impl Setup {
+impl ForgeSetup {
     fn title(&self, what: &str) -> String {
         let total = self.refs + 3;
         let name = fixture_name(self.refs).unwrap_or_default();
@@ -116,7 +93,7 @@ fn fmt_count(n: usize) -> String {
 
 impl Env {
     /// The setup for `refs`, made on first use.
-    fn forge_setup(&mut self, refs: usize, s: &Settings) -> Result<Setup> {
+    fn forge_setup(&mut self, refs: usize, s: &Settings) -> Result<ForgeSetup> {
         if let Some(f) = self.forge.iter().find(|f| f.refs == refs) {
             return Ok(f.clone());
         }
@@ -137,7 +114,7 @@ impl Env {
         git(&local, &["branch", "chain", "main"]);
         // Three implementations and the floor per round, the warm-up too.
         let chain = history::add_commits(&local, "chain", 4 * (s.runs + 1), 1)?;
-        let f = Setup {
+        let f = ForgeSetup {
             refs,
             fixture,
             main,
@@ -170,7 +147,13 @@ impl Env {
         }
     }
 
-    fn forge_push(&mut self, row: Row, f: &Setup, kind: Push, s: &Settings) -> Result<RowResult> {
+    fn forge_push(
+        &mut self,
+        row: Row,
+        f: &ForgeSetup,
+        kind: Push,
+        s: &Settings,
+    ) -> Result<RowResult> {
         let title = f.title(match kind {
             Push::OneCommit => "push 1 commit",
             Push::NewBranch => "push a new branch (1 new commit)",
@@ -229,7 +212,7 @@ impl Env {
                     self.daemon.url(&name)
                 };
                 let m = match (imp, kind) {
-                    (Impl::Git, Push::Leased) => child::measure_command(&ops::git_push_leased(
+                    (Impl::Git, Push::Leased) => measure::measure_command(&ops::git_push_leased(
                         &f.local,
                         &url,
                         "bench",
@@ -237,11 +220,11 @@ impl Env {
                         old.as_deref().context("main")?,
                     ))?,
                     (Impl::Git, _) => {
-                        child::measure_command(&ops::git_push(&f.local, &url, "bench", &dst))?
+                        measure::measure_command(&ops::git_push(&f.local, &url, "bench", &dst))?
                     }
-                    (_, Push::Leased) => child::measure_child(
+                    (_, Push::Leased) => measure::measure_child(
                         imp,
-                        &child::push_lease_args(
+                        &measure::push_lease_args(
                             &url,
                             &f.local,
                             "bench",
@@ -249,9 +232,10 @@ impl Env {
                             old.as_deref().context("main")?,
                         ),
                     )?,
-                    _ => {
-                        child::measure_child(imp, &child::push_args(&url, &f.local, "bench", &dst))?
-                    }
+                    _ => measure::measure_child(
+                        imp,
+                        &measure::push_args(&url, &f.local, "bench", &dst),
+                    )?,
                 };
                 check_ref(&remote, &dst, &oid, imp.name())?;
                 base = oid;
@@ -269,7 +253,7 @@ impl Env {
         Ok(res)
     }
 
-    fn forge_ls_refs(&mut self, row: Row, f: &Setup, s: &Settings) -> Result<RowResult> {
+    fn forge_ls_refs(&mut self, row: Row, f: &ForgeSetup, s: &Settings) -> Result<RowResult> {
         let title = f.title(&format!("ls-refs with a prefix ({LS_PREFIX}), git://"));
         let mut res = Env::result(row, &title);
         res.floor_note = FLOOR_LS;
@@ -283,9 +267,11 @@ impl Env {
                 for _ in 0..if round == 0 { 1 } else { calls } {
                     let m = match imp {
                         Impl::Git => {
-                            child::measure_command(&ops::git_ls_prefix(&dir, &url, LS_PREFIX))?
+                            measure::measure_command(&ops::git_ls_prefix(&dir, &url, LS_PREFIX))?
                         }
-                        _ => child::measure_child(imp, &child::ls_prefix_args(&url, LS_PREFIX))?,
+                        _ => {
+                            measure::measure_child(imp, &measure::ls_prefix_args(&url, LS_PREFIX))?
+                        }
                     };
                     if round > 0 {
                         res.series[idx(imp)].1.add(&m);
@@ -312,7 +298,7 @@ impl Env {
         Ok(res)
     }
 
-    fn forge_fetch(&mut self, row: Row, f: &Setup, s: &Settings) -> Result<RowResult> {
+    fn forge_fetch(&mut self, row: Row, f: &ForgeSetup, s: &Settings) -> Result<RowResult> {
         let title = f.title("fetch 1 branch with 10 new commits into a repository with the rest");
         let mut res = Env::result(row, &title);
         res.floor_note = FLOOR_FETCH;
@@ -324,11 +310,12 @@ impl Env {
                 history::link_copy(&f.fixture, &dest)?;
                 let m = match imp {
                     Impl::Git => {
-                        child::measure_command(&ops::git_fetch_into(&dest, &url, TOPIC_SPEC))?
+                        measure::measure_command(&ops::git_fetch_into(&dest, &url, TOPIC_SPEC))?
                     }
-                    _ => {
-                        child::measure_child(imp, &child::fetch_into_args(&url, &dest, TOPIC_SPEC))?
-                    }
+                    _ => measure::measure_child(
+                        imp,
+                        &measure::fetch_into_args(&url, &dest, TOPIC_SPEC),
+                    )?,
                 };
                 check_ref(&dest, "refs/heads/topic", &f.topic, imp.name())?;
                 std::fs::remove_dir_all(&dest)?;

@@ -34,6 +34,7 @@ pub mod experiment;
 pub mod floor;
 pub mod forge;
 pub mod history;
+pub mod measure;
 pub mod ops;
 pub mod polls;
 pub mod rows;

@@ -15,8 +15,8 @@ use sluice_testkit::proxy::Service;
 use sluice_testkit::repo::{git, init_bare, rev_parse};
 use sluice_testkit::{FaultProxy, GitDaemon, HttpBackend};
 
-use crate::child::{self, Measured};
 use crate::history;
+use crate::measure::{self, Measured};
 use crate::ops::{self, Impl};
 use crate::stats::{self, fmt_bytes, fmt_kib, fmt_range, fmt_ratio, fmt_secs};
 
@@ -117,6 +117,60 @@ impl Row {
     }
 }
 
+/// The concurrency rows' operations.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    /// ls-refs of one prefix (forge-20k).
+    LsRefs,
+    /// One-commit pushes, each worker to its own branch (medium).
+    Push,
+    /// A 10-commit branch fetched into a copy of medium.
+    Fetch,
+}
+
+impl Kind {
+    /// Every kind.
+    pub const ALL: [Kind; 3] = [Kind::LsRefs, Kind::Push, Kind::Fetch];
+
+    /// Its name for `--conc`.
+    pub fn name(self) -> &'static str {
+        match self {
+            Kind::LsRefs => "ls-refs",
+            Kind::Push => "push",
+            Kind::Fetch => "fetch",
+        }
+    }
+
+    /// Parses [`Kind::name`].
+    pub fn parse(s: &str) -> Option<Kind> {
+        Kind::ALL.into_iter().find(|k| k.name() == s)
+    }
+}
+
+/// What the forge rows of one size share, made once per run (by
+/// [`crate::forge`]; kept by [`Env`]).
+#[derive(Clone, Debug)]
+pub struct ForgeSetup {
+    /// Extra refs of the fixture.
+    pub refs: usize,
+    /// The cached fixture.
+    pub fixture: PathBuf,
+    /// `main` of the fixture.
+    pub main: String,
+    /// The push rows' local repository: a copy of the fixture with a
+    /// chain of loose commits on `chain`, one pushed per call.
+    pub local: PathBuf,
+    /// The chain, oldest first (the first one's parent is `main`).
+    pub chain: Vec<String>,
+    /// The served copy the ls-refs row lists.
+    pub ls_name: String,
+    /// The served copy the fetch row fetches from: the fixture and a
+    /// branch `topic` of 10 commits on top of `main`.
+    pub fetch_name: String,
+    /// `topic`'s tip there.
+    pub topic: String,
+}
+
 /// Settings of one benchmark run.
 #[derive(Clone, Debug)]
 pub struct Settings {
@@ -131,7 +185,7 @@ pub struct Settings {
     /// The ref counts of the forge fixtures the forge rows run on.
     pub forge_refs: Vec<usize>,
     /// The concurrency rows to run.
-    pub conc: Vec<crate::concurrent::Kind>,
+    pub conc: Vec<Kind>,
     /// Their levels (operations at once).
     pub conc_levels: Vec<usize>,
     /// Leave libgit2 out of the forge rows (its fetch into 100,000 refs
@@ -315,7 +369,7 @@ pub struct Env {
     /// `main` of the large fixture, when built.
     pub large_main: Option<String>,
     /// The forge rows' setups, one per ref count, made on first use.
-    pub(crate) forge: Vec<crate::forge::Setup>,
+    pub(crate) forge: Vec<ForgeSetup>,
     client: GitClient,
     opts: CallOptions,
     counter: usize,
@@ -515,9 +569,9 @@ impl Env {
                 let dest = self.work().join(format!("fetch-{}.git", self.counter));
                 let m = match imp {
                     Impl::Git => {
-                        child::measure_command(&ops::git_clone_bare(self.work(), &url, &dest))?
+                        measure::measure_command(&ops::git_clone_bare(self.work(), &url, &dest))?
                     }
-                    _ => child::measure_child(imp, &child::fetch_args(&url, &dest))?,
+                    _ => measure::measure_child(imp, &measure::fetch_args(&url, &dest))?,
                 };
                 let got = rev_parse(&dest, "refs/heads/main");
                 if got.as_deref() != Some(main) {
@@ -569,15 +623,15 @@ impl Env {
                     self.daemon.url(&name)
                 };
                 let m = match imp {
-                    Impl::Git => child::measure_command(&ops::git_push(
+                    Impl::Git => measure::measure_command(&ops::git_push(
                         local,
                         &url,
                         branch,
                         "refs/heads/main",
                     ))?,
-                    _ => child::measure_child(
+                    _ => measure::measure_child(
                         imp,
-                        &child::push_args(&url, local, branch, "refs/heads/main"),
+                        &measure::push_args(&url, local, branch, "refs/heads/main"),
                     )?,
                 };
                 let got = rev_parse(&remote, "refs/heads/main");

@@ -345,28 +345,36 @@ fn a_refused_connection_is_unjudged_at_connect_and_retried_for_reads_and_writes(
         let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         l.local_addr().expect("addr").port()
     };
+    let deadline = Duration::from_secs(5);
     let client = ForgeClient::builder(&format!("http://127.0.0.1:{port}"))
-        .bounds(Bounds::new(
-            Duration::from_secs(5),
-            Duration::from_secs(1),
-            2,
-        ))
+        .bounds(Bounds::new(deadline, Duration::from_secs(1), 2))
         .build()
         .expect("client");
-    let started = Instant::now();
     let read = client.ci_status(&repo(), SHA, CallOptions::new());
     let write = client.create_pull(
         &repo(),
         &NewPullRequest::new("t", "f", "main"),
         CallOptions::new(),
     );
-    assert!(started.elapsed() < Duration::from_secs(4));
-    for (attempts, kind) in [(&read.attempts, read.kind), (&write.attempts, write.kind)] {
+    for (attempts, kind, stopped, elapsed) in [
+        (&read.attempts, read.kind, read.stopped, read.elapsed_ms),
+        (&write.attempts, write.kind, write.stopped, write.elapsed_ms),
+    ] {
         assert_eq!(kind, OutcomeKind::Unknown);
         assert_eq!(attempts.len(), 2, "{attempts:?}");
-        assert!(attempts
-            .iter()
-            .all(|a| a.phase == "connect" && a.class == Some(Class::Unjudged)));
+        // Each attempt ended on the refusal itself, not on its timeout:
+        // the cause is the refusal, and the operation stopped because its
+        // attempts ran out, well inside the deadline.
+        assert!(
+            attempts.iter().all(|a| a.phase == "connect"
+                && a.class == Some(Class::Unjudged)
+                && a.cause
+                    .as_deref()
+                    .is_some_and(|c| c.to_lowercase().contains("refused"))),
+            "{attempts:?}"
+        );
+        assert_eq!(stopped, Some(Stopped::MaxAttempts), "{attempts:?}");
+        assert!(elapsed < deadline.as_millis() as u64, "{elapsed} ms");
     }
     assert_eq!(write.may_have_applied, Some(false));
     assert_eq!(write.stopped, Some(Stopped::MaxAttempts));
@@ -403,26 +411,33 @@ fn the_fake_forges_log_records_the_token_fingerprint_and_completion_of_every_req
 #[test]
 fn a_cancelled_read_stops_waiting_during_its_attempt() {
     let forge = FakeForge::start().expect("fake forge");
-    forge.set(Endpoint::Zen, Behaviour::Delay(Duration::from_secs(3)));
+    // An answer far beyond the operation's deadline: only the cancel can
+    // end the attempt before the forge answers.
+    forge.set(Endpoint::Zen, Behaviour::Delay(Duration::from_secs(120)));
     let client = client(&forge);
     let cancel = sluice_policy::CancelFlag::new();
     let raise = cancel.clone();
-    let raiser = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(300));
-        raise.cancel();
+    let out = std::thread::scope(|s| {
+        // Raised once the request is at the forge: the attempt is waiting.
+        s.spawn(|| {
+            assert!(forge.wait_for_arrivals(Endpoint::Zen, 1, Duration::from_secs(60)));
+            raise.cancel();
+        });
+        client
+            .request(Method::GET, "/zen", None, CallOptions::new().cancel(cancel))
+            .expect("request")
     });
-    let started = Instant::now();
-    let out = client
-        .request(Method::GET, "/zen", None, CallOptions::new().cancel(cancel))
-        .expect("request");
-    raiser.join().expect("raiser");
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.stopped, Some(Stopped::Cancelled));
     assert_eq!(out.attempts.len(), 1, "{out:?}");
+    // It stopped waiting: it returned before the forge answered, and well
+    // before the attempt's own timeout would have cut it.
+    assert!(
+        forge.completions(Endpoint::Zen).is_empty(),
+        "{}",
+        forge.log_text()
+    );
+    let a = &out.attempts[0];
+    assert!(a.elapsed_ms < a.timeout_ms, "{a:?}");
     assert_eq!(forge.arrivals(Endpoint::Zen).len(), 1);
 }

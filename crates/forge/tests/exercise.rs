@@ -4,13 +4,16 @@
 
 mod common;
 
-use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use common::paged::PagedForge;
 use common::*;
-use sluice_forge::{CallOptions, NewCheckRun, NewPullRequest};
-use sluice_policy::{fingerprint, Bounds, Class, OutcomeKind, Stopped, Verdict};
+use sluice_forge::{CallOptions, ForgeClient, MergeMethod, NewCheckRun, NewPullRequest};
+use sluice_policy::{
+    fingerprint, Bounds, Class, ManualClock, OutcomeKind, Policy, Sleeper, Stopped, Verdict,
+};
 use sluice_testkit::fake_forge::{Behaviour, Endpoint, Event, FakeForge};
 
 fn opts() -> CallOptions {
@@ -465,6 +468,118 @@ fn a_secondary_rate_limit_without_retry_after_under_a_ten_second_budget_stops_at
     assert_eq!(err.class, Class::Unjudged);
     assert_eq!(err.retry_after, Some(Duration::from_secs(60)));
     assert!(err.cause.contains("secondary rate limit"), "{}", err.cause);
+}
+
+/// A sleeper over a [`ManualClock`]: each pause moves the policy's clock
+/// at once by the whole pause, and notes how many requests the forge had
+/// seen when it began. A client that broke a pause into shorter waits with
+/// requests between them would show several pauses and more arrivals.
+struct PauseLog {
+    clock: ManualClock,
+    forge: Arc<FakeForge>,
+    pauses: Mutex<Vec<(Duration, usize)>>,
+}
+
+impl Sleeper for PauseLog {
+    fn sleep(&self, dur: Duration, cancel: &AtomicBool) {
+        let seen = self.forge.all_arrivals().len();
+        self.clock.sleep(dur, cancel);
+        self.pauses.lock().expect("pauses").push((dur, seen));
+    }
+}
+
+/// A client of `forge` whose policy runs on a manual clock (the pauses
+/// noted by the returned log), writes paced 10 ms apart.
+fn manual_client(forge: &Arc<FakeForge>) -> (ForgeClient, Arc<PauseLog>) {
+    let clock = ManualClock::new();
+    let log = Arc::new(PauseLog {
+        clock: clock.clone(),
+        forge: Arc::clone(forge),
+        pauses: Mutex::new(Vec::new()),
+    });
+    let policy = Policy::builder()
+        .clock(Arc::new(clock))
+        .sleeper(log.clone())
+        .build();
+    let client = ForgeClient::builder(&forge.url())
+        .policy(Arc::new(policy))
+        .write_spacing(Duration::from_millis(10))
+        .build()
+        .expect("client");
+    (client, log)
+}
+
+// 10
+#[test]
+fn a_secondary_rate_limit_without_retry_after_is_waited_out_whole_when_the_deadline_has_room_then_the_read_succeeds(
+) {
+    let forge = Arc::new(FakeForge::start().expect("fake forge"));
+    let n = forge.add_pull(REPO, "feature", "main", SHA);
+    forge.push(Endpoint::GetPull, Behaviour::SecondaryLimit);
+    let (client, log) = manual_client(&forge);
+    let bounds = Bounds::new(Duration::from_secs(120), Duration::from_secs(10), 3);
+    let out = client.get_pull(&repo(), n, CallOptions::new().bounds(bounds));
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{out:?}\n{}",
+        forge.log_text()
+    );
+    assert_eq!(out.attempts.len(), 2, "{out:?}");
+    assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
+    assert_eq!(
+        out.attempts[0].delay_ms,
+        Some(60_000),
+        "GitHub's least wait"
+    );
+    // One pause of the whole minute, begun after the limited request; the
+    // next request came after it.
+    assert_eq!(
+        *log.pauses.lock().expect("pauses"),
+        vec![(Duration::from_secs(60), 1)]
+    );
+    assert_eq!(forge.arrivals(Endpoint::GetPull).len(), 2);
+    assert!(out.elapsed_ms >= 60_000, "{} ms", out.elapsed_ms);
+}
+
+// 10
+#[test]
+fn a_secondary_rate_limit_whose_retry_after_fits_the_deadline_is_waited_exactly_then_the_write_lands_once(
+) {
+    let forge = Arc::new(FakeForge::start().expect("fake forge"));
+    let n = forge.add_pull(REPO, "feature", "main", SHA);
+    forge.push(
+        Endpoint::MergePull,
+        Behaviour::SecondaryLimitAfter { retry_after: 30 },
+    );
+    let (client, log) = manual_client(&forge);
+    let bounds = Bounds::new(Duration::from_secs(60), Duration::from_secs(10), 3);
+    let out = client.merge_pull(
+        &repo(),
+        n,
+        SHA,
+        MergeMethod::Merge,
+        CallOptions::new().bounds(bounds),
+    );
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{out:?}\n{}",
+        forge.log_text()
+    );
+    assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
+    assert_eq!(
+        out.attempts[0].delay_ms,
+        Some(30_000),
+        "Retry-After, not a minute"
+    );
+    assert_eq!(
+        *log.pauses.lock().expect("pauses"),
+        vec![(Duration::from_secs(30), 1)]
+    );
+    assert!(out.reconciled.is_none(), "not taken: nothing to settle");
+    assert_eq!(forge.arrivals(Endpoint::MergePull).len(), 2);
+    assert_eq!(forge.applied_count(&format!("pull:{REPO}#{n}")), 1);
 }
 
 // 10

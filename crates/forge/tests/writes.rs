@@ -31,6 +31,19 @@ fn bounds() -> Bounds {
     Bounds::new(Duration::from_secs(8), Duration::from_secs(2), 3)
 }
 
+/// Three attempts of a second within four seconds.
+fn four_seconds() -> Bounds {
+    Bounds::new(Duration::from_secs(4), Duration::from_secs(1), 3)
+}
+
+/// For a write that was not applied, whose settling reads go on to the
+/// deadline: two seconds (an attempt gets one, the reserve the other), so
+/// the test does not wait out a longer one. The deadline is not what such
+/// a test is about.
+fn short() -> Bounds {
+    Bounds::new(Duration::from_secs(2), Duration::from_secs(1), 3)
+}
+
 fn merge(
     forge: &FakeForge,
     n: u64,
@@ -76,7 +89,14 @@ fn a_merge_applied_then_cut_or_stalled_is_settled_landed_with_one_put() {
         let forge = FakeForge::start().expect("fake forge");
         let n = forge.add_pull(REPO, "feature", "main", HEAD);
         forge.push(Endpoint::MergePull, fault.clone());
-        let out = merge(&forge, n, HEAD);
+        // The stall outlasts the attempt's second.
+        let out = client(&forge, four_seconds()).merge_pull(
+            &repo(),
+            n,
+            HEAD,
+            MergeMethod::Squash,
+            CallOptions::new(),
+        );
         assert_eq!(out.kind, OutcomeKind::Succeeded, "{fault:?}: {out:?}");
         assert_eq!(out.attempts[0].class, Some(Class::Unknown), "{fault:?}");
         assert_eq!(
@@ -98,11 +118,13 @@ fn a_merge_not_applied_and_answered_502_ends_unknown_that_may_have_applied_with_
             retry_after: None,
         },
     );
-    let out = client(
-        &forge,
-        Bounds::new(Duration::from_secs(4), Duration::from_secs(1), 3),
-    )
-    .merge_pull(&repo(), n, HEAD, MergeMethod::Merge, CallOptions::new());
+    let out = client(&forge, short()).merge_pull(
+        &repo(),
+        n,
+        HEAD,
+        MergeMethod::Merge,
+        CallOptions::new(),
+    );
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.may_have_applied, Some(true));
     assert_eq!(
@@ -251,11 +273,15 @@ fn ref_forge() -> FakeForge {
 }
 
 fn update_ref(forge: &FakeForge, force: bool) -> sluice_policy::Outcome<sluice_forge::GitRef> {
-    client(
-        forge,
-        Bounds::new(Duration::from_secs(4), Duration::from_secs(1), 3),
-    )
-    .update_ref(&repo(), "heads/main", NEXT, force, CallOptions::new())
+    update_ref_within(forge, force, four_seconds())
+}
+
+fn update_ref_within(
+    forge: &FakeForge,
+    force: bool,
+    bounds: Bounds,
+) -> sluice_policy::Outcome<sluice_forge::GitRef> {
+    client(forge, bounds).update_ref(&repo(), "heads/main", NEXT, force, CallOptions::new())
 }
 
 #[test]
@@ -297,7 +323,7 @@ fn a_ref_update_not_applied_is_not_landed_at_the_sha_read_first_and_not_sent_aga
             retry_after: None,
         },
     );
-    let out = update_ref(&forge, false);
+    let out = update_ref_within(&forge, false, short());
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.may_have_applied, Some(true));
     let rec = out.reconciled.expect("settled");
@@ -314,10 +340,7 @@ fn a_ref_update_not_applied_is_not_landed_at_the_sha_read_first_and_not_sent_aga
 fn a_ref_moved_by_somebody_else_before_the_settling_read_is_moved() {
     let forge = ref_forge();
     forge.push(Endpoint::UpdateRef, Behaviour::ApplyThenCut);
-    let c = client(
-        &forge,
-        Bounds::new(Duration::from_secs(4), Duration::from_secs(1), 3),
-    );
+    let c = client(&forge, four_seconds());
     // Whoever moves the ref does so between the lost answer and the read:
     // the first settling read is held until then.
     forge.push(Endpoint::GetRef, Behaviour::Ok);
@@ -363,11 +386,15 @@ fn run_forge() -> (FakeForge, u64) {
 }
 
 fn complete(forge: &FakeForge, id: u64) -> sluice_policy::Outcome<sluice_forge::CheckRun> {
-    client(
-        forge,
-        Bounds::new(Duration::from_secs(4), Duration::from_secs(1), 3),
-    )
-    .update_check_run(
+    complete_within(forge, id, four_seconds())
+}
+
+fn complete_within(
+    forge: &FakeForge,
+    id: u64,
+    bounds: Bounds,
+) -> sluice_policy::Outcome<sluice_forge::CheckRun> {
+    client(forge, bounds).update_check_run(
         &repo(),
         id,
         &CheckRunUpdate::new()
@@ -408,7 +435,7 @@ fn a_check_run_update_not_applied_is_not_landed_with_the_fields_read_before() {
             retry_after: None,
         },
     );
-    let out = complete(&forge, id);
+    let out = complete_within(&forge, id, short());
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.may_have_applied, Some(true));
     let rec = out.reconciled.expect("settled");

@@ -22,7 +22,9 @@
 //! * **GitHub App**: `POST /app/installations/{id}/access_tokens` takes a
 //!   JWT-shaped bearer, records it, and mints a token with an `expires_at`.
 //!
-//! As a stateful GitHub (see [`github`]'s items): pull requests merge
+//! As a stateful GitHub (a module per resource — pulls, merges, refs,
+//! check runs, statuses, comments, app tokens — beside [`github`], which
+//! holds what they share): pull requests merge
 //! (`sha` checked against the head: 409; closed or unmergeable: 405),
 //! refs move over a seeded commit graph (a non-fast-forward without
 //! `force` is 422), check runs are read and updated by id, lists of check
@@ -69,8 +71,16 @@ use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 use serde_json::{json, Value};
 use sha2::{Digest, Sha256};
 
+mod app;
+mod check_runs;
+mod comments;
 pub mod github;
-pub use github::{merge_commit_sha, AppliedWrite};
+mod merges;
+mod pulls;
+mod refs;
+mod statuses;
+pub use github::AppliedWrite;
+pub use merges::merge_commit_sha;
 
 /// GitHub's words for a secondary rate limit, as the fake forge answers them.
 pub const SECONDARY_LIMIT_MESSAGE: &str = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again. If you reach out to GitHub Support for help, please include the request ID 0000:0000:0000000:0000000:00000000.";
@@ -531,7 +541,7 @@ impl FakeForge {
         st.next_number += 1;
         st.next_id += 1;
         let (id, number) = (st.next_id, st.next_number);
-        let pr = github::new_pull(&base, repo, id, number, head_ref, base_ref, head_sha);
+        let pr = pulls::new_pull(&base, repo, id, number, head_ref, base_ref, head_sha);
         st.pulls.entry(repo.to_string()).or_default().push(pr);
         number
     }
@@ -574,7 +584,7 @@ impl FakeForge {
     /// (not logged as an applied write); returns the merge commit.
     pub fn merge_pull_directly(&self, repo: &str, n: u64) -> Option<String> {
         let mut sha = None;
-        self.with_pull(repo, n, |p| sha = Some(github::merge_in_place(p, repo, n)));
+        self.with_pull(repo, n, |p| sha = Some(merges::merge_in_place(p, repo, n)));
         sha
     }
 
@@ -690,14 +700,23 @@ impl FakeForge {
     /// Wait until `endpoint` has at least `n` completions, or `timeout`
     /// passes; whether it got there.
     pub fn wait_for_completions(&self, endpoint: Endpoint, n: usize, timeout: Duration) -> bool {
+        self.wait_for(n, timeout, |e| e.endpoint == endpoint && e.is_completion())
+    }
+
+    /// Wait until `endpoint` has at least `n` arrivals (request heads
+    /// read), or `timeout` passes; whether it got there.
+    pub fn wait_for_arrivals(&self, endpoint: Endpoint, n: usize, timeout: Duration) -> bool {
+        self.wait_for(n, timeout, |e| {
+            e.endpoint == endpoint && e.event == Event::Arrival
+        })
+    }
+
+    /// Wait on the log until `n` entries match, or `timeout` passes.
+    fn wait_for(&self, n: usize, timeout: Duration, matches: impl Fn(&LogEntry) -> bool) -> bool {
         let end = Instant::now() + timeout;
         let mut log = lock(&self.shared.log);
         loop {
-            let done = log
-                .iter()
-                .filter(|e| e.endpoint == endpoint && e.is_completion())
-                .count();
-            if done >= n {
+            if log.iter().filter(|e| matches(e)).count() >= n {
                 return true;
             }
             let now = Instant::now();
@@ -1229,229 +1248,30 @@ fn apply_lagging(shared: &Shared, req: &Request, lag: Option<Duration>) -> Reply
 
 fn apply_locked(st: &mut State, req: &Request, base: &str, started: Instant) -> Reply {
     let (endpoint, repo, rest) = route(&req.method, req.path());
+    // What `route` matched guarantees the segments indexed here.
+    let number = || rest[1].parse().unwrap_or(0);
+    let git_ref = |from: usize, tail: usize| rest[from..rest.len() - tail].join("/");
     match endpoint {
         Endpoint::Zen => Reply::Answer {
             status: 200,
             headers: Vec::new(),
             body: "\"Keep it logically awesome.\"".into(),
         },
-        Endpoint::GetPull => github::get_pull(st, &repo, rest[1].parse().unwrap_or(0)),
-        Endpoint::MergePull => {
-            github::merge_pull(st, req, &repo, rest[1].parse().unwrap_or(0), started)
-        }
-        Endpoint::GetRef => github::get_ref(st, base, &repo, &rest[2..].join("/")),
-        Endpoint::UpdateRef => {
-            github::update_ref(st, req, base, &repo, &rest[2..].join("/"), started)
-        }
-        Endpoint::GetCheckRun => github::get_check_run(st, &repo, rest[1].parse().unwrap_or(0)),
-        Endpoint::UpdateCheckRun => {
-            github::update_check_run(st, req, &repo, rest[1].parse().unwrap_or(0), started)
-        }
-        Endpoint::ListPulls => {
-            let head = req.query("head");
-            let base_ref = req.query("base");
-            let state = req.query("state").unwrap_or_else(|| "open".into());
-            let list: Vec<Value> = st
-                .pulls
-                .get(&repo)
-                .map(|ps| {
-                    ps.iter()
-                        .filter(|p| {
-                            head.as_ref()
-                                .is_none_or(|h| p["head"]["label"] == h.as_str())
-                        })
-                        .filter(|p| {
-                            base_ref
-                                .as_ref()
-                                .is_none_or(|b| p["base"]["ref"] == b.as_str())
-                        })
-                        .filter(|p| state == "all" || p["state"] == state.as_str())
-                        .cloned()
-                        .collect()
-                })
-                .unwrap_or_default();
-            github::page(req, list, Value::Array)
-        }
-        Endpoint::CreatePull => {
-            let Some(b) = body_json(req) else {
-                return message(400, "Problems parsing JSON");
-            };
-            let (Some(title), Some(head), Some(base_ref)) = (
-                str_field(&b, "title"),
-                str_field(&b, "head"),
-                str_field(&b, "base"),
-            ) else {
-                return missing("title/head/base");
-            };
-            let owner = repo.split('/').next().unwrap_or("");
-            let (label, head_ref) = match head.split_once(':') {
-                Some((_, r)) => (head.to_string(), r.to_string()),
-                None => (format!("{owner}:{head}"), head.to_string()),
-            };
-            let exists = st.pulls.get(&repo).is_some_and(|ps| {
-                ps.iter().any(|p| {
-                    p["state"] == "open"
-                        && p["head"]["label"] == label.as_str()
-                        && p["base"]["ref"] == base_ref
-                })
-            });
-            if exists {
-                return json_reply(
-                    422,
-                    json!({
-                        "message": "Validation Failed",
-                        "errors": [{ "resource": "PullRequest", "code": "custom", "message": format!("A pull request already exists for {label}.") }],
-                    }),
-                );
-            }
-            st.next_number += 1;
-            st.next_id += 1;
-            let number = st.next_number;
-            let pr = json!({
-                "id": st.next_id,
-                "number": number,
-                "state": "open",
-                "title": title,
-                "body": b.get("body").cloned().unwrap_or(Value::Null),
-                "draft": b.get("draft").and_then(Value::as_bool).unwrap_or(false),
-                "merged": false,
-                "head": { "ref": head_ref, "label": label, "sha": "0".repeat(40) },
-                "base": { "ref": base_ref, "label": format!("{owner}:{base_ref}"), "sha": "0".repeat(40) },
-                "url": format!("{base}/repos/{repo}/pulls/{number}"),
-                "html_url": format!("https://forge.invalid/{repo}/pull/{number}"),
-            });
-            let key = format!("pull:{repo}:{label}->{base_ref}");
-            st.pulls.entry(repo).or_default().push(pr.clone());
-            github::record(st, Endpoint::CreatePull, key, started);
-            json_reply(201, pr)
-        }
-        Endpoint::CombinedStatus => {
-            let git_ref = rest[1..rest.len() - 1].join("/");
-            let statuses = st
-                .statuses
-                .get(&(repo.clone(), git_ref.clone()))
-                .cloned()
-                .unwrap_or_default();
-            let states: Vec<&str> = statuses
-                .iter()
-                .filter_map(|s| s["state"].as_str())
-                .collect();
-            let state = if states.iter().any(|s| *s == "error" || *s == "failure") {
-                "failure"
-            } else if states.is_empty() || states.contains(&"pending") {
-                "pending"
-            } else {
-                "success"
-            };
-            json_reply(
-                200,
-                json!({
-                    "state": state,
-                    "sha": git_ref,
-                    "total_count": statuses.len(),
-                    "statuses": statuses,
-                }),
-            )
-        }
-        Endpoint::ListCheckRuns => {
-            let git_ref = rest[1..rest.len() - 1].join("/");
-            let name = req.query("check_name");
-            let runs: Vec<Value> = st
-                .check_runs
-                .get(&repo)
-                .map(|rs| {
-                    rs.iter()
-                        .map(|r| {
-                            let id = r["id"].as_u64().unwrap_or(0);
-                            st.github.seen(&github::run_key(id), r)
-                        })
-                        .filter(|r| r["head_sha"] == git_ref.as_str())
-                        .filter(|r| name.as_ref().is_none_or(|n| r["name"] == n.as_str()))
-                        .collect()
-                })
-                .unwrap_or_default();
-            let total = runs.len();
-            github::page(
-                req,
-                runs,
-                |page| json!({ "total_count": total, "check_runs": page }),
-            )
-        }
-        Endpoint::CreateCheckRun => {
-            let Some(b) = body_json(req) else {
-                return message(400, "Problems parsing JSON");
-            };
-            let (Some(name), Some(head_sha)) = (str_field(&b, "name"), str_field(&b, "head_sha"))
-            else {
-                return missing("name/head_sha");
-            };
-            st.next_id += 1;
-            let id = st.next_id;
-            let run = json!({
-                "id": id,
-                "name": name,
-                "head_sha": head_sha,
-                "status": str_field(&b, "status").unwrap_or("queued"),
-                "conclusion": b.get("conclusion").cloned().unwrap_or(Value::Null),
-                "external_id": b.get("external_id").cloned().unwrap_or(Value::Null),
-                "details_url": b.get("details_url").cloned().unwrap_or(Value::Null),
-                "html_url": format!("https://forge.invalid/{repo}/runs/{id}"),
-            });
-            let key = format!("check-run:{repo}:{}", run["external_id"]);
-            st.check_runs.entry(repo).or_default().push(run.clone());
-            github::record(st, Endpoint::CreateCheckRun, key, started);
-            json_reply(201, run)
-        }
+        Endpoint::GetPull => pulls::get_pull(st, &repo, number()),
+        Endpoint::ListPulls => pulls::list_pulls(st, req, &repo),
+        Endpoint::CreatePull => pulls::create_pull(st, req, base, &repo, started),
+        Endpoint::MergePull => merges::merge_pull(st, req, &repo, number(), started),
+        Endpoint::GetRef => refs::get_ref(st, base, &repo, &git_ref(2, 0)),
+        Endpoint::UpdateRef => refs::update_ref(st, req, base, &repo, &git_ref(2, 0), started),
+        Endpoint::ListCheckRuns => check_runs::list_check_runs(st, req, &repo, &git_ref(1, 1)),
+        Endpoint::CreateCheckRun => check_runs::create_check_run(st, req, &repo, started),
+        Endpoint::GetCheckRun => check_runs::get_check_run(st, &repo, number()),
+        Endpoint::UpdateCheckRun => check_runs::update_check_run(st, req, &repo, number(), started),
+        Endpoint::CombinedStatus => statuses::combined_status(st, &repo, &git_ref(1, 1)),
         Endpoint::CreateIssueComment => {
-            let Some(b) = body_json(req) else {
-                return message(400, "Problems parsing JSON");
-            };
-            let Some(text) = str_field(&b, "body") else {
-                return missing("body");
-            };
-            st.next_id += 1;
-            let id = st.next_id;
-            let c = json!({
-                "id": id,
-                "body": text,
-                "issue_number": rest[1].parse::<u64>().unwrap_or(0),
-                "html_url": format!("https://forge.invalid/{repo}/issues/{}#issuecomment-{id}", rest[1]),
-            });
-            let key = format!("comment:{repo}#{}", rest[1]);
-            st.comments.entry(repo).or_default().push(c.clone());
-            github::record(st, Endpoint::CreateIssueComment, key, started);
-            json_reply(201, c)
+            comments::create_issue_comment(st, req, &repo, &rest[1], started)
         }
-        Endpoint::AccessToken => {
-            let jwt = req.bearer().unwrap_or("");
-            if jwt.split('.').count() != 3 || jwt.split('.').any(str::is_empty) {
-                return message(401, "A JSON web token could not be decoded");
-            }
-            st.app_jwts.push(jwt.to_string());
-            let n = st.minted.len() + 1;
-            let token = st.app_tokens.pop_front().unwrap_or_else(|| {
-                let salt = SystemTime::now()
-                    .duration_since(UNIX_EPOCH)
-                    .map(|d| d.as_nanos())
-                    .unwrap_or(0);
-                format!(
-                    "ghs_fake{n:04}{}",
-                    &fingerprint(&format!("{salt}/{n}"))[..8]
-                )
-            });
-            st.minted.push(token.clone());
-            let lifetime = st.app_token_lifetime.unwrap_or(Duration::from_secs(3600));
-            let expires = SystemTime::now() + lifetime;
-            json_reply(
-                201,
-                json!({
-                    "token": token,
-                    "expires_at": humantime::format_rfc3339_seconds(expires).to_string(),
-                    "permissions": { "pull_requests": "write", "checks": "write" },
-                    "repository_selection": "all",
-                }),
-            )
-        }
+        Endpoint::AccessToken => app::access_token(st, req),
         Endpoint::Other => message(404, "Not Found"),
     }
 }

@@ -1,9 +1,11 @@
 //! The forge soak: `cargo run --release -p sluice-reliability --bin
-//! forge-soak -- [--ops 2000] [--workers 8] [--fault-rate 0.2] [--seed N]`.
+//! forge-soak -- [--ops 2000] [--workers 8] [--fault-rate 0.2] [--seed N]
+//! [--no-retry-budget]`.
 //!
 //! Prints the figures; exits 1 when any promise was broken (see
 //! `sluice_reliability::forge_soak`).
 
+use sluice_policy::RetryBudget;
 use sluice_reliability::forge_soak::{self, ForgeSoakConfig};
 
 fn main() {
@@ -23,6 +25,7 @@ fn main() {
                     .unwrap_or_else(|_| usage("--fault-rate takes a number in [0, 1]"))
             }
             "--seed" => cfg.seed = parse(&value("--seed"), "--seed") as u64,
+            "--no-retry-budget" => cfg.retry_budget = RetryBudget::UNLIMITED,
             "-h" | "--help" => usage(""),
             other => usage(&format!("unknown argument {other}")),
         }
@@ -31,8 +34,8 @@ fn main() {
         usage("--workers must be at least 1");
     }
     eprintln!(
-        "forge soak: {} operations on {} threads, fault rate {}, write pacing {:?}, seed {:#x}",
-        cfg.ops, cfg.workers, cfg.fault_rate, cfg.write_spacing, cfg.seed
+        "forge soak: {} operations on {} threads, fault rate {}, write pacing {:?}, seed {:#x}, retry budget {:?}",
+        cfg.ops, cfg.workers, cfg.fault_rate, cfg.write_spacing, cfg.seed, cfg.retry_budget
     );
     let report = forge_soak::run(&cfg);
     println!("{report}");
@@ -50,6 +53,8 @@ fn usage(msg: &str) -> ! {
     if !msg.is_empty() {
         eprintln!("forge-soak: {msg}");
     }
-    eprintln!("usage: forge-soak [--ops N] [--workers N] [--fault-rate P] [--seed N]");
+    eprintln!(
+        "usage: forge-soak [--ops N] [--workers N] [--fault-rate P] [--seed N] [--no-retry-budget]"
+    );
     std::process::exit(2);
 }
