@@ -110,14 +110,45 @@ fn a_sha256_remote_is_answered_in_one_attempt_by_ls_refs_fetch_and_push() {
 }
 
 #[test]
-fn a_sha256_remote_over_http_is_answered_in_one_attempt() {
+fn a_sha256_remote_over_http_is_answered_in_one_attempt_by_ls_refs_fetch_and_push() {
     let w = World::new();
-    sha256_repo(&w, "s.git");
+    let srv = sha256_repo(&w, "s.git");
+    HttpBackend::enable_anonymous_push(&srv).expect("config");
+    let before = refs_of(&srv);
     let http = HttpBackend::start(&w.dir.path().join("srv")).expect("http-backend");
+    let url = http.url("s.git");
+    let opts = quick(20_000, 5_000, 4);
+
+    let out = client().ls_refs(&url, &[], &opts).expect("valid input");
+    assert_answered_for_the_format(&out);
+
+    let local = empty_repo(&w.path("local.git"));
     let out = client()
-        .ls_refs(&http.url("s.git"), &[], &quick(20_000, 5_000, 4))
+        .fetch(
+            &url,
+            &["refs/heads/*:refs/remotes/origin/*".to_string()],
+            &local,
+            &opts,
+        )
         .expect("valid input");
     assert_answered_for_the_format(&out);
+    assert!(repo::refs(&w.path("local.git")).is_empty());
+
+    let from = w.small("sha1.git");
+    let local = local_clone(&from, &w.path("pusher.git"));
+    let tip = repo::commit_on(&local, "main", "x");
+    let out = client()
+        .push(
+            &url,
+            &[update(Some(&tip), "refs/heads/side")],
+            &PushOptions::default(),
+            &open(&local),
+            &opts,
+        )
+        .expect("valid input");
+    assert_answered_for_the_format(&out);
+    assert_eq!(out.may_have_applied, Some(false));
+    assert_eq!(refs_of(&srv), before, "nothing written");
 }
 
 /// A pre-receive hook that logs each run (one line per pack the server
