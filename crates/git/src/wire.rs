@@ -54,6 +54,9 @@ pub(crate) struct WireState {
     pub local_failure: Option<String>,
     /// A spawned server's exit status code (None: signal or still running).
     pub child_exit: Option<Option<i32>>,
+    /// What the spawned process is, for messages (`the ssh command`,
+    /// `git upload-pack`).
+    pub child_program: Option<String>,
     /// A spawned server's last non-empty stderr line.
     pub stderr_tail: Option<String>,
     /// The most read before the request is complete ([`ADVERT_CAP`] unless

@@ -16,6 +16,7 @@ mod ledger;
 mod ledger_tls;
 mod local_failures;
 mod no_secret_anywhere;
+mod progress_and_messages;
 mod push_porcelain;
 mod readme;
 mod remote_text;
