@@ -70,7 +70,8 @@ pub(crate) struct WireState {
     pub object_format: Option<String>,
     /// Side-band 2 text (a hook's words), kept within the caps of
     /// [`sluice_policy::remote_text`] as it passes, when the conversation
-    /// asked for it (a push, once its commands are sent). Read here, from
+    /// asked for it (a push, once its commands are sent; a fetch, from its
+    /// negotiation on). Read here, from
     /// the raw pkt-lines, because gix hands its progress handler each
     /// packet with one trailing newline removed: where a line ends would be
     /// lost.
