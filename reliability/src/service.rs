@@ -44,6 +44,16 @@
 //! after the pack), or at a random moment. Every `gc_every` operations the
 //! thread runs `git gc` on its two repositories, handles open.
 //!
+//! Coverage by construction: whether a fault planned at random acts
+//! depends on timing (a push whose lease read failed sends nothing; an
+//! attempt cut by its timeout before the advertisement never reaches a
+//! cut after the pack), so at high load a named fault could go unseen.
+//! Each thread therefore owes one cut after a complete push (per
+//! transport, every transport owed by some thread): it is planned on the
+//! thread's pushes over that transport until it acted, and the thread's
+//! last operations pay what the mix did not, under bounds no load
+//! exhausts, a few tries at most.
+//!
 //! # What is checked
 //!
 //! * a push reported `succeeded` is on the server exactly once; one reported
@@ -565,6 +575,22 @@ impl Faults<'_> {
         }
     }
 
+    /// Plans the coverage check's fault for `t` ([`owed_by`]) on the next
+    /// connection (or request) alone.
+    fn plan_owed(&self, t: Transport) {
+        self.clear();
+        match t {
+            Transport::Git => self.git.set_fault(Fault::CutBeforeReport, 1),
+            Transport::Http => self
+                .http
+                .set_fault(Fault::http_cut_response("/git-receive-pack"), 1),
+            Transport::Ssh => {
+                sshfault::set_plan(self.ctl, self.thread, Some((SshFault::CutBeforeReport, 1)))
+                    .expect("ssh plan")
+            }
+        }
+    }
+
     fn clear(&self) {
         self.git.clear_fault();
         self.http.clear_fault();
@@ -713,6 +739,7 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
     let mut log = ThreadLog::default();
     let mut packs: HashSet<std::ffi::OsString> = HashSet::new();
     let own = format!("refs/heads/t{t}");
+    let mut owed = owed_by(t, cfg.threads);
     for op in 0..ops {
         if op == warmup {
             warm.wait(); // the main thread samples the quiescent start
@@ -769,99 +796,24 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
             } else {
                 "refs/heads/shared".to_string()
             };
-            cx.faults
-                .plan(tr, Call::LeaseRead, &mut rng, cfg.fault_rate);
-            let start = Instant::now();
-            let read = cx
-                .client
-                .ls_refs(url, std::slice::from_ref(&dst), &base)
-                .expect("valid input");
-            log.note(tr, Call::LeaseRead, &read, start.elapsed(), dl);
-            let lease = read
-                .value
-                .as_ref()
-                .and_then(|refs| refs.iter().find(|r| r.name == dst))
-                .and_then(|r| r.oid);
-            if let Some(lease) = lease {
-                let cancel = cancel.map(|c| match rng.below(3) {
-                    0 => CancelAt::PackSent,
-                    1 => CancelAt::HookWords,
-                    _ => c,
-                });
-                let slow = if cancel == Some(CancelAt::HookWords) || rng.chance(cfg.slow_rate) {
-                    1 + rng.below(3)
-                } else {
-                    0
-                };
-                let declined = rng.chance(cfg.decline_rate);
-                let mut subject = format!("soak t{t} op{op} {} {dst}", tr.name());
-                if slow > 0 {
-                    subject.push_str(&format!(" [slow:{slow}]"));
-                }
-                if declined {
-                    subject.push_str(" [decline]");
-                }
-                let lease = lease.to_string();
-                let commit = unique_commit(cx.local, &lease, &subject);
-                let update = RefUpdate {
-                    src: Some(gix::ObjectId::from_hex(commit.as_bytes()).expect("hex")),
-                    dst: dst.clone(),
-                    expect: Lease::Oid(gix::ObjectId::from_hex(lease.as_bytes()).expect("hex")),
-                    force: false,
-                };
-                cx.faults.plan(tr, Call::Push, &mut rng, cfg.fault_rate);
-                let git_before = cx.faults.git.connections().len();
-                let ssh_before = sshfault::read_log(cx.faults.ctl, t).len();
-                let http_before = http_counts(cx.faults.http);
-                let start = Instant::now();
-                let (out, raised) = with_cancel(&base, cancel, |o| {
-                    cx.client
-                        .push(url, &[update], &PushOptions::default(), &local_repo, o)
-                });
-                let out = out.expect("valid input");
-                let took = start.elapsed();
-                if raised {
-                    *log.cancels
-                        .entry(cancel_name(cancel.expect("a cancel was planned")))
-                        .or_default() += 1;
-                }
-                log.note(tr, Call::Push, &out, took, dl);
-                let conns = match tr {
-                    Transport::Git => git_before..cx.faults.git.connections().len(),
-                    Transport::Ssh => ssh_before..sshfault::read_log(cx.faults.ctl, t).len(),
-                    Transport::Http => 0..0,
-                };
-                let requests = if tr == Transport::Http {
-                    let mut v: Vec<(u64, usize)> = Vec::new();
-                    for (id, n) in http_counts(cx.faults.http) {
-                        let from = http_before.get(&id).copied().unwrap_or(0);
-                        v.extend((from..n).map(|i| (id, i)));
-                    }
-                    v.sort();
-                    v
-                } else {
-                    Vec::new()
-                };
-                log.pushes.push(PushRecord {
-                    transport: tr,
-                    thread: t,
+            let owes = owed.contains(&tr);
+            let acted = push_op(
+                cx,
+                &mut log,
+                &mut rng,
+                PushPlan {
+                    t,
                     op,
+                    tr,
                     dst,
-                    commit,
-                    lease,
-                    declined,
-                    kind: out.kind,
-                    may_have_applied: out.may_have_applied,
-                    attempts: out
-                        .attempts
-                        .iter()
-                        .map(|a| (a.phase.to_string(), a.class))
-                        .collect(),
-                    cancelled: raised,
-                    conns,
-                    requests,
-                    error: out.error.as_ref().map(|e| e.cause.clone()),
-                });
+                    cancel,
+                    owed: owes,
+                    base: &base,
+                },
+                &local_repo,
+            );
+            if acted {
+                owed.retain(|x| *x != tr);
             }
         }
         cx.faults.clear();
@@ -883,8 +835,233 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
                 .push(Sample::take(n));
         }
     }
+    // What this thread owes the coverage check and the mix did not pay:
+    // pushes with the fault planned, under bounds no load can exhaust
+    // before the fault's point, until it acted (a few tries; more would
+    // mean the fault cannot act, which the check then reports).
+    let generous = CallOptions {
+        bounds: Bounds::new(Duration::from_secs(120), Duration::from_secs(60), 4)
+            .with_backoff(cfg.bounds.backoff)
+            .with_reconcile_reserve(Duration::from_secs(5)),
+        ..CallOptions::default()
+    };
+    for (k, tr) in std::mem::take(&mut owed).into_iter().enumerate() {
+        for try_n in 0..COVER_TRIES {
+            cx.faults.clear();
+            let acted = push_op(
+                cx,
+                &mut log,
+                &mut rng,
+                PushPlan {
+                    t,
+                    op: ops + k * COVER_TRIES + try_n,
+                    tr,
+                    dst: own.clone(),
+                    cancel: None,
+                    owed: true,
+                    base: &generous,
+                },
+                &local_repo,
+            );
+            *log.ops.entry(tr.name()).or_default() += 1;
+            if acted {
+                break;
+            }
+        }
+    }
+    cx.faults.clear();
     log.packs_seen = packs.len();
     log
+}
+
+/// How many pushes the tail of a thread tries to make an owed fault act.
+const COVER_TRIES: usize = 5;
+
+/// The faults the coverage check names, one per transport: a cut after a
+/// push's request was complete (`cut-before-report`,
+/// `ssh-cut-before-report`, `http-cut-response-after-body`). Whether a
+/// randomly planned fault acts depends on timing (a push whose lease read
+/// failed sends nothing; an attempt cut by its timeout before the
+/// advertisement never reaches the fault's point), so each thread owes one
+/// of them ([`owed_by`]): planned on its pushes over that transport until
+/// it acted, and paid at the thread's end if the mix did not.
+fn owed_by(t: usize, threads: usize) -> Vec<Transport> {
+    Transport::ALL
+        .into_iter()
+        .enumerate()
+        .filter(|(i, _)| i % threads.max(1) == t % threads.max(1) || *i == t % 3)
+        .map(|(_, tr)| tr)
+        .collect()
+}
+
+/// One push of the mix: its lease read, then the push, recorded for the
+/// checker.
+struct PushPlan<'b> {
+    t: usize,
+    op: usize,
+    tr: Transport,
+    dst: String,
+    cancel: Option<CancelAt>,
+    /// Plan the thread's owed fault instead of a random one.
+    owed: bool,
+    base: &'b CallOptions,
+}
+
+/// Runs `plan`; true when it was given the owed fault and it acted.
+fn push_op(
+    cx: &Ctx<'_>,
+    log: &mut ThreadLog,
+    rng: &mut Rng,
+    plan: PushPlan<'_>,
+    local_repo: &gix::Repository,
+) -> bool {
+    let cfg = cx.cfg;
+    let PushPlan {
+        t,
+        op,
+        tr,
+        dst,
+        cancel,
+        owed,
+        base,
+    } = plan;
+    let dl = base.bounds.deadline;
+    let url = &cx.urls[tr as usize];
+    cx.faults.plan(
+        tr,
+        Call::LeaseRead,
+        rng,
+        if owed { 0.0 } else { cfg.fault_rate },
+    );
+    let start = Instant::now();
+    let read = cx
+        .client
+        .ls_refs(url, std::slice::from_ref(&dst), base)
+        .expect("valid input");
+    log.note(tr, Call::LeaseRead, &read, start.elapsed(), dl);
+    let lease = read
+        .value
+        .as_ref()
+        .and_then(|refs| refs.iter().find(|r| r.name == dst))
+        .and_then(|r| r.oid);
+    let Some(lease) = lease else { return false };
+    let cancel = cancel.map(|c| match rng.below(3) {
+        0 => CancelAt::PackSent,
+        1 => CancelAt::HookWords,
+        _ => c,
+    });
+    let slow = if cancel == Some(CancelAt::HookWords) || rng.chance(cfg.slow_rate) {
+        1 + rng.below(3)
+    } else {
+        0
+    };
+    let declined = rng.chance(cfg.decline_rate);
+    let mut subject = format!("soak t{t} op{op} {} {dst}", tr.name());
+    if slow > 0 {
+        subject.push_str(&format!(" [slow:{slow}]"));
+    }
+    if declined {
+        subject.push_str(" [decline]");
+    }
+    let lease = lease.to_string();
+    let commit = unique_commit(cx.local, &lease, &subject);
+    let update = RefUpdate {
+        src: Some(gix::ObjectId::from_hex(commit.as_bytes()).expect("hex")),
+        dst: dst.clone(),
+        expect: Lease::Oid(gix::ObjectId::from_hex(lease.as_bytes()).expect("hex")),
+        force: false,
+    };
+    if owed {
+        cx.faults.plan_owed(tr);
+    } else {
+        cx.faults.plan(tr, Call::Push, rng, cfg.fault_rate);
+    }
+    let git_before = cx.faults.git.connections().len();
+    let ssh_before = sshfault::read_log(cx.faults.ctl, t).len();
+    let http_before = http_counts(cx.faults.http);
+    let start = Instant::now();
+    let (out, raised) = with_cancel(base, cancel, |o| {
+        cx.client
+            .push(url, &[update], &PushOptions::default(), local_repo, o)
+    });
+    let out = out.expect("valid input");
+    let took = start.elapsed();
+    if raised {
+        *log.cancels
+            .entry(cancel_name(cancel.expect("a cancel was planned")))
+            .or_default() += 1;
+    }
+    log.note(tr, Call::Push, &out, took, dl);
+    let conns = match tr {
+        Transport::Git => git_before..cx.faults.git.connections().len(),
+        Transport::Ssh => ssh_before..sshfault::read_log(cx.faults.ctl, t).len(),
+        Transport::Http => 0..0,
+    };
+    let requests = if tr == Transport::Http {
+        let mut v: Vec<(u64, usize)> = Vec::new();
+        for (id, n) in http_counts(cx.faults.http) {
+            let from = http_before.get(&id).copied().unwrap_or(0);
+            v.extend((from..n).map(|i| (id, i)));
+        }
+        v.sort();
+        v
+    } else {
+        Vec::new()
+    };
+    log.pushes.push(PushRecord {
+        transport: tr,
+        thread: t,
+        op,
+        dst,
+        commit,
+        lease,
+        declined,
+        kind: out.kind,
+        may_have_applied: out.may_have_applied,
+        attempts: out
+            .attempts
+            .iter()
+            .map(|a| (a.phase.to_string(), a.class))
+            .collect(),
+        cancelled: raised,
+        conns,
+        requests,
+        error: out.error.as_ref().map(|e| e.cause.clone()),
+    });
+
+    acted(cx, t, tr, &log.pushes[log.pushes.len() - 1], owed)
+}
+
+/// Whether the owed fault planned on `push` acted on one of its
+/// connections or requests.
+fn acted(cx: &Ctx<'_>, t: usize, tr: Transport, push: &PushRecord, owed: bool) -> bool {
+    if !owed {
+        return false;
+    }
+    match tr {
+        Transport::Git => cx.faults.git.connections()[push.conns.clone()]
+            .iter()
+            .any(|c| {
+                c.fault_fired
+                    && c.fault
+                        .as_ref()
+                        .is_some_and(|f| fault_name(f) == "cut-before-report")
+            }),
+        Transport::Ssh => sshfault::read_log(cx.faults.ctl, t)[push.conns.clone()]
+            .iter()
+            .any(|c| c.fired && c.fault == Some(SshFault::CutBeforeReport)),
+        Transport::Http => {
+            let conns = cx.faults.http.connections();
+            push.requests.iter().any(|(id, i)| {
+                conns
+                    .iter()
+                    .find(|c| c.id == *id)
+                    .and_then(|c| c.http_requests.get(*i))
+                    .and_then(|x| x.fault.as_ref())
+                    .is_some_and(|f| http_fault_name(f) == "http-cut-response-after-body")
+            })
+        }
+    }
 }
 
 /// A fetch's reported refs must be what is on disk after it.
@@ -916,7 +1093,8 @@ fn check_fetch(
     }
 }
 
-/// Runs a service soak and checks it.
+/// Runs a service soak and checks it. It sets the process's
+/// `GIT_SSH_COMMAND`: one soak per process at a time.
 pub fn run(cfg: &ServiceConfig) -> ServiceReport {
     let started = Instant::now();
     let servers = serve(cfg.threads);

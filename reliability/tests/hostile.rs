@@ -195,6 +195,15 @@ fn fetch(scene: &Scene, s: &ScriptedServer, o: &CallOptions) -> Seen<Vec<sluice_
     })
 }
 
+/// The outcome's cause (empty when none).
+fn cause<T>(seen: &Seen<T>) -> String {
+    seen.out
+        .error
+        .as_ref()
+        .map(|e| e.cause.clone())
+        .unwrap_or_default()
+}
+
 fn first(seen: &Seen<impl Sized>) -> (&str, Option<Class>) {
     let a = seen.out.attempts.first().expect("an attempt");
     (a.phase.as_ref(), a.class)
@@ -716,4 +725,99 @@ fn a_sha256_remote_is_answered_in_one_attempt_and_never_written() {
     }
     assert_eq!(pushed.may_have_applied, Some(false));
     assert!(repo::refs(&srv).is_empty(), "nothing written");
+}
+
+/// The window title, clear screen, cursor moves, colour and a backspace a
+/// hostile server puts in its words.
+const CONTROL: &str = "\x1b]0;pwned\x07\x1b[2J\x1b[3;4Hmoved \x1b[31mred\x1b[0m\x08";
+
+/// An `ERR` packet instead of an advertisement, its words carrying
+/// control sequences: the remote's answer for ls-refs, fetch and push —
+/// one attempt, one connection, the words kept as sent (only the CLI's
+/// human output shows them as `^X`), nothing sent after it; words longer
+/// than a reason is kept are cut there.
+#[test]
+fn an_err_packet_with_control_sequences_is_answered_once_its_words_kept_as_sent_and_bounded() {
+    let _g = serial();
+    let sc = scene();
+    let text = format!("access denied {CONTROL}");
+    let s = server(Script::Err { text: text.clone() }, &sc.main);
+    let seen = ls_refs(&s, &opts(5_000, 2_000, 4));
+    check_bounds(&seen);
+    assert_eq!(seen.out.kind, OutcomeKind::Answered);
+    assert_eq!(first(&seen), ("connect", Some(Class::Answered)));
+    assert_eq!(seen.conns.len(), 1);
+    assert!(cause(&seen).contains(&text), "{:?}", cause(&seen));
+    let seen = fetch(&sc, &s, &opts(5_000, 2_000, 4));
+    check_bounds(&seen);
+    assert_eq!(seen.out.kind, OutcomeKind::Answered);
+    assert_eq!(first(&seen), ("connect", Some(Class::Answered)));
+    assert_eq!(seen.conns.len(), 1);
+    assert!(cause(&seen).contains(&text), "{:?}", cause(&seen));
+    let seen = push(&sc, &s, &opts(5_000, 2_000, 4));
+    check_bounds(&seen);
+    assert_eq!(seen.out.kind, OutcomeKind::Answered);
+    assert_eq!(seen.out.may_have_applied, Some(false));
+    assert_eq!(first(&seen), ("connect", Some(Class::Answered)));
+    assert_eq!(seen.conns.len(), 1);
+    assert!(seen.conns[0].commands.is_empty(), "nothing sent after ERR");
+    assert!(cause(&seen).contains(&text), "{:?}", cause(&seen));
+
+    // As long as a pkt-line allows: kept to the reason's cap.
+    let long = format!("{CONTROL}{}", "x".repeat(60_000));
+    s.set_script(Script::Err { text: long.clone() });
+    let seen = ls_refs(&s, &opts(5_000, 2_000, 4));
+    check_bounds(&seen);
+    assert_eq!(seen.out.kind, OutcomeKind::Answered);
+    let kept = cause(&seen);
+    assert!(kept.starts_with(CONTROL), "{kept:?}");
+    assert!(
+        kept.len() <= sluice_policy::remote_text::LINE_BYTES + 64,
+        "{} bytes of the remote's words kept",
+        kept.len()
+    );
+}
+
+/// A report whose `ng` reason carries control sequences: the ref is
+/// rejected in the remote's words, kept as sent; the push is answered in
+/// one attempt and may not have applied; a reason longer than the cap is
+/// cut there.
+#[test]
+fn an_ng_reason_with_control_sequences_is_the_refs_answer_kept_as_sent_and_bounded() {
+    let _g = serial();
+    let sc = scene();
+    for reason in [
+        format!("frozen {CONTROL}"),
+        format!("{CONTROL}{}", "y".repeat(60_000)),
+    ] {
+        let s = server(
+            Script::Refuse {
+                reason: reason.clone(),
+            },
+            &sc.main,
+        );
+        let seen = push(&sc, &s, &opts(5_000, 2_000, 4));
+        check_bounds(&seen);
+        assert_eq!(
+            seen.out.kind,
+            OutcomeKind::Answered,
+            "{:?}",
+            seen.out.attempts
+        );
+        assert_eq!(seen.out.may_have_applied, Some(false));
+        assert_eq!(first(&seen), ("reported", Some(Class::Answered)));
+        assert_eq!(seen.conns.len(), 1, "never sent again");
+        assert!(seen.conns[0].pack_complete);
+        let report = seen.out.value.as_ref().expect("the per-ref results");
+        let r = &report.refs[0];
+        assert_eq!(r.status, sluice_git::RefStatus::Rejected);
+        let message = r.message.clone().unwrap_or_default();
+        let cap = sluice_policy::remote_text::LINE_BYTES;
+        if reason.len() <= cap {
+            assert_eq!(message, reason);
+        } else {
+            assert!(message.starts_with(CONTROL), "{message:?}");
+            assert!(message.len() <= cap + 64, "{} bytes kept", message.len());
+        }
+    }
 }

@@ -411,26 +411,37 @@ pub fn remote_lines(messages: &[String]) -> String {
         .collect()
 }
 
-/// The attempt history as a small table.
+/// The attempt history as a small table, each column as wide as its
+/// widest cell (`local-error`, `response-headers`), the cause last.
 pub fn history<T>(outcome: &Outcome<T>) -> String {
-    let mut s =
-        String::from("  attempt  phase          class      took      left      then      cause\n");
+    const HEAD: [&str; 7] = ["attempt", "phase", "class", "took", "left", "then", "cause"];
+    let mut rows: Vec<[String; 7]> = vec![HEAD.map(str::to_string)];
     for a in &outcome.attempts {
-        let class = a.class.map_or("-", |c| c.as_str());
-        let wait = a
-            .delay_ms
-            .map_or_else(|| "-".to_string(), |d| format!("+{d}ms"));
-        let _ = writeln!(
-            s,
-            "  #{:<7} {:<14} {:<10} {:<9} {:<9} {:<9} {}",
-            a.n,
-            a.phase,
-            class,
+        rows.push([
+            format!("#{}", a.n),
+            a.phase.to_string(),
+            a.class.map_or("-", |c| c.as_str()).to_string(),
             format!("{}ms", a.elapsed_ms),
             format!("{}ms", a.remaining_ms),
-            wait,
+            a.delay_ms
+                .map_or_else(|| "-".to_string(), |d| format!("+{d}ms")),
             a.cause.as_deref().map_or_else(|| "-".to_string(), visible),
-        );
+        ]);
+    }
+    let mut width = [0usize; 6];
+    for row in &rows {
+        for (w, cell) in width.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut s = String::new();
+    for row in &rows {
+        s.push_str("  ");
+        for (cell, w) in row.iter().zip(width) {
+            let _ = write!(s, "{cell:<w$}  ");
+        }
+        s.push_str(&row[6]);
+        s.push('\n');
     }
     s
 }

@@ -1,6 +1,12 @@
 //! Progress of fetch and push on stderr, fed by `CallOptions::progress`:
 //! the stage (`counted`, `sending`, `sent`, gix's receiving and resolving
-//! tasks, the remote's own words), objects, bytes and throughput.
+//! tasks, git's own progress lines from the remote — never the remote's
+//! other words, which are `remote:` lines), objects, bytes and throughput.
+//!
+//! Throughput is the bytes moved within one stage over a real interval of
+//! the clock, at least [`RATE_WINDOW`] long: a stage seen once, or for less
+//! than that, shows none (a count over a few microseconds would claim
+//! terabytes a second).
 //!
 //! * On a terminal (the default there, or `--progress`): a spinner line
 //!   redrawn in place.
@@ -32,12 +38,39 @@ pub enum Mode {
     Off,
 }
 
-/// One stage's figures, for the line printer.
+/// The least interval a throughput figure is measured over.
+pub const RATE_WINDOW: Duration = Duration::from_millis(500);
+
+/// Bytes per second within one stage, measured from the stage's first
+/// report.
+#[derive(Default)]
+struct Rate {
+    stage: String,
+    first: Option<(Instant, u64)>,
+}
+
+impl Rate {
+    /// Takes `p`, seen at `now`; the throughput since the stage's first
+    /// report when at least [`RATE_WINDOW`] has passed and bytes moved.
+    fn update(&mut self, p: &Progress, now: Instant) -> Option<u64> {
+        if self.stage != p.stage || self.first.is_none() {
+            self.stage = p.stage.clone();
+            self.first = Some((now, p.bytes));
+            return None;
+        }
+        let (t0, b0) = self.first?;
+        let dt = now.saturating_duration_since(t0);
+        let moved = p.bytes.checked_sub(b0).filter(|b| *b > 0)?;
+        (dt >= RATE_WINDOW).then(|| (moved as f64 / dt.as_secs_f64()) as u64)
+    }
+}
+
+/// The line printer's state.
 struct Lines {
     what: String,
     stage: String,
-    started: Instant,
     printed: Option<Instant>,
+    rate: Rate,
 }
 
 enum Shown {
@@ -48,16 +81,9 @@ enum Shown {
 /// What is shown, if anything.
 pub struct Bar(Option<Shown>);
 
-/// `N objects, X, Y/s` for `p`, `Y` over `elapsed`.
-fn figures(p: &Progress, elapsed: Duration) -> String {
-    let rate = if elapsed.as_secs_f64() > 0.0 && p.bytes > 0 {
-        format!(
-            ", {}/s",
-            HumanBytes((p.bytes as f64 / elapsed.as_secs_f64()) as u64)
-        )
-    } else {
-        String::new()
-    };
+/// `N objects, X` for `p`, and `, Y/s` when a throughput was measured.
+fn figures(p: &Progress, rate: Option<u64>) -> String {
+    let rate = rate.map_or_else(String::new, |r| format!(", {}/s", HumanBytes(r)));
     format!("{} objects, {}{rate}", p.objects, HumanBytes(p.bytes))
 }
 
@@ -73,8 +99,8 @@ impl Bar {
             return Bar(Some(Shown::Lines(Arc::new(Mutex::new(Lines {
                 what: what.to_string(),
                 stage: String::new(),
-                started: Instant::now(),
                 printed: None,
+                rate: Rate::default(),
             })))));
         }
         let pb = ProgressBar::with_draw_target(None, ProgressDrawTarget::stderr());
@@ -92,13 +118,11 @@ impl Bar {
         match self.0.as_ref()? {
             Shown::Spinner(pb) => {
                 let pb = pb.clone();
-                let started = Arc::new(Mutex::new((String::new(), Instant::now())));
+                let rate = Arc::new(Mutex::new(Rate::default()));
                 Some(Arc::new(move |p: &Progress| {
-                    let mut s = started.lock().unwrap_or_else(|e| e.into_inner());
-                    if s.0 != p.stage {
-                        *s = (p.stage.clone(), Instant::now());
-                    }
-                    pb.set_message(format!("{}: {}", p.stage, figures(p, s.1.elapsed())));
+                    let mut rate = rate.lock().unwrap_or_else(|e| e.into_inner());
+                    let r = rate.update(p, Instant::now());
+                    pb.set_message(format!("{}: {}", p.stage, figures(p, r)));
                 }))
             }
             Shown::Lines(lines) => {
@@ -106,10 +130,10 @@ impl Bar {
                 Some(Arc::new(move |p: &Progress| {
                     let mut l = lines.lock().unwrap_or_else(|e| e.into_inner());
                     let now = Instant::now();
+                    let rate = l.rate.update(p, now);
                     let new_stage = l.stage != p.stage;
                     if new_stage {
                         l.stage = p.stage.clone();
-                        l.started = now;
                     } else if l
                         .printed
                         .is_some_and(|t| now.duration_since(t) < Duration::from_secs(1))
@@ -117,12 +141,7 @@ impl Bar {
                         return;
                     }
                     l.printed = Some(now);
-                    let line = format!(
-                        "{}: {}: {}\n",
-                        l.what,
-                        p.stage,
-                        figures(p, now.duration_since(l.started))
-                    );
+                    let line = format!("{}: {}: {}\n", l.what, p.stage, figures(p, rate));
                     let _ = std::io::stderr().write_all(line.as_bytes());
                 }))
             }
@@ -134,5 +153,37 @@ impl Bar {
         if let Some(Shown::Spinner(pb)) = &self.0 {
             pb.finish_and_clear();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(stage: &str, bytes: u64) -> Progress {
+        Progress {
+            stage: stage.into(),
+            objects: 0,
+            bytes,
+        }
+    }
+
+    #[test]
+    fn throughput_is_measured_over_a_real_interval_within_one_stage() {
+        let t0 = Instant::now();
+        let mut r = Rate::default();
+        // A stage's first report: nothing measured yet, whatever it holds.
+        assert_eq!(r.update(&at("read pack", 70 << 40), t0), None);
+        // Too short an interval: none.
+        let soon = t0 + Duration::from_millis(1);
+        assert_eq!(r.update(&at("read pack", (70 << 40) + 4096), soon), None);
+        // One second later, 1 MiB more: 1 MiB/s.
+        let later = t0 + Duration::from_secs(1);
+        assert_eq!(
+            r.update(&at("read pack", (70 << 40) + (1 << 20)), later),
+            Some(1 << 20)
+        );
+        // A new stage starts over.
+        assert_eq!(r.update(&at("received", 1 << 30), later), None);
     }
 }

@@ -508,6 +508,11 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         Service::UploadPack => "upload-pack",
         Service::ReceivePack => "receive-pack",
     };
+    wire.lock().child_program = Some(if d.remote.kind == TransportKind::File {
+        format!("git {program}")
+    } else {
+        "the ssh command".to_string()
+    });
     let mut cmd = if d.remote.kind == TransportKind::File {
         let mut c = Command::new(d.git_program);
         c.arg(program).arg(d.remote.path());

@@ -279,6 +279,22 @@ pub(crate) fn check_format(st: &WireState, phase: Phase) -> Result<(), GitError>
     }
 }
 
+/// What the spawned process was, for a message.
+fn child_program(st: &WireState) -> &str {
+    st.child_program
+        .as_deref()
+        .unwrap_or("the remote's process")
+}
+
+/// How a spawned process ended, in words: `exited with code 1`, `was
+/// ended by a signal`.
+fn exit_words(code: Option<i32>) -> String {
+    match code {
+        Some(c) => format!("exited with code {c}"),
+        None => "was ended by a signal".to_string(),
+    }
+}
+
 /// HTTP statuses, by the workspace's one table ([`sluice_https::status_class`],
 /// the forge's too): 401 answered with the credential signal (the policy
 /// decides whether the credential held was refused and buys afresh), 408,
@@ -372,7 +388,11 @@ pub(crate) fn from_wire(
             // the remote never judged the call.
             if code != Some(255) && code != Some(0) {
                 let words = st.stderr_tail.clone().unwrap_or_else(|| {
-                    format!("the remote exited with {code:?} before advertising")
+                    format!(
+                        "{} {} before the remote advertised anything",
+                        child_program(st),
+                        exit_words(code)
+                    )
                 });
                 return GitError::Remote { phase, words };
             }
@@ -395,8 +415,21 @@ pub(crate) fn from_wire(
             detail: format!("the server sent bytes that are not pkt-lines; {detail}"),
         };
     }
+    let detail = match (st.child_exit, st.bytes_read) {
+        // Nothing read and the process gone: gix's words would be about
+        // a buffer ("failed to fill whole buffer"); say what happened.
+        (Some(code), 0) => format!(
+            "{} {} before the remote said anything",
+            child_program(st),
+            exit_words(code)
+        ),
+        _ => detail.replace(
+            "failed to fill whole buffer",
+            "the connection ended in the middle of the remote's message",
+        ),
+    };
     let detail = match &st.stderr_tail {
-        Some(tail) if st.child_exit.is_some() => format!("{detail}; remote said: {tail}"),
+        Some(tail) if st.child_exit.is_some() => format!("{detail}; it said: {tail}"),
         _ => detail,
     };
     GitError::Transport {

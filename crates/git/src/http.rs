@@ -277,8 +277,21 @@ impl Exchange {
             status.as_u16(),
             status.canonical_reason().unwrap_or("")
         );
+        // The body's words only when they are text, as git shows a
+        // `text/plain` body: an HTML error page is no message.
+        let plain = resp
+            .headers()
+            .get(reqwest::header::CONTENT_TYPE)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| {
+                v.trim_start()
+                    .to_ascii_lowercase()
+                    .starts_with("text/plain")
+            });
         let mut excerpt = String::new();
-        let _ = resp.take(512).read_to_string(&mut excerpt);
+        if plain {
+            let _ = resp.take(512).read_to_string(&mut excerpt);
+        }
         let mut words = match excerpt.lines().find(|l| !l.trim().is_empty()) {
             Some(l) => format!("{} ({})", line.trim(), l.trim()),
             None => line.trim().to_string(),

@@ -52,6 +52,19 @@ pub struct BadUrl {
     pub reason: String,
 }
 
+/// The port of a `scheme://[user@]host:port/...` URL when it is digits
+/// but no TCP port (above 65535): gix says only that the URL cannot be
+/// parsed.
+fn port_out_of_range(url: &str) -> Option<&str> {
+    let (_, rest) = url.split_once("://")?;
+    let authority = rest.split('/').next()?;
+    let host_port = authority.rsplit_once('@').map_or(authority, |(_, h)| h);
+    let host_port = host_port.rsplit_once(']').map_or(host_port, |(_, p)| p);
+    let (_, port) = host_port.rsplit_once(':')?;
+    let digits = !port.is_empty() && port.bytes().all(|b| b.is_ascii_digit());
+    (digits && port.parse::<u16>().is_err()).then_some(port)
+}
+
 impl Remote {
     /// Parse `url`: `git://`, `http(s)://`, `ssh://`, `user@host:path`,
     /// `file://` or a local path.
@@ -67,6 +80,9 @@ impl Remote {
             return Err(bad("contains control characters"));
         }
         let mut parsed = gix::url::parse(url.as_bytes()).map_err(|e| {
+            if let Some(port) = port_out_of_range(url) {
+                return bad(&format!("bad port {port} (a port is 1 to 65535)"));
+            }
             // gix quotes the input, escaped: say what is wrong with the URL
             // as shown (user info removed) instead, when that differs.
             let shown = redact(url);

@@ -54,6 +54,9 @@ pub(crate) struct WireState {
     pub local_failure: Option<String>,
     /// A spawned server's exit status code (None: signal or still running).
     pub child_exit: Option<Option<i32>>,
+    /// What the spawned process is, for messages (`the ssh command`,
+    /// `git upload-pack`).
+    pub child_program: Option<String>,
     /// A spawned server's last non-empty stderr line.
     pub stderr_tail: Option<String>,
     /// The most read before the request is complete ([`ADVERT_CAP`] unless
@@ -67,7 +70,8 @@ pub(crate) struct WireState {
     pub object_format: Option<String>,
     /// Side-band 2 text (a hook's words), kept within the caps of
     /// [`sluice_policy::remote_text`] as it passes, when the conversation
-    /// asked for it (a push, once its commands are sent). Read here, from
+    /// asked for it (a push, once its commands are sent; a fetch, from its
+    /// negotiation on). Read here, from
     /// the raw pkt-lines, because gix hands its progress handler each
     /// packet with one trailing newline removed: where a line ends would be
     /// lost.

@@ -104,6 +104,21 @@ pub enum Script {
     ReportUnknownRefs,
     /// receive-pack: after the whole pack, `unpack ok` and no ref line.
     UnpackOkNoRefs,
+    /// Instead of an advertisement, one `ERR <text>` pkt-line (as a daemon
+    /// refusing the repository), then the connection ends. `text` is sent
+    /// as given (control characters included), cut to fit one pkt-line.
+    Err {
+        /// The words after `ERR `.
+        text: String,
+    },
+    /// receive-pack: after the commands (and the whole pack, when one is
+    /// sent), `unpack ok` and `ng <ref> <reason>` for every command, as a
+    /// server refusing each ref; `reason` is sent as given (control
+    /// characters included), cut to fit one pkt-line.
+    Refuse {
+        /// The words after `ng <ref> `.
+        reason: String,
+    },
     /// After the whole request (receive-pack: the pack; upload-pack: the
     /// fetch request), a side-band band-3 message `fatal: <words>`, then the
     /// connection ends.
@@ -146,7 +161,10 @@ impl Script {
     }
 
     fn is_push_only(&self) -> bool {
-        matches!(self, Script::ReportUnknownRefs | Script::UnpackOkNoRefs)
+        matches!(
+            self,
+            Script::ReportUnknownRefs | Script::UnpackOkNoRefs | Script::Refuse { .. }
+        )
     }
 
     fn is_fetch_only(&self) -> bool {
@@ -510,6 +528,11 @@ impl Conn<'_> {
                 self.send(b"003f")?;
                 Ok(())
             }
+            Script::Err { text } => {
+                let mut line = format!("ERR {text}").into_bytes();
+                line.truncate(pktline::MAX_PKT_LEN - 4);
+                self.send(&pktline::encode(&line))
+            }
             Script::EndlessAdvert { every, max_bytes } => {
                 self.endless_advert(svc, every, max_bytes)
             }
@@ -524,6 +547,7 @@ impl Conn<'_> {
             }
             s @ (Script::ReportUnknownRefs
             | Script::UnpackOkNoRefs
+            | Script::Refuse { .. }
             | Script::SidebandFatal { .. }
             | Script::HugePack { .. }) => {
                 self.advertise(svc, None)?;
@@ -660,6 +684,17 @@ impl Conn<'_> {
                 b"ok refs/heads/never-pushed\n".to_vec(),
             ],
             Script::UnpackOkNoRefs => vec![b"unpack ok\n".to_vec()],
+            Script::Refuse { reason } => {
+                let mut lines = vec![b"unpack ok\n".to_vec()];
+                for r in &refs {
+                    let mut line = format!("ng {r} {reason}").into_bytes();
+                    // One pkt-line inside one side-band line.
+                    line.truncate(MAX_BAND_DATA - 8);
+                    line.push(b'\n');
+                    lines.push(line);
+                }
+                lines
+            }
             Script::SidebandFatal { words } => {
                 let msg = format!("fatal: {words}\n");
                 if sideband {

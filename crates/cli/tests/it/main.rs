@@ -18,6 +18,7 @@ mod ledger_reads;
 mod ledger_tls;
 mod local_failures;
 mod no_secret_anywhere;
+mod progress_and_messages;
 mod push_porcelain;
 // The README's quick start, compiled here and run by `readme`.
 #[path = "../../examples/quick_start.rs"]

@@ -2,18 +2,14 @@
 //! as to a terminal) shows every control character but newline, tab and
 //! SGR colours as `^X`, and hook output only as `remote:` lines; `--json`
 //! keeps the text as sent. Against a real `git daemon` (a hook's output)
-//! and a one-connection git:// server written here (an `ERR` packet, an
-//! `ng` reason with control sequences, which no real server sends).
+//! and the testkit's scripted server (an `ERR` packet, an `ng` reason with
+//! control sequences, which no real server sends).
 
 use crate::common;
 
-use std::io::{Read, Write};
-use std::net::TcpListener;
-use std::thread::JoinHandle;
-
 use common::*;
-use sluice_testkit::pktline::{self, Framer};
 use sluice_testkit::repo;
+use sluice_testkit::scripted::{Script, ScriptedServer};
 
 /// The window title, clear screen, cursor moves and colour a hostile hook
 /// prints, and what human output must show of them.
@@ -117,52 +113,22 @@ fn a_hooks_control_sequences_are_shown_as_carets_and_kept_as_sent_in_json() {
     assert_eq!(doc["remote_messages_dropped"]["bytes"], 0);
 }
 
-/// A git:// server for one connection: reads the daemon's request line,
-/// then runs `answer` on the stream and its framer.
-fn one_connection(
-    answer: impl FnOnce(&mut std::net::TcpStream, &mut Framer) + Send + 'static,
-) -> (String, JoinHandle<()>) {
-    let listener = TcpListener::bind("127.0.0.1:0").expect("bind");
-    let url = format!("git://{}/r.git", listener.local_addr().expect("addr"));
-    let h = std::thread::spawn(move || {
-        let (mut s, _) = listener.accept().expect("accept");
-        let mut framer = Framer::new();
-        next_frame(&mut s, &mut framer);
-        answer(&mut s, &mut framer);
-        let _ = s.flush();
-        // Hold the connection until the client closes it.
-        let _ = s.read_to_end(&mut Vec::new());
-    });
-    (url, h)
-}
-
-/// Reads until one pkt-line is framed; true when it is a flush.
-fn next_frame(s: &mut std::net::TcpStream, framer: &mut Framer) -> bool {
-    loop {
-        if let Some(f) = framer.next_frame().expect("pkt-lines") {
-            return f.pkt.as_pkt().data().is_none();
-        }
-        let mut buf = [0u8; 4096];
-        let n = s.read(&mut buf).expect("read");
-        assert!(n > 0, "the client closed early");
-        framer.push(&buf[..n]);
-    }
-}
-
 #[test]
 fn control_sequences_in_an_err_packet_are_shown_as_carets_and_kept_in_json() {
+    let server = ScriptedServer::start(
+        Script::Err {
+            text: format!("access denied {HOSTILE}\n"),
+        },
+        Vec::new(),
+    )
+    .expect("scripted server");
+    let url = server.url("r.git");
     for json in [false, true] {
-        let (url, server) = one_connection(|s, _| {
-            let text = format!("ERR access denied {HOSTILE}\n");
-            s.write_all(&pktline::encode(text.as_bytes()))
-                .expect("write");
-        });
         let mut args = vec!["ls-refs", &url, "--max-attempts", "3"];
         if json {
             args.push("--json");
         }
         let run = sluice(&args);
-        server.join().expect("server");
         assert_eq!(run.code, 1, "{run:?}");
         if json {
             let doc = run.json();
@@ -186,28 +152,15 @@ fn control_sequences_in_an_ng_reason_are_shown_as_carets_and_kept_in_json() {
     let w = World::new();
     let local = w.clone_bare("local.git");
     let gone = repo::rev_parse(&local, "refs/heads/main").expect("main");
+    let server = ScriptedServer::start(
+        Script::Refuse {
+            reason: format!("frozen {HOSTILE}"),
+        },
+        vec![("refs/heads/gone".into(), gone.clone())],
+    )
+    .expect("scripted server");
+    let url = server.url("r.git");
     for json in [false, true] {
-        let advertised = gone.clone();
-        let (url, server) = one_connection(move |s, framer| {
-            let first = format!(
-                "{advertised} refs/heads/gone\0report-status delete-refs side-band-64k ofs-delta object-format=sha1 agent=t/1\n"
-            );
-            s.write_all(&pktline::encode(first.as_bytes()))
-                .expect("advert");
-            s.write_all(b"0000").expect("flush");
-            // The commands, to their flush (a delete sends no pack).
-            while !next_frame(s, framer) {}
-            let mut report = Vec::new();
-            pktline::encode_into(&mut report, b"unpack ok\n");
-            pktline::encode_into(
-                &mut report,
-                format!("ng refs/heads/gone frozen {HOSTILE}\n").as_bytes(),
-            );
-            report.extend_from_slice(b"0000");
-            s.write_all(&pktline::encode_sideband(1, &report))
-                .expect("report");
-            s.write_all(b"0000").expect("flush");
-        });
         let mut args = vec!["push", &url, ":refs/heads/gone", "--repo"];
         let repo_arg = p(&local);
         args.push(&repo_arg);
@@ -215,7 +168,6 @@ fn control_sequences_in_an_ng_reason_are_shown_as_carets_and_kept_in_json() {
             args.push("--json");
         }
         let run = sluice(&args);
-        server.join().expect("server");
         assert_eq!(run.code, 1, "{run:?}");
         if json {
             let doc = run.json();
@@ -237,6 +189,14 @@ fn control_sequences_in_an_ng_reason_are_shown_as_carets_and_kept_in_json() {
             );
         }
     }
+    assert!(server.wait_idle(std::time::Duration::from_secs(10)));
+    let conns = server.connections();
+    assert_eq!(conns.len(), 2, "one connection per run");
+    let delete = format!("{gone} {} refs/heads/gone", "0".repeat(40));
+    assert!(
+        conns.iter().all(|c| c.commands == [delete.clone()]),
+        "{conns:?}"
+    );
 }
 
 #[test]

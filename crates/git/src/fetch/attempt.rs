@@ -346,6 +346,10 @@ impl GitClient {
         at: &mut Attempt<'_, '_>,
     ) -> Result<Received, GitError> {
         let guard = EntryGuard::new();
+        // The remote's text beside the pack (side-band 2): kept as the
+        // outcome's `remote_messages`, within the caps; git's own progress
+        // lines are progress ([`crate::progress`]), not kept.
+        adv.s.meta.wire.lock().band2 = Some(sluice_policy::remote_text::RemoteText::default());
         let received = super::receive(
             super::Receive {
                 repo,
@@ -362,6 +366,14 @@ impl GitClient {
         if adv.hs.server_protocol_version == Protocol::V2 {
             gix::protocol::indicate_end_of_interaction(&mut adv.s.transport, false).ok();
         }
+        let band2 = adv.s.meta.wire.lock().band2.take();
+        let (lines, dropped) = band2.unwrap_or_default().into_parts();
+        for line in lines {
+            if !crate::progress::is_git_progress(&line) {
+                at.remote_message(line);
+            }
+        }
+        at.remote_messages_dropped(dropped);
         received.map_err(|e| {
             let e = match e {
                 // The disk or the object store: this side's, never retried.

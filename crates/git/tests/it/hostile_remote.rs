@@ -110,14 +110,96 @@ fn a_sha256_remote_is_answered_in_one_attempt_by_ls_refs_fetch_and_push() {
 }
 
 #[test]
-fn a_sha256_remote_over_http_is_answered_in_one_attempt() {
+fn a_sha256_remote_over_http_is_answered_in_one_attempt_by_ls_refs_fetch_and_push() {
     let w = World::new();
-    sha256_repo(&w, "s.git");
+    let srv = sha256_repo(&w, "s.git");
+    HttpBackend::enable_anonymous_push(&srv).expect("config");
+    let before = refs_of(&srv);
     let http = HttpBackend::start(&w.dir.path().join("srv")).expect("http-backend");
+    let url = http.url("s.git");
+    let opts = quick(20_000, 5_000, 4);
+
+    let out = client().ls_refs(&url, &[], &opts).expect("valid input");
+    assert_answered_for_the_format(&out);
+
+    let local = empty_repo(&w.path("local.git"));
     let out = client()
-        .ls_refs(&http.url("s.git"), &[], &quick(20_000, 5_000, 4))
+        .fetch(
+            &url,
+            &["refs/heads/*:refs/remotes/origin/*".to_string()],
+            &local,
+            &opts,
+        )
         .expect("valid input");
     assert_answered_for_the_format(&out);
+    assert!(repo::refs(&w.path("local.git")).is_empty());
+
+    let from = w.small("sha1.git");
+    let local = local_clone(&from, &w.path("pusher.git"));
+    let tip = repo::commit_on(&local, "main", "x");
+    let out = client()
+        .push(
+            &url,
+            &[update(Some(&tip), "refs/heads/side")],
+            &PushOptions::default(),
+            &open(&local),
+            &opts,
+        )
+        .expect("valid input");
+    assert_answered_for_the_format(&out);
+    assert_eq!(out.may_have_applied, Some(false));
+    assert_eq!(refs_of(&srv), before, "nothing written");
+}
+
+/// The library's view of a remote's words carrying control sequences (the
+/// testkit's scripted server: an `ERR` packet, an `ng` reason): kept byte
+/// for byte as sent — showing them safely is the CLI's work — in a typed
+/// error or a rejected ref's typed reason.
+#[test]
+fn err_and_ng_words_with_control_sequences_are_kept_as_sent_in_typed_results() {
+    use sluice_testkit::scripted::{Script, ScriptedServer};
+    let words = "no \x1b]0;title\x07\x1b[2J\x1b[31mred\x1b[0m\x08 entry";
+    let w = World::new();
+    let local = local_clone(&w.small("s.git"), &w.path("local.git"));
+    let main = repo::rev_parse(&local, "refs/heads/main").expect("main");
+    let server = ScriptedServer::start(
+        Script::Err {
+            text: words.to_string(),
+        },
+        vec![("refs/heads/main".into(), main.clone())],
+    )
+    .expect("scripted server");
+    let opts = quick(10_000, 5_000, 3);
+    let out = client()
+        .ls_refs(&server.url("r.git"), &[], &opts)
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Answered);
+    assert_eq!(out.attempts.len(), 1);
+    let e = out.error.as_ref().expect("an error");
+    match e.source_as::<GitError>() {
+        Some(GitError::Remote { words: said, .. }) => assert_eq!(said, words),
+        other => panic!("not the remote's words: {other:?}"),
+    }
+
+    server.set_script(Script::Refuse {
+        reason: words.to_string(),
+    });
+    let tip = repo::commit_on(&local, "main", "refused");
+    let out = client()
+        .push(
+            &server.url("r.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &opts,
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
+    assert_eq!(out.may_have_applied, Some(false));
+    let r = &out.value.as_ref().expect("per-ref results").refs[0];
+    assert_eq!(r.status, sluice_git::RefStatus::Rejected);
+    assert_eq!(r.reason, Some(sluice_git::RejectReason::Other));
+    assert_eq!(r.message.as_deref(), Some(words));
 }
 
 /// A pre-receive hook that logs each run (one line per pack the server
