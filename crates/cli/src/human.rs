@@ -323,9 +323,13 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
             }
         }
         OutcomeKind::Rejected => {
-            if let Some(e) = &outcome.error {
-                let _ = writeln!(s, "  {}", visible(&e.cause));
-            }
+            // A rejection ran nothing, so it carries no attempt's error:
+            // the line comes from the id itself.
+            let _ = writeln!(
+                s,
+                "  operation id {:?} was claimed before",
+                visible(&outcome.operation.id)
+            );
             match &outcome.previous {
                 Some(p) if p.result == OutcomeKind::Running => {
                     let _ = writeln!(
@@ -341,7 +345,11 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
                 Some(p) => {
                     let _ = writeln!(
                         s,
-                        "  the earlier run: {} in {} ms, {} attempt(s)",
+                        "  the earlier run: {}{} in {} ms, {} attempt(s)",
+                        p.kind
+                            .as_deref()
+                            .map(|k| format!("{} ", visible(k)))
+                            .unwrap_or_default(),
                         p.result.as_str(),
                         p.elapsed_ms,
                         p.attempts.len()

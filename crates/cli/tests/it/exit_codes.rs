@@ -170,7 +170,13 @@ fn the_same_operation_id_asked_twice_with_a_ledger_exits_4_without_calling_the_r
     assert_eq!(second.code, 4, "{second:?}");
     assert!(second.stderr.starts_with("rejected:"), "{second:?}");
     assert!(
-        second.stderr.contains("the earlier run: succeeded"),
+        second
+            .stderr
+            .contains("operation id \"op-twice\" was claimed before"),
+        "{second:?}"
+    );
+    assert!(
+        second.stderr.contains("the earlier run: ls-refs succeeded"),
         "{second:?}"
     );
     assert_eq!(w.proxy.connections().len(), calls, "no downstream call");
