@@ -142,6 +142,29 @@ impl Remote {
             .map(redact)
     }
 
+    /// The operation's redirected base as kept.
+    pub(crate) fn redirected_memo(&self) -> Option<String> {
+        self.redirected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Keep `base` as the operation's redirected base.
+    pub(crate) fn set_redirected_memo(&self, base: Option<String>) {
+        *self.redirected.lock().unwrap_or_else(|p| p.into_inner()) = base;
+    }
+
+    /// `out` with the redirected base this operation was sent to, if any
+    /// (the JSON document's `operation.redirected`).
+    pub(crate) fn note_redirect<T>(
+        &self,
+        mut out: sluice_policy::Outcome<T>,
+    ) -> sluice_policy::Outcome<T> {
+        out.operation.redirected = self.redirected();
+        out
+    }
+
     /// Where this operation's http(s) requests go: the redirected base
     /// once the remote redirected it, else the URL.
     pub(crate) fn http_base(&self) -> gix::Url {
