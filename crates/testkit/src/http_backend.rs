@@ -142,7 +142,12 @@ impl HttpBackend {
     /// and `POST .../git-receive-pack`) requires basic auth as
     /// `user`/`password`, everything else is anonymous.
     pub fn start_with_auth(base: &Path, user: &str, password: &str) -> io::Result<HttpBackend> {
-        Self::launch(base, Some((user.to_owned(), password.to_owned())), None, &[])
+        Self::launch(
+            base,
+            Some((user.to_owned(), password.to_owned())),
+            None,
+            &[],
+        )
     }
 
     /// Lets anonymous clients push to the repository at `repo`

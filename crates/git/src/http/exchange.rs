@@ -485,7 +485,7 @@ impl Exchange {
                     .map(|t| *t)
             })
             .and_then(Result::ok);
-        if !taken.is_some_and(|t| t.bytes >= written) {
+        if taken.is_none_or(|t| t.bytes < written) {
             return Err(self.refused());
         }
         Ok(())
@@ -657,8 +657,8 @@ impl Exchange {
             status.as_u16(),
             status.canonical_reason().unwrap_or("")
         );
-        let excerpt = String::from_utf8_lossy(&head.excerpt[..head.excerpt.len().min(EXCERPT)])
-            .to_string();
+        let excerpt =
+            String::from_utf8_lossy(&head.excerpt[..head.excerpt.len().min(EXCERPT)]).to_string();
         let mut words = match excerpt.lines().find(|l| !l.trim().is_empty()) {
             Some(l) => format!("{} ({})", line.trim(), l.trim()),
             None => line.trim().to_string(),

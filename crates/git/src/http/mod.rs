@@ -87,10 +87,7 @@ impl HttpClient {
     }
 
     /// Run `task` on the client's runtime.
-    fn spawn(
-        &self,
-        task: impl Future<Output = ()> + Send + 'static,
-    ) -> tokio::task::AbortHandle {
+    fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) -> tokio::task::AbortHandle {
         self.handle().spawn(task).abort_handle()
     }
 }

@@ -31,7 +31,9 @@ pub(crate) enum RedirectRefused {
     TooMany(Vec<String>),
     /// The final URL does not end as the request did, so no base can be
     /// taken from it (git: "unable to update url base from redirection").
-    #[error("cannot take a repository base from the redirect: asked for {asked}, redirected to {to}")]
+    #[error(
+        "cannot take a repository base from the redirect: asked for {asked}, redirected to {to}"
+    )]
     NoBase {
         /// The URL asked for (no user info).
         asked: String,
@@ -56,10 +58,10 @@ pub(crate) fn next_hop(
     if loc.trim().is_empty() {
         return Err(RedirectRefused::NoLocation(String::new()));
     }
-    let safe = match (from.scheme(), to.scheme()) {
-        ("https", "https") | ("http", "http") | ("http", "https") => true,
-        _ => false,
-    };
+    let safe = matches!(
+        (from.scheme(), to.scheme()),
+        ("https", "https") | ("http", "http") | ("http", "https")
+    );
     if !safe {
         return Err(RedirectRefused::Downgrade {
             from: shown(from),
@@ -127,7 +129,7 @@ mod tests {
         let to = next_hop(
             &from,
             Some("/git/new.git/info/refs?service=git-upload-pack"),
-            &[from.clone()],
+            std::slice::from_ref(&from),
         )
         .expect("followed");
         assert_eq!(
@@ -147,14 +149,27 @@ mod tests {
     fn https_to_http_loops_and_long_chains_are_refused() {
         let from = u("https://h/a/info/refs?service=x");
         assert!(matches!(
-            next_hop(&from, Some("http://h/b/info/refs?service=x"), &[from.clone()]),
+            next_hop(
+                &from,
+                Some("http://h/b/info/refs?service=x"),
+                std::slice::from_ref(&from)
+            ),
             Err(RedirectRefused::Downgrade { .. })
         ));
         let plain = u("http://h/a/info/refs?service=x");
-        assert!(next_hop(&plain, Some("https://h/b/info/refs?service=x"), &[plain.clone()]).is_ok());
+        assert!(next_hop(
+            &plain,
+            Some("https://h/b/info/refs?service=x"),
+            std::slice::from_ref(&plain)
+        )
+        .is_ok());
         let b = u("http://h/b/info/refs?service=x");
-        let e = next_hop(&b, Some("/a/info/refs?service=x"), &[plain.clone(), b.clone()])
-            .expect_err("a loop");
+        let e = next_hop(
+            &b,
+            Some("/a/info/refs?service=x"),
+            &[plain.clone(), b.clone()],
+        )
+        .expect_err("a loop");
         assert_eq!(
             e.to_string(),
             "a redirect loop: http://h/a/info/refs?service=x -> http://h/b/info/refs?service=x -> http://h/a/info/refs?service=x"
@@ -167,7 +182,7 @@ mod tests {
             Err(RedirectRefused::TooMany(_))
         ));
         assert!(matches!(
-            next_hop(&from, None, &[from.clone()]),
+            next_hop(&from, None, std::slice::from_ref(&from)),
             Err(RedirectRefused::NoLocation(_))
         ));
     }
@@ -188,7 +203,10 @@ mod tests {
         assert!(same_authority(&o, &u("http://h/b")));
         assert!(same_authority(&o, &u("https://h/b")));
         assert!(!same_authority(&o, &u("http://other/b")));
-        assert!(!same_authority(&u("http://h:8080/a"), &u("http://h:8081/a")));
+        assert!(!same_authority(
+            &u("http://h:8080/a"),
+            &u("http://h:8081/a")
+        ));
         assert!(!same_authority(&u("https://h/a"), &u("http://h/a")));
     }
 }

@@ -1294,44 +1294,43 @@ pub(crate) fn write(counted: Counted, out: &mut dyn Write) -> Result<PackStats, 
     let num = packed.len() + loose.len();
     let shift = loose.len();
     let loose = LooseEntries::new(loose, &db);
-    let packed: Box<dyn Iterator<Item = Result<Vec<Item>, PackError>>> =
-        if packed.is_empty() {
-            Box::new(std::iter::empty())
-        } else {
-            let entries = output::entry::iter_from_counts(
-                packed,
-                db.clone(),
-                Box::new(gix::progress::Discard),
-                output::entry::iter_from_counts::Options {
-                    thread_limit: None,
-                    mode: output::entry::iter_from_counts::Mode::PackCopyAndBaseObjects,
-                    allow_thin_pack: false,
-                    chunk_size: 64,
-                    version: gix_pack::data::Version::V2,
-                    compression: Default::default(),
-                },
-            )
-            .map_err(|e| ObjectStoreError::unreadable("the packed objects to send", &e))?;
-            // gix numbers the packed objects from 0; the loose ones go first.
-            Box::new(gix::parallel::InOrderIter::from(entries).map(move |chunk| {
-                let mut entries = chunk
-                    .map_err(|e| ObjectStoreError::unreadable("the packed objects to send", &e))?;
-                for e in &mut entries {
-                    match &mut e.kind {
-                        output::entry::Kind::DeltaRef { object_index } => {
-                            *object_index += shift;
-                        }
-                        output::entry::Kind::Base(_) => {
-                            if let Some(thin) = thin_entries.remove(&e.id) {
-                                *e = thin;
-                            }
-                        }
-                        output::entry::Kind::DeltaOid { .. } => {}
+    let packed: Box<dyn Iterator<Item = Result<Vec<Item>, PackError>>> = if packed.is_empty() {
+        Box::new(std::iter::empty())
+    } else {
+        let entries = output::entry::iter_from_counts(
+            packed,
+            db.clone(),
+            Box::new(gix::progress::Discard),
+            output::entry::iter_from_counts::Options {
+                thread_limit: None,
+                mode: output::entry::iter_from_counts::Mode::PackCopyAndBaseObjects,
+                allow_thin_pack: false,
+                chunk_size: 64,
+                version: gix_pack::data::Version::V2,
+                compression: Default::default(),
+            },
+        )
+        .map_err(|e| ObjectStoreError::unreadable("the packed objects to send", &e))?;
+        // gix numbers the packed objects from 0; the loose ones go first.
+        Box::new(gix::parallel::InOrderIter::from(entries).map(move |chunk| {
+            let mut entries = chunk
+                .map_err(|e| ObjectStoreError::unreadable("the packed objects to send", &e))?;
+            for e in &mut entries {
+                match &mut e.kind {
+                    output::entry::Kind::DeltaRef { object_index } => {
+                        *object_index += shift;
                     }
+                    output::entry::Kind::Base(_) => {
+                        if let Some(thin) = thin_entries.remove(&e.id) {
+                            *e = thin;
+                        }
+                    }
+                    output::entry::Kind::DeltaOid { .. } => {}
                 }
-                Ok(entries.into_iter().map(Item::Entry).collect())
-            }))
-        };
+            }
+            Ok(entries.into_iter().map(Item::Entry).collect())
+        }))
+    };
     write_entries(loose.chain(packed), num, &db, out)
 }
 
@@ -1410,8 +1409,11 @@ fn write_items(
     w: &mut PackOut<'_>,
 ) -> Result<(), PackError> {
     let io = |e: std::io::Error| PackError::Sink(e);
-    w.write_all(&gix_pack::data::header::encode(gix_pack::data::Version::V2, objects))
-        .map_err(io)?;
+    w.write_all(&gix_pack::data::header::encode(
+        gix_pack::data::Version::V2,
+        objects,
+    ))
+    .map_err(io)?;
     // Where each entry starts (`None`: an entry gix-pack marked invalid,
     // left out as gix-pack's writer leaves it out).
     let mut offsets: Vec<Option<u64>> = Vec::with_capacity(objects as usize);
@@ -1439,9 +1441,7 @@ fn write_items(
                     let header = e.to_entry_header(gix_pack::data::Version::V2, |index| {
                         here - offsets[index].expect("checked above")
                     });
-                    header
-                        .write_to(e.decompressed_size as u64, w)
-                        .map_err(io)?;
+                    header.write_to(e.decompressed_size as u64, w).map_err(io)?;
                     w.write_all(&e.compressed_data).map_err(io)?;
                 }
                 Item::Large { id, kind, size } => {
@@ -1530,7 +1530,10 @@ fn open_loose(objects: &std::path::Path, id: &ObjectId) -> std::io::Result<Optio
 impl LooseFile {
     /// Inflate the content into `out`, a buffer at a time; exactly `size`
     /// bytes or an error.
-    fn copy_into(mut self, out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>) -> std::io::Result<()> {
+    fn copy_into(
+        mut self,
+        out: &mut dyn FnMut(&[u8]) -> std::io::Result<()>,
+    ) -> std::io::Result<()> {
         let mut done = self.first.len() as u64;
         if done > self.size {
             return Err(std::io::Error::new(
@@ -1542,7 +1545,11 @@ impl LooseFile {
         let mut buf = vec![0u8; STREAM_BUF];
         while done < self.size {
             let want = (self.size - done).min(buf.len() as u64) as usize;
-            let n = gix::zlib::stream::inflate::read(&mut self.reader, &mut self.state, &mut buf[..want])?;
+            let n = gix::zlib::stream::inflate::read(
+                &mut self.reader,
+                &mut self.state,
+                &mut buf[..want],
+            )?;
             if n == 0 {
                 return Err(std::io::Error::new(
                     std::io::ErrorKind::UnexpectedEof,
