@@ -241,8 +241,7 @@ impl World {
         repo::init_bare(dest)?;
         let mut c = Command::new("git");
         c.current_dir(dest)
-            .arg("-c")
-            .arg(format!("http.sslCAInfo={}", self.ca.display()))
+            .env("GIT_SSL_CAINFO", &self.ca)
             .args(["fetch", "-q", url, "+refs/heads/*:refs/remotes/o/*"]);
         timed(c, false)
     }
@@ -250,8 +249,7 @@ impl World {
     fn git_push(&self, url: &str, local: &Path, tip: &str) -> Result<Run> {
         let mut c = Command::new("git");
         c.current_dir(local)
-            .arg("-c")
-            .arg(format!("http.sslCAInfo={}", self.ca.display()))
+            .env("GIT_SSL_CAINFO", &self.ca)
             .args(["push", "-q", url, &format!("{}:refs/heads/main", tip.trim())]);
         timed(c, false)
     }
@@ -321,6 +319,11 @@ fn timed(c: Command, inside: bool) -> Result<Run> {
         .args(c.get_args());
     if let Some(d) = c.get_current_dir() {
         t.current_dir(d);
+    }
+    for (k, v) in c.get_envs() {
+        if let Some(v) = v {
+            t.env(k, v);
+        }
     }
     t.stdin(Stdio::null());
     let start = Instant::now();
