@@ -296,7 +296,9 @@ fn commit_files(repo_path: &Path, sizes: &[usize], seed: u64) -> Result<()> {
 fn write_noise(path: &Path, size: usize, seed: u64) -> Result<()> {
     use std::io::Write;
     let mut f = std::io::BufWriter::new(std::fs::File::create(path)?);
-    let mut x = seed | 1;
+    // Distinct seeds give distinct streams (an odd multiplier keeps them
+    // apart; `seed | 1` alone made 100 and 101 the same).
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut left = size;
     while left > 0 {
         x ^= x << 13;
