@@ -103,7 +103,9 @@ struct World {
 
 impl World {
     fn start() -> Result<World> {
-        let dir = tempfile::Builder::new().prefix("sluice-https-bench-").tempdir()?;
+        let dir = tempfile::Builder::new()
+            .prefix("sluice-https-bench-")
+            .tempdir()?;
         let srv = dir.path().join("srv");
         std::fs::create_dir_all(&srv)?;
         let pki = TestPki::new().context("a test CA")?;
@@ -256,7 +258,12 @@ impl World {
             // HTTP/1.1, as this client speaks it (lighttpd 1.4.69's HTTP/2
             // broke git's pushes with a framing error).
             .args(["-c", "http.version=HTTP/1.1"])
-            .args(["push", "-q", url, &format!("{}:refs/heads/main", tip.trim())]);
+            .args([
+                "push",
+                "-q",
+                url,
+                &format!("{}:refs/heads/main", tip.trim()),
+            ]);
         timed(c, false)
     }
 
@@ -370,7 +377,10 @@ fn wall(runs: &[Run]) -> String {
 }
 
 fn peak(runs: &[Run]) -> String {
-    let xs: Vec<f64> = runs.iter().filter_map(|r| r.kib.map(|k| k as f64)).collect();
+    let xs: Vec<f64> = runs
+        .iter()
+        .filter_map(|r| r.kib.map(|k| k as f64))
+        .collect();
     median(&xs).map(fmt_kib).unwrap_or_else(|| "-".into())
 }
 
