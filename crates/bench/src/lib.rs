@@ -34,6 +34,7 @@ pub mod experiment;
 pub mod floor;
 pub mod forge;
 pub mod history;
+pub mod https;
 pub mod measure;
 pub mod ops;
 pub mod polls;
@@ -50,6 +51,7 @@ usage: sluice-bench [--large] [--forge] [--forge-refs N,...] [--commits N] [--ru
                     [--conc ls-refs,push,fetch] [--conc-levels 1,8,32,64] [--no-libgit2]
        sluice-bench serve [--large] [--commits N]
        sluice-bench build-large [--commits N]
+       sluice-bench https [--runs N] [--rows push-1,push-48,push-48-throttled,fetch-48-throttled,push-200,fetch-200]
        sluice-bench count-experiment <repo> <rev> [<hidden rev>]
        sluice-bench child <sluice|libgit2> fetch <url> <dest>
        sluice-bench child <sluice|libgit2> push <url> <local> <branch> <dst>
@@ -184,6 +186,8 @@ pub fn main_with_args(args: &[String]) -> Result<()> {
         Some("serve") => return serve(&args[1..]),
         Some("count-experiment") => return experiment::main(&args[1..]),
         Some("poll-points") => return polls::main(&args[1..]),
+        Some("https") => return https::main(&args[1..]),
+        Some("https-child") => return https::child_main(&args[1..]),
         _ => {}
     }
     let a = parse(args)?;

@@ -202,6 +202,7 @@ mod tests {
                 kind: "push".into(),
                 effect: Effect::Write,
                 remote: "git://h/r".into(),
+                redirected: None,
             },
             deadline_ms: 20_000,
             elapsed_ms: 12,

@@ -253,7 +253,9 @@ pub fn push_porcelain(remote: &str, lines: &[PushLine], done: bool) -> String {
 /// more than one attempt, or it did not succeed) the attempt history, the
 /// settling read and the earlier run of a rejected id.
 pub fn summary<T>(outcome: &Outcome<T>) -> String {
-    let mut s = remote_lines(&outcome.remote_messages);
+    let mut s = (outcome.operation.redirected.as_ref())
+        .map_or(String::new(), |r| format!("warning: redirecting to {r}\n"))
+        + &remote_lines(&outcome.remote_messages);
     let dropped = outcome.remote_messages_dropped;
     if dropped.lines > 0 || dropped.bytes > 0 {
         let _ = writeln!(

@@ -581,7 +581,9 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
 
 fn open_http(d: Dial<'_>) -> Session {
     let version = d.version;
-    let url = d.remote.url.clone();
+    // Later attempts of an operation a remote redirected start where it
+    // redirected them (git's `http.followRedirects=initial`).
+    let url = d.remote.http_base();
     let (http, meta) = open_http_raw(d);
     let transport = gix::protocol::transport::client::blocking_io::http::Transport::new_http(
         http, url, version, false,
@@ -593,7 +595,9 @@ fn open_http(d: Dial<'_>) -> Session {
 }
 
 /// Our `Http` for `d` and the attempt's facts, without gix's transport
-/// (the one-request ls-refs uses it directly).
+/// (the one-request ls-refs uses it directly). Its watchdog keeps the
+/// attempt's clock over the wire's bytes, as on every transport, and cuts
+/// the session's requests (`http::Cut`).
 pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
     use base64::Engine;
     let wire = Wire::new(2);
@@ -606,8 +610,20 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
             base64::engine::general_purpose::STANDARD.encode(raw)
         ))
     });
-    let http =
-        crate::http::SluiceHttp::new(d.http_client.get().cloned(), auth, wire.clone(), d.timeout);
+    let cut = crate::http::Cut::new();
+    let http = crate::http::SluiceHttp::new(
+        d.http_client.get().cloned(),
+        auth,
+        &d.remote.url.to_bstring().to_string(),
+        wire.clone(),
+        cut.clone(),
+        Arc::clone(&d.remote.redirected),
+    );
+    let limits = Limits {
+        timeout: d.timeout,
+        limit: d.limit,
+    };
+    let watchdog = Watchdog::arm(limits, d.cancel.clone(), wire.clone(), move || cut.fire());
     (
         http,
         Meta {
@@ -615,7 +631,7 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
             timeout: d.timeout,
             child: None,
             stderr_done: None,
-            watchdog: None,
+            watchdog: Some(watchdog),
         },
     )
 }

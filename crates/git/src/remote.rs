@@ -31,6 +31,9 @@ pub struct Remote {
     pub(crate) user: Option<String>,
     /// Password from the URL: a static credential.
     pub(crate) password: Option<SecretString>,
+    /// The base an http(s) remote redirected this operation to (shared by
+    /// the operation's clones: its later attempts and settling reads).
+    pub(crate) redirected: std::sync::Arc<std::sync::Mutex<Option<String>>>,
 }
 
 impl std::fmt::Debug for Remote {
@@ -141,7 +144,53 @@ impl Remote {
             display,
             user,
             password,
+            redirected: Default::default(),
         })
+    }
+
+    /// The redirected base of this operation, when the remote redirected
+    /// it (without user info).
+    pub fn redirected(&self) -> Option<String> {
+        self.redirected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .as_deref()
+            .map(redact)
+    }
+
+    /// The operation's redirected base as kept.
+    pub(crate) fn redirected_memo(&self) -> Option<String> {
+        self.redirected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Keep `base` as the operation's redirected base.
+    pub(crate) fn set_redirected_memo(&self, base: Option<String>) {
+        *self.redirected.lock().unwrap_or_else(|p| p.into_inner()) = base;
+    }
+
+    /// `out` with the redirected base this operation was sent to, if any
+    /// (the JSON document's `operation.redirected`).
+    pub(crate) fn note_redirect<T>(
+        &self,
+        mut out: sluice_policy::Outcome<T>,
+    ) -> sluice_policy::Outcome<T> {
+        out.operation.redirected = self.redirected();
+        out
+    }
+
+    /// Where this operation's http(s) requests go: the redirected base
+    /// once the remote redirected it, else the URL.
+    pub(crate) fn http_base(&self) -> gix::Url {
+        let memo = self
+            .redirected
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        memo.and_then(|b| gix::url::parse(b.as_bytes()).ok())
+            .unwrap_or_else(|| self.url.clone())
     }
 
     /// The host, with its port when not the scheme's default (`local` for a

@@ -273,19 +273,44 @@ impl HttpsConfig {
         let mut b = reqwest::blocking::Client::builder()
             .tls_backend_preconfigured(self.rustls_config()?)
             .no_proxy();
-        for u in [&proxies.http, &proxies.https].into_iter().flatten() {
-            reqwest::Proxy::all(u.as_str()).map_err(|e| HttpsError::Proxy {
-                proxy: redact(u),
-                reason: e.to_string(),
-            })?;
-        }
-        if !proxies.is_direct() {
-            b = b.proxy(reqwest::Proxy::custom(move |url| {
-                proxies.for_url(url).map(str::to_owned)
-            }));
+        if let Some(p) = routing(proxies)? {
+            b = b.proxy(p);
         }
         Ok(b)
     }
+
+    /// [`HttpsConfig::client_builder_with`] for reqwest's async client (git's
+    /// smart HTTP drives it on a runtime of its own, so that every wait can
+    /// be cut from outside: see the git crate's `http` module).
+    pub fn async_client_builder_with(
+        &self,
+        proxies: Proxies,
+    ) -> Result<reqwest::ClientBuilder, HttpsError> {
+        let mut b = reqwest::Client::builder()
+            .tls_backend_preconfigured(self.rustls_config()?)
+            .no_proxy();
+        if let Some(p) = routing(proxies)? {
+            b = b.proxy(p);
+        }
+        Ok(b)
+    }
+}
+
+/// The one proxy rule of a client routing through `proxies` (none when
+/// direct); a proxy URL reqwest cannot use is refused here.
+fn routing(proxies: Proxies) -> Result<Option<reqwest::Proxy>, HttpsError> {
+    for u in [&proxies.http, &proxies.https].into_iter().flatten() {
+        reqwest::Proxy::all(u.as_str()).map_err(|e| HttpsError::Proxy {
+            proxy: redact(u),
+            reason: e.to_string(),
+        })?;
+    }
+    if proxies.is_direct() {
+        return Ok(None);
+    }
+    Ok(Some(reqwest::Proxy::custom(move |url| {
+        proxies.for_url(url).map(str::to_owned)
+    })))
 }
 
 /// Which proxy each request goes through, as curl decides it.

@@ -198,6 +198,10 @@ pub struct OperationInfo {
     pub effect: Effect,
     /// The remote, without user info.
     pub remote: String,
+    /// The base an http(s) remote redirected the operation to (without
+    /// user info), or `None`.
+    #[serde(default)]
+    pub redirected: Option<String>,
 }
 
 /// How an operation ended, with its evidence.

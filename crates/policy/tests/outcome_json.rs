@@ -42,7 +42,7 @@ const TOP: &[&str] = &[
     "recorded",
     "value",
 ];
-const OPERATION: &[&str] = &["id", "kind", "effect", "remote"];
+const OPERATION: &[&str] = &["id", "kind", "effect", "remote", "redirected"];
 const ATTEMPT: &[&str] = &[
     "n",
     "phase",
@@ -83,7 +83,7 @@ fn a_succeeded_read_has_every_key_with_nulls_where_they_do_not_apply() {
     assert_eq!(v["result"], "succeeded");
     assert_eq!(
         v["operation"],
-        serde_json::json!({"id": "op-1", "kind": "ls-refs", "effect": "read", "remote": "git://example.test/repo"})
+        serde_json::json!({"id": "op-1", "kind": "ls-refs", "effect": "read", "remote": "git://example.test/repo", "redirected": null})
     );
     assert_eq!(v["deadline_ms"], 20_000);
     assert_eq!(v["may_have_applied"], Value::Null);

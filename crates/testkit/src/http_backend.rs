@@ -13,6 +13,11 @@
 //! pushing (and only for pushing), or call
 //! [`HttpBackend::enable_anonymous_push`] on a repository.
 //!
+//! [`HttpBackend::start_with_redirects`] puts lighttpd's own `mod_redirect`
+//! in front: each [`Redirect`] answers the requests whose path matches it
+//! with its status and `Location` (a renamed repository, a loop, a move to
+//! another server), before http-backend sees them.
+//!
 //! [`HttpBackend::start_https`] serves the same over TLS (lighttpd's
 //! `mod_openssl`, Debian's `lighttpd-mod-openssl`) with a certificate of a
 //! [`crate::tls::TestPki`]: `https://127.0.0.1:PORT/git/<repo>`.
@@ -27,6 +32,32 @@ use crate::net::{free_port, wait_for_port};
 use crate::tls::CertFiles;
 
 const START_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// A redirect lighttpd's `mod_redirect` answers with.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Redirect {
+    /// A regular expression (PCRE) over the request's path (and query):
+    /// requests that match are redirected. Write a literal dot as `[.]`.
+    pub pattern: String,
+    /// The `Location`: a path or a whole URL, `$1`… taken from the
+    /// pattern's groups.
+    pub target: String,
+    /// The status: 301, 302, 303, 307 or 308.
+    pub code: u16,
+}
+
+impl Redirect {
+    /// Every request under `/git/<from>/` answered `code` to the same
+    /// request under `<to>` (a path such as `/git/new.git`, or a whole
+    /// URL), query included.
+    pub fn repository(from: &str, to: &str, code: u16) -> Redirect {
+        Redirect {
+            pattern: format!("^/git/{}/(.*)$", from.replace('.', "[.]")),
+            target: format!("{}/$1", to.trim_end_matches('/')),
+            code,
+        }
+    }
+}
 
 /// A running lighttpd + git http-backend.
 #[derive(Debug)]
@@ -73,12 +104,23 @@ impl HttpBackend {
     /// Serves `base` without authentication (pushing needs
     /// [`HttpBackend::enable_anonymous_push`] on the repository).
     pub fn start(base: &Path) -> io::Result<HttpBackend> {
-        Self::launch(base, None, None)
+        Self::launch(base, None, None, &[])
+    }
+
+    /// Serves `base` (over https presenting `tls`, when given) without
+    /// authentication, `redirects` answered by lighttpd's `mod_redirect`
+    /// first.
+    pub fn start_with_redirects(
+        base: &Path,
+        tls: Option<&CertFiles>,
+        redirects: &[Redirect],
+    ) -> io::Result<HttpBackend> {
+        Self::launch(base, None, tls.cloned(), redirects)
     }
 
     /// Serves `base` over https presenting `cert`, without authentication.
     pub fn start_https(base: &Path, cert: &CertFiles) -> io::Result<HttpBackend> {
-        Self::launch(base, None, Some(cert.clone()))
+        Self::launch(base, None, Some(cert.clone()), &[])
     }
 
     /// [`HttpBackend::start_with_auth`] over https presenting `cert`.
@@ -92,6 +134,7 @@ impl HttpBackend {
             base,
             Some((user.to_owned(), password.to_owned())),
             Some(cert.clone()),
+            &[],
         )
     }
 
@@ -99,7 +142,12 @@ impl HttpBackend {
     /// and `POST .../git-receive-pack`) requires basic auth as
     /// `user`/`password`, everything else is anonymous.
     pub fn start_with_auth(base: &Path, user: &str, password: &str) -> io::Result<HttpBackend> {
-        Self::launch(base, Some((user.to_owned(), password.to_owned())), None)
+        Self::launch(
+            base,
+            Some((user.to_owned(), password.to_owned())),
+            None,
+            &[],
+        )
     }
 
     /// Lets anonymous clients push to the repository at `repo`
@@ -113,6 +161,7 @@ impl HttpBackend {
         base: &Path,
         credentials: Option<(String, String)>,
         tls: Option<CertFiles>,
+        redirects: &[Redirect],
     ) -> io::Result<HttpBackend> {
         let lighttpd = find_lighttpd().ok_or_else(|| {
             io::Error::new(
@@ -131,7 +180,14 @@ impl HttpBackend {
         }
         let mut last_err = None;
         for _ in 0..5 {
-            match Self::try_launch(&lighttpd, &backend, &base, credentials.clone(), tls.clone()) {
+            match Self::try_launch(
+                &lighttpd,
+                &backend,
+                &base,
+                credentials.clone(),
+                tls.clone(),
+                redirects,
+            ) {
                 Ok(b) => return Ok(b),
                 Err(e) => last_err = Some(e),
             }
@@ -145,6 +201,7 @@ impl HttpBackend {
         base: &Path,
         credentials: Option<(String, String)>,
         tls: Option<CertFiles>,
+        redirects: &[Redirect],
     ) -> io::Result<HttpBackend> {
         let run_dir = tempfile::Builder::new()
             .prefix("sluice-lighttpd-")
@@ -152,6 +209,19 @@ impl HttpBackend {
         let port = free_port()?;
         let run = run_dir.path();
         let mut modules = vec!["mod_alias", "mod_cgi", "mod_setenv"];
+        let mut redirect = String::new();
+        if !redirects.is_empty() {
+            modules.insert(0, "mod_redirect");
+            for r in redirects {
+                let lit = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
+                redirect.push_str(&format!(
+                    "$HTTP[\"url\"] =~ {p} {{\n  url.redirect = ( {p} => {t} )\n  url.redirect-code = {c}\n}}\n",
+                    p = lit(&r.pattern),
+                    t = lit(&r.target),
+                    c = r.code
+                ));
+            }
+        }
         let mut auth = String::new();
         if let Some((user, password)) = &credentials {
             modules.extend(["mod_auth", "mod_authn_file"]);
@@ -196,7 +266,7 @@ impl HttpBackend {
              alias.url = ( \"/git\" => {backend} )\n\
              $HTTP[\"url\"] =~ \"^/git\" {{\n  cgi.assign = ( \"\" => \"\" )\n  \
              setenv.add-environment = ( \"GIT_PROJECT_ROOT\" => {base}, \"GIT_HTTP_EXPORT_ALL\" => \"\" )\n}}\n\
-             {auth}{ssl}",
+             {redirect}{auth}{ssl}",
             base = quote(base),
             pid = quote(&run.join("lighttpd.pid")),
             log = quote(&run.join("lighttpd-error.log")),

@@ -57,7 +57,7 @@ mod net;
 
 pub use capture::{Capture, EventSeen, SpanSeen};
 pub use daemon::GitDaemon;
-pub use http_backend::HttpBackend;
+pub use http_backend::{HttpBackend, Redirect};
 pub use pgbouncer::PgBouncer;
 pub use postgres::{Postgres, PostgresOptions, PostgresTls, TlsAuth};
 pub use proxy::{ConnectionRecord, Fault, FaultProxy, HttpExchange, Point, Protocol, Service};

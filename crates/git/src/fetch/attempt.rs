@@ -180,7 +180,7 @@ impl GitClient {
             .refs(refspecs);
         // A ref refused by git's rules is the fetch's answer (exit 1), the
         // others still updated: decided by the policy, so its events say so.
-        Ok(self.policy.run_judged(
+        Ok(remote.note_redirect(self.policy.run_judged(
             op,
             |ctx| shielded(ctx, |at| self.fetch_attempt(&job, at)).map_err(|e| e.to_attempt()),
             |refs: &Vec<FetchedRef>| {
@@ -198,7 +198,7 @@ impl GitClient {
                     may_have_applied: false,
                 })
             },
-        ))
+        )))
     }
 
     /// One attempt, step by step.

@@ -20,7 +20,7 @@ use crate::connect::{Dial, Session};
 use crate::error::{GitError, Phase};
 use crate::remote::{Remote, TransportKind};
 use crate::remote_ref::RemoteRef;
-use one_request::Miss;
+use one_request::{Miss, SeenV2};
 
 impl GitClient {
     /// List the remote's refs (protocol v2 `ls-refs` where offered, the
@@ -42,10 +42,10 @@ impl GitClient {
         let op = self
             .operation("ls-refs", Effect::Read, &remote, opts)
             .refs(prefixes);
-        Ok(self.policy.run(op, |ctx| {
+        Ok(remote.note_redirect(self.policy.run(op, |ctx| {
             shielded(ctx, |at| self.ls_refs_attempt(&remote, prefixes, at))
                 .map_err(|e| e.to_attempt())
-        }))
+        })))
     }
 
     fn ls_refs_attempt(
@@ -78,12 +78,20 @@ impl GitClient {
         let dial = |timeout| self.connector.listing(remote, timeout, cancel, secret);
         let mut timeout = timeout;
         let http = remote.kind == TransportKind::Http;
-        if let Some(unborn) = http.then(|| self.v2_http.get(&remote.display)).flatten() {
+        if let Some(seen) = http.then(|| self.v2_http.get(&remote.display)).flatten() {
             let started = std::time::Instant::now();
-            match one_request::ls_refs(dial(timeout), prefixes, &self.agent, unborn) {
+            // The POST goes where the remote redirected last time: the
+            // operation is redirected there too.
+            let before = remote.redirected_memo();
+            if seen.base.is_some() {
+                remote.set_redirected_memo(seen.base.clone());
+            }
+            match one_request::ls_refs(dial(timeout), prefixes, &self.agent, seen.unborn) {
                 Ok(refs) => return Ok(refs),
                 Err(miss) => {
                     self.v2_http.forget(&remote.display);
+                    // The long way starts where the operation stood.
+                    remote.set_redirected_memo(before);
                     match miss {
                         Miss::Failed(e) => return Err(e),
                         Miss::NotAListing(why) => {
@@ -121,7 +129,8 @@ impl GitClient {
                 .capability("ls-refs")
                 .and_then(|c| c.supports("unborn"))
                 .unwrap_or(false);
-            self.v2_http.put(&remote.display, unborn);
+            let base = remote.redirected_memo();
+            self.v2_http.put(&remote.display, SeenV2 { unborn, base });
         }
         let refs = match hs.refs {
             Some(refs) => refs

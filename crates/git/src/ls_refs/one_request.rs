@@ -9,6 +9,11 @@
 //! unexpected in that answer (not pkt-lines, not refs) forgets the remote
 //! and the same attempt goes the long way; an answer the wire judged (a
 //! status, a cut, a timeout) is the attempt's result, classed as always.
+//!
+//! A remote that redirected its `info/refs` is remembered with the base it
+//! redirected to, never its old URL, and the POST goes there; a POST
+//! answered with a redirect (the repository moved again) goes the long
+//! way, whose GET follows it.
 
 use std::collections::HashMap;
 use std::io::{Read, Write};
@@ -29,24 +34,34 @@ pub(crate) const FRESH: Duration = Duration::from_secs(300);
 /// The most a one-request listing may be (a million refs is about 80 MiB).
 const MAX_LISTING: u64 = 256 << 20;
 
-/// Remotes seen speaking v2 over HTTP: URL → (when, `ls-refs=unborn`).
+/// What a remote seen speaking v2 answered: whether it lists unborn
+/// refs, and the base its `info/refs` redirected to, if it did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SeenV2 {
+    /// `ls-refs=unborn` was offered.
+    pub unborn: bool,
+    /// Where the remote's requests go now, when it redirected.
+    pub base: Option<String>,
+}
+
+/// Remotes seen speaking v2 over HTTP: URL → (when, what it answered).
 #[derive(Debug, Default)]
-pub(crate) struct V2Remotes(Mutex<HashMap<String, (Instant, bool)>>);
+pub(crate) struct V2Remotes(Mutex<HashMap<String, (Instant, SeenV2)>>);
 
 impl V2Remotes {
-    /// Whether `url` spoke v2 lately, and whether it lists unborn refs.
-    pub fn get(&self, url: &str) -> Option<bool> {
+    /// Whether `url` spoke v2 lately: what it answered.
+    pub fn get(&self, url: &str) -> Option<SeenV2> {
         let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         map.get(url)
             .filter(|(at, _)| at.elapsed() < FRESH)
-            .map(|(_, unborn)| *unborn)
+            .map(|(_, seen)| seen.clone())
     }
 
     /// `url` answered v2 just now.
-    pub fn put(&self, url: &str, unborn: bool) {
+    pub fn put(&self, url: &str, seen: SeenV2) {
         let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
         map.retain(|_, (at, _)| at.elapsed() < FRESH);
-        map.insert(url.to_string(), (Instant::now(), unborn));
+        map.insert(url.to_string(), (Instant::now(), seen));
     }
 
     /// Ask `url` the long way next time.
@@ -85,6 +100,9 @@ pub(crate) enum NotAListing {
     /// An id that is not a full hex object id.
     #[error("not an object id: {0:?}")]
     NotAnId(String),
+    /// The POST was answered with a redirect (this status).
+    #[error("the POST was redirected ({0})")]
+    Redirected(u16),
 }
 
 /// One `ls-refs` POST; `unborn` asks for unborn refs (the remote offers it).
@@ -94,7 +112,7 @@ pub(crate) fn ls_refs(
     agent: &str,
     unborn: bool,
 ) -> Result<Vec<RemoteRef>, Miss> {
-    let base = d.remote.url.to_bstring().to_string();
+    let base = d.remote.http_base().to_bstring().to_string();
     let (mut http, meta) = connect::open_http_raw(d);
     // Nothing is advertised on this path: the request is complete once its
     // body left (what the wire's `flushed` looks for).
@@ -131,10 +149,13 @@ pub(crate) fn ls_refs(
         .write_all(&request(prefixes, agent, unborn))
         .map_err(|e| fail(e.to_string()))?;
     let mut data = Vec::new();
-    (&mut body)
-        .take(MAX_LISTING + 1)
-        .read_to_end(&mut data)
-        .map_err(|e| fail(e.to_string()))?;
+    if let Err(e) = (&mut body).take(MAX_LISTING + 1).read_to_end(&mut data) {
+        let status = meta.wire.lock().http_status.as_ref().map(|s| s.0);
+        if let Some(s) = status.filter(|s| (300..400).contains(s)) {
+            return Err(Miss::NotAListing(NotAListing::Redirected(s)));
+        }
+        return Err(fail(e.to_string()));
+    }
     let mut head = String::new();
     let _ = headers.read_to_string(&mut head);
     let typed = head.lines().any(|l| {

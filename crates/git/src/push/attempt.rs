@@ -74,7 +74,7 @@ impl GitClient {
                 })
             },
         );
-        Ok(out)
+        Ok(job.remote.note_redirect(out))
     }
 
     /// One attempt: each step consumes the one before it.

@@ -10,6 +10,8 @@ mod faults;
 mod fetch_rules;
 mod hostile_remote;
 mod http;
+mod http_redirects;
+mod http_transfers;
 mod https;
 mod local_failures;
 mod long_lived;

@@ -121,6 +121,7 @@ impl<'p> Run<'p> {
             kind: std::mem::take(&mut op.kind),
             effect: op.effect,
             remote: std::mem::take(&mut op.remote),
+            redirected: None,
         };
         let write = op.effect == Effect::Write;
         let reserve = if write {

@@ -15,6 +15,38 @@ use std::sync::Arc;
 use super::{connect_upstream, cut, Ctx, Fault, HttpExchange, Point, Service};
 
 const READ_BUF: usize = 64 * 1024;
+
+/// The words of the marker error that ends a body's copy at a stall.
+const STALLED: &str = "stalled by the fault";
+
+/// The longest a stalled request body keeps its connection (the proxy's
+/// drop ends it first).
+const STALL_BOUND: std::time::Duration = std::time::Duration::from_secs(600);
+
+/// Writes `data` to `out`, at no more than `rate` bytes a second when one
+/// is given (in pieces of a tenth of a second's worth): a slow link.
+fn paced(
+    out: &mut Stream,
+    data: &[u8],
+    rate: Option<u64>,
+    stopper: &crate::net::Stopper,
+) -> io::Result<()> {
+    let Some(rate) = rate else {
+        return out.send(data);
+    };
+    let piece = ((rate / 10).max(1)) as usize;
+    for chunk in data.chunks(piece) {
+        let start = std::time::Instant::now();
+        out.send(chunk)?;
+        let due = std::time::Duration::from_secs_f64(chunk.len() as f64 / rate as f64);
+        if let Some(rest) = due.checked_sub(start.elapsed()) {
+            if stopper.sleep(rest) {
+                return Err(io::Error::other("the proxy stopped"));
+            }
+        }
+    }
+    Ok(())
+}
 const MAX_HEAD: usize = 64 * 1024;
 
 /// One side of a connection: plain TCP, or TLS that the proxy ends (the
@@ -437,14 +469,42 @@ fn serve(
         upc.stream.send(&head)?;
         let mut body = 0u64;
         let up_stream = &mut upc.stream;
-        client.copy_body(framing, &mut |b| {
+        let stall_at = match &fault {
+            Some(Fault::HttpStallRequestBody { after, .. }) => Some(*after),
+            _ => None,
+        };
+        let mut stall_request = false;
+        let stopper = ctx.stopper();
+        let upload = ctx.throttle_upload();
+        let copied = client.copy_body(framing, &mut |b| {
+            let b = match stall_at {
+                Some(at) if body + b.len() as u64 >= at => {
+                    stall_request = true;
+                    &b[..(at - body) as usize]
+                }
+                _ => b,
+            };
             body += b.len() as u64;
-            up_stream.send(b)
-        })?;
+            paced(up_stream, b, upload, stopper)?;
+            if stall_request {
+                return Err(io::Error::other(STALLED));
+            }
+            Ok(())
+        });
+        match copied {
+            Err(e) if stall_request && e.to_string() == STALLED => ctx.fired(),
+            other => other?,
+        }
         ctx.update(|r| {
             r.bytes_client_to_server += head.len() as u64 + body;
             r.http_requests[idx].body_bytes = body;
         });
+        if stall_request {
+            // Nothing more is read from the client: its writes block once
+            // the buffers fill, until the proxy is dropped.
+            ctx.stopper().sleep(STALL_BOUND);
+            return Ok(());
+        }
         ctx.milestone(Point::CommandsSent);
 
         // The response (skipping interim 1xx ones, which are forwarded
@@ -488,10 +548,42 @@ fn serve(
         client.stream.send(&raw_resp)?;
         let mut sent = raw_resp.len() as u64;
         let client_stream = &mut client.stream;
-        upc.copy_body(rframing, &mut |b| {
+        let stall_at = match &fault {
+            Some(Fault::HttpStallResponseBody { after, .. }) => Some(*after),
+            _ => None,
+        };
+        let mut body = 0u64;
+        let mut stalled = false;
+        let rate = ctx.throttle();
+        let stopper = ctx.stopper();
+        let copied = upc.copy_body(rframing, &mut |b| {
+            let b = match stall_at {
+                Some(at) if body + b.len() as u64 >= at => {
+                    stalled = true;
+                    &b[..(at - body) as usize]
+                }
+                _ => b,
+            };
+            body += b.len() as u64;
             sent += b.len() as u64;
-            client_stream.send(b)
-        })?;
+            paced(client_stream, b, rate, stopper)?;
+            if stalled {
+                return Err(io::Error::other(STALLED));
+            }
+            Ok(())
+        });
+        match copied {
+            Err(e) if stalled && e.to_string() == STALLED => {
+                ctx.fired();
+                ctx.update(|r| r.bytes_server_to_client += sent);
+                // Silent from here: wait for the client to close (it sends
+                // nothing more on this request), or the proxy's drop.
+                let mut sink = [0u8; 4096];
+                while matches!(client.stream.read(&mut sink), Ok(n) if n > 0) {}
+                return Ok(());
+            }
+            other => other?,
+        }
         ctx.update(|r| r.bytes_server_to_client += sent);
         exchange(&mut |e| e.response_forwarded = true);
         ctx.milestone(Point::Responded);

@@ -125,6 +125,27 @@ pub enum Fault {
         /// Only requests whose path (with query) contains this match.
         path_contains: String,
     },
+    /// http: forward a matching request, then the response's head and the
+    /// first `after` bytes of its body, then nothing more: the connection
+    /// stays open, silent, until the client closes it (a fetch's pack
+    /// stalling mid-body).
+    HttpStallResponseBody {
+        /// Only requests whose path (with query) contains this match.
+        path_contains: String,
+        /// Body bytes forwarded before the stall.
+        after: u64,
+    },
+    /// http: forward a matching request's head and the first `after` bytes
+    /// of its body, then read nothing more from the client (its writes
+    /// block once the socket's buffers fill) until the proxy is dropped (a
+    /// push's pack stalling mid-body). Nothing reaches the server after
+    /// those bytes.
+    HttpStallRequestBody {
+        /// Only requests whose path (with query) contains this match.
+        path_contains: String,
+        /// Body bytes forwarded before the stall.
+        after: u64,
+    },
 }
 
 impl Fault {
@@ -152,17 +173,15 @@ impl Fault {
     }
 
     fn is_http(&self) -> bool {
-        matches!(
-            self,
-            Fault::HttpStatus { .. } | Fault::HttpCutResponse { .. }
-        )
+        self.http_filter().is_some()
     }
 
     fn http_filter(&self) -> Option<&str> {
         match self {
-            Fault::HttpStatus { path_contains, .. } | Fault::HttpCutResponse { path_contains } => {
-                Some(path_contains)
-            }
+            Fault::HttpStatus { path_contains, .. }
+            | Fault::HttpCutResponse { path_contains }
+            | Fault::HttpStallResponseBody { path_contains, .. }
+            | Fault::HttpStallRequestBody { path_contains, .. } => Some(path_contains),
             _ => None,
         }
     }
@@ -322,8 +341,11 @@ struct FaultPlan {
 #[derive(Debug, Default)]
 struct Inner {
     plan: Mutex<Option<FaultPlan>>,
-    /// Server→client bytes a second on git connections (`None`: no limit).
+    /// Server→client bytes a second (`None`: no limit): git connections,
+    /// and response bodies in http mode.
     throttle: Mutex<Option<u64>>,
+    /// Client→server bytes a second of request bodies in http mode.
+    throttle_upload: Mutex<Option<u64>>,
     records: Mutex<Vec<ConnectionRecord>>,
     live: Mutex<HashMap<u64, Vec<TcpStream>>>,
     threads: Mutex<Vec<JoinHandle<()>>>,
@@ -408,6 +430,11 @@ impl Ctx {
     /// The server→client rate limit now in force.
     fn throttle(&self) -> Option<u64> {
         *lock(&self.inner.throttle)
+    }
+
+    /// The client→server rate limit of request bodies now in force.
+    fn throttle_upload(&self) -> Option<u64> {
+        *lock(&self.inner.throttle_upload)
     }
 }
 
@@ -534,11 +561,19 @@ impl FaultProxy {
         lock(&self.inner.records).clone()
     }
 
-    /// Limits what git connections forward from the server to the client
-    /// to `bytes_per_second` (`None`: no limit), from the next write on: a
-    /// slow link whose transfer keeps moving.
+    /// Limits what git connections (and, in http mode, response bodies)
+    /// forward from the server to the client to `bytes_per_second` (`None`:
+    /// no limit), from the next write on: a slow link whose transfer keeps
+    /// moving.
     pub fn throttle(&self, bytes_per_second: Option<u64>) {
         *lock(&self.inner.throttle) = bytes_per_second.filter(|r| *r > 0);
+    }
+
+    /// In http mode, limits what request bodies forward from the client to
+    /// the server to `bytes_per_second` (`None`: no limit), from the next
+    /// write on: a slow uplink under a push's pack.
+    pub fn throttle_upload(&self, bytes_per_second: Option<u64>) {
+        *lock(&self.inner.throttle_upload) = bytes_per_second.filter(|r| *r > 0);
     }
 
     /// Cuts the client side of every live connection now (the upstream side
