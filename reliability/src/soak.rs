@@ -319,6 +319,8 @@ pub fn fault_name(f: &Fault) -> &'static str {
         Fault::StallBeforeReport => "stall-before-report",
         Fault::HttpStatus { .. } => "http-status",
         Fault::HttpCutResponse { .. } => "http-cut-response",
+        Fault::HttpStallResponseBody { .. } => "http-stall-response-body",
+        Fault::HttpStallRequestBody { .. } => "http-stall-request-body",
     }
 }
 

@@ -400,6 +400,7 @@ fn refuse_untrusted(
             kind: kind.to_string(),
             effect,
             remote: sluice_git::redact(remote),
+            redirected: None,
         },
         deadline_ms: u64::try_from(common.bounds.deadline.as_millis()).unwrap_or(u64::MAX),
         elapsed_ms: 0,
