@@ -389,29 +389,6 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
     s
 }
 
-/// One ledger entry on a line: id, when claimed, how it ended (or
-/// `running`), its time and attempts.
-pub fn ledger_entry(e: &sluice_ledger::LedgerEntry) -> String {
-    let claimed = humantime::format_rfc3339_seconds(e.claimed_at);
-    match &e.run {
-        Some(run) => format!(
-            "{}\t{claimed}\t{}\t{} ms\t{} attempt(s){}\n",
-            e.id,
-            run.result.as_str(),
-            run.elapsed_ms,
-            run.attempts.len(),
-            match run.may_have_applied {
-                Some(true) if run.result != OutcomeKind::Succeeded => "\tmay have applied",
-                _ => "",
-            }
-        ),
-        None => format!(
-            "{}\t{claimed}\trunning (not finished: still running, or its process died)\n",
-            e.id
-        ),
-    }
-}
-
 /// The server's words as git prints them: `remote: <line>`, made safe
 /// for a terminal ([`crate::terminal::remote_lines`]).
 pub fn remote_lines(messages: &[String]) -> String {
