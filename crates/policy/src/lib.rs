@@ -33,6 +33,8 @@
 //! * `engine` — the run of one operation as named steps (claim, attempt,
 //!   classify, wait, settle, finish) and the [`Policy`] value;
 //! * `bounds` — [`Bounds`], [`BackoffShape`] and the named [`Profile`]s;
+//! * `call` — [`CallOptions`], what a caller gives any client's call
+//!   (id, bounds, credentials, cancel flag, progress), and [`Progress`];
 //! * `class` — [`Class`], [`Effect`], [`AttemptError`]: what a layer hands back;
 //! * `outcome` — [`Outcome`] and its evidence, the design's JSON document;
 //! * `ledger` — the [`Ledger`] trait, [`MemoryLedger`] and [`FileLedger`];
@@ -83,6 +85,7 @@
 
 mod bounds;
 mod bucket;
+mod call;
 mod class;
 mod clock;
 mod credential;
@@ -97,6 +100,7 @@ pub mod text;
 
 pub use bounds::{BackoffShape, Bounds, Profile, UnknownProfile};
 pub use bucket::{BudgetStore, LocalBudgets, RetryBudget, BUDGET_WAIT};
+pub use call::{CallOptions, Progress, ProgressCallback};
 pub use class::{AttemptError, AuthSignal, Class, Effect};
 pub use clock::{CancelFlag, Clock, ManualClock, Sleeper, SystemClock, ThreadSleeper};
 pub use credential::{
