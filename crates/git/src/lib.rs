@@ -101,7 +101,7 @@ mod view;
 mod watchdog;
 mod wire;
 
-pub use client::{CallOptions, GitClient, InputError};
+pub use client::{GitClient, InputError};
 pub use error::{GitError, Phase};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
@@ -116,4 +116,5 @@ pub use remote::{BadUrl, Remote, TransportKind};
 pub use remote_ref::RemoteRef;
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::text::redact;
+pub use sluice_policy::CallOptions;
 pub use view::{check_trusted, Untrusted};

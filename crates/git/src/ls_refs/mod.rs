@@ -15,12 +15,13 @@ use gix::protocol::transport::{Protocol, Service};
 use sluice_policy::{CancelFlag, Effect, Outcome};
 
 use crate::attempt::{shielded, Attempt};
-use crate::client::{no_auth, CallOptions, GitClient, InputError};
+use crate::client::{no_auth, GitClient, InputError};
 use crate::connect::{Dial, Session};
 use crate::error::{GitError, Phase};
 use crate::remote::{Remote, TransportKind};
 use crate::remote_ref::RemoteRef;
 use one_request::{Miss, SeenV2};
+use sluice_policy::CallOptions;
 
 impl GitClient {
     /// List the remote's refs (protocol v2 `ls-refs` where offered, the

@@ -10,10 +10,11 @@ use sluice_policy::{AttemptError, Effect, Outcome, Rejection};
 use super::steps::{self, Decided};
 use super::{check_ref_name, PushJob, PushOptions, PushReport, PushState, RefStatus, RefUpdate};
 use crate::attempt::{shielded, Attempt};
-use crate::client::{CallOptions, GitClient, InputError};
+use crate::client::{GitClient, InputError};
 use crate::error::{GitError, Phase};
 use crate::remote::Remote;
 use crate::view::fresh_view;
+use sluice_policy::CallOptions;
 
 impl GitClient {
     /// Push `updates` from `repo` to `url`, a write under the policy.
