@@ -410,7 +410,7 @@ fn the_ledger_and_the_budget_are_given_what_remains_of_the_deadline() {
     assert_eq!(*asked.credits.lock().unwrap(), vec![millis(3_900)]);
     assert_eq!(
         *asked.finishes.lock().unwrap(),
-        vec![("op-left".to_string(), millis(3_900), OutcomeKind::Succeeded)]
+        vec![("op-left".to_string(), millis(3_900), PreviousResult::Succeeded)]
     );
 }
 
@@ -427,7 +427,7 @@ fn a_finish_after_the_deadline_is_given_the_floor() {
     assert_eq!(out.recorded, Some(true));
     assert_eq!(
         *asked.finishes.lock().unwrap(),
-        vec![("op-late".to_string(), FINISH_FLOOR, OutcomeKind::Unknown)]
+        vec![("op-late".to_string(), FINISH_FLOOR, PreviousResult::Unknown)]
     );
 }
 
