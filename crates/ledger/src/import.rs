@@ -221,7 +221,10 @@ impl Running {
             return None;
         }
         Some(Running {
-            kind: entry.get("kind").and_then(|k| k.as_str()).map(str::to_owned),
+            kind: entry
+                .get("kind")
+                .and_then(|k| k.as_str())
+                .map(str::to_owned),
             effect: match entry.get("may_have_applied") {
                 Some(serde_json::Value::Bool(true)) => Some("write"),
                 None | Some(serde_json::Value::Null) => Some("read"),

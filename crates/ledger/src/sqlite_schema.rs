@@ -109,9 +109,7 @@ fn schema_state(
     let version: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     match app {
         APPLICATION_ID if version == SCHEMA_VERSION => Ok(SchemaState::Current),
-        APPLICATION_ID if (1..SCHEMA_VERSION).contains(&version) => {
-            Ok(SchemaState::Older(version))
-        }
+        APPLICATION_ID if (1..SCHEMA_VERSION).contains(&version) => Ok(SchemaState::Older(version)),
         APPLICATION_ID if version > SCHEMA_VERSION => Err(format!(
             "written by a newer sluice (ledger schema {version}; this one reads {SCHEMA_VERSION})"
         )

@@ -691,6 +691,45 @@ fn a_schema_2_ledger_is_read_as_it_is_and_migrated_when_opened_for_writing() {
 }
 
 #[test]
+fn a_schema_3_ledgers_claim_still_running_keeps_its_kind_once_migrated() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("three.db");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("creates");
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE claims (id TEXT PRIMARY KEY NOT NULL, claimed_at INTEGER NOT NULL,
+                 finished_at INTEGER, run TEXT, kind TEXT, remote TEXT, refs TEXT) WITHOUT ROWID;
+             PRAGMA application_id = 1936485479;
+             PRAGMA user_version = 3;",
+        )
+        .expect("schema 3");
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis() as i64;
+        conn.execute(
+            "INSERT INTO claims (id, claimed_at, kind, remote) VALUES ('job', ?1, 'fetch', 'git://h/r.git')",
+            rusqlite::params![now],
+        )
+        .expect("a claim still running");
+    }
+    let ledger = SqliteLedger::open(&path).expect("opens and migrates");
+    assert_eq!(user_version(&path), 4);
+    let earlier = running(
+        ledger
+            .claim(&req("job").operation("push", "git://h/r.git"))
+            .expect("claim"),
+    );
+    assert_eq!(earlier.kind.as_deref(), Some("fetch"));
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "its effect was not recorded: nothing says it did not write"
+    );
+}
+
+#[test]
 fn a_read_never_creates_a_ledger_and_names_the_path_it_did_not_find() {
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("typo.db");
@@ -744,10 +783,17 @@ fn a_claim_still_running_is_answered_with_its_kind_effect_and_age() {
     assert_eq!(earlier.may_have_applied, None, "the earlier run is a read");
     assert!(earlier.elapsed_ms < 60_000, "{earlier:?}");
 
-    assert_eq!(ledger.claim(&with_id(push, "w")).expect("claim"), Claim::Claimed);
+    assert_eq!(
+        ledger.claim(&with_id(push, "w")).expect("claim"),
+        Claim::Claimed
+    );
     let earlier = running(other.claim(&with_id(fetch, "w")).expect("claim"));
     assert_eq!(earlier.kind.as_deref(), Some("push"));
-    assert_eq!(earlier.may_have_applied, Some(true), "a write still running");
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "a write still running"
+    );
 
     // Claimed an hour ago: the answer says how long it has not ended.
     rusqlite::Connection::open(&path)

@@ -691,7 +691,11 @@ fn a_claim_still_running_is_answered_with_its_kind_effect_and_age() {
         panic!("taken, with what is known of it");
     };
     assert_eq!(earlier.kind.as_deref(), Some("push"));
-    assert_eq!(earlier.may_have_applied, Some(true), "a write still running");
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "a write still running"
+    );
 
     // Claimed an hour ago by the server's clock: the answer says so.
     pg.psql("UPDATE sluice_ledger SET claimed_at = claimed_at - 3600000 WHERE id = 'job'")

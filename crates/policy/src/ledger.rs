@@ -230,9 +230,11 @@ impl Ledger for MemoryLedger {
         // One lookup: a taken id (rare) pays for its key's copy.
         match e.entry(id.to_owned()) {
             Entry::Occupied(prev) => Ok(Claim::Taken(Some(match prev.get() {
-                Slot::Running { kind, effect, at } => {
-                    PreviousRun::running(kind.as_deref().map(str::to_owned), Some(*effect), at.elapsed())
-                }
+                Slot::Running { kind, effect, at } => PreviousRun::running(
+                    kind.as_deref().map(str::to_owned),
+                    Some(*effect),
+                    at.elapsed(),
+                ),
                 Slot::Ended(run) => run.clone(),
             }))),
             Entry::Vacant(slot) => {
@@ -418,7 +420,10 @@ impl Ledger for FileLedger {
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
         let id = req.id;
         self.with_lock(req.left, |data| match data.operations.get(id) {
-            Some(prev) => (false, Claim::Taken(Some(FileEntry::previous(prev.as_ref())))),
+            Some(prev) => (
+                false,
+                Claim::Taken(Some(FileEntry::previous(prev.as_ref()))),
+            ),
             None => {
                 let run = PreviousRun::running(
                     req.kind.map(str::to_owned),

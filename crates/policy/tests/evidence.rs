@@ -12,7 +12,8 @@ use common::*;
 use sluice_policy::secrecy::SecretString;
 use sluice_policy::{
     AttemptError, AuthSignal, Bounds, Claim, ClaimRequest, Class, Effect, FinishRequest, Ledger,
-    LedgerError, Operation, OutcomeKind, PreviousResult, Rejection, Settlement, StaticSource, Stopped,
+    LedgerError, Operation, OutcomeKind, PreviousResult, Rejection, Settlement, StaticSource,
+    Stopped,
 };
 
 #[test]
@@ -276,7 +277,10 @@ fn a_rejection_of_an_id_a_running_fetch_holds_says_it_is_a_fetch_that_wrote_noth
             |_ctx| -> Result<(), _> { unreachable!("the id names the fetch: the push never runs") },
         );
         assert_eq!(push.kind, OutcomeKind::Rejected);
-        let previous = push.previous.as_ref().expect("the earlier run, still running");
+        let previous = push
+            .previous
+            .as_ref()
+            .expect("the earlier run, still running");
         assert_eq!(previous.kind.as_deref(), Some("fetch"));
         assert_eq!(previous.result, PreviousResult::Running);
         assert_eq!(previous.may_have_applied, None, "the earlier run is a read");

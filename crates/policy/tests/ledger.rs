@@ -147,7 +147,11 @@ fn a_memory_ledger_answers_a_claim_still_running_with_its_kind_and_effect() {
     assert_eq!(ledger.claim(&with_id(push, "w")).unwrap(), Claim::Claimed);
     let earlier = running(ledger.claim(&with_id(fetch, "w")).unwrap());
     assert_eq!(earlier.kind.as_deref(), Some("push"));
-    assert_eq!(earlier.may_have_applied, Some(true), "a write still running");
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "a write still running"
+    );
 }
 
 #[test]
@@ -160,7 +164,11 @@ fn a_file_ledger_answers_a_claim_still_running_with_its_kind_effect_and_age() {
     let fetch = ClaimRequest::new("job", Effect::Read, secs(10)).operation("fetch", "git://h/r");
     let earlier = running(FileLedger::new(&path).claim(&fetch).unwrap());
     assert_eq!(earlier.kind.as_deref(), Some("push"));
-    assert_eq!(earlier.may_have_applied, Some(true), "a write still running");
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "a write still running"
+    );
 
     // A claim made a minute ago says so; one an earlier version wrote
     // (`null`) is running, nothing known of it.
@@ -181,7 +189,11 @@ fn a_file_ledger_answers_a_claim_still_running_with_its_kind_effect_and_age() {
     assert!(earlier.elapsed_ms >= 60_000, "{earlier:?}");
     let earlier = running(ledger.claim(&with_id(fetch, "old")).unwrap());
     assert_eq!(earlier.kind, None);
-    assert_eq!(earlier.may_have_applied, Some(true), "nothing says it did not write");
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "nothing says it did not write"
+    );
 }
 
 #[test]
@@ -410,7 +422,11 @@ fn the_ledger_and_the_budget_are_given_what_remains_of_the_deadline() {
     assert_eq!(*asked.credits.lock().unwrap(), vec![millis(3_900)]);
     assert_eq!(
         *asked.finishes.lock().unwrap(),
-        vec![("op-left".to_string(), millis(3_900), PreviousResult::Succeeded)]
+        vec![(
+            "op-left".to_string(),
+            millis(3_900),
+            PreviousResult::Succeeded
+        )]
     );
 }
 

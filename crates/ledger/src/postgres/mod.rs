@@ -27,8 +27,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::entry::{
-    from_ms, parse_effect, to_ms, LedgerEntry, What, DEFAULT_RETENTION, PRUNE_BATCH,
-    PRUNE_INTERVAL,
+    from_ms, parse_effect, to_ms, LedgerEntry, What, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL,
 };
 use pool::Pool;
 pub use pool::MAX_CONNECTIONS;

@@ -44,9 +44,8 @@ impl Run<'_> {
                 // nothing of it: running, a write of unknown kind when this
                 // call is one (one id names one operation).
                 o.previous = previous.or_else(|| {
-                    (!known_here).then(|| {
-                        PreviousRun::running(None, Some(self.info.effect), Duration::ZERO)
-                    })
+                    (!known_here)
+                        .then(|| PreviousRun::running(None, Some(self.info.effect), Duration::ZERO))
                 });
                 // Nothing ran, so nothing is shaped as an attempt's failure:
                 // no error, no attempts; `previous` is the evidence. A
