@@ -319,6 +319,12 @@ fn unix_ms() -> u64 {
 /// another process's at most the request's `left`), reads the file,
 /// writes the new content to a temporary file beside it and renames it over
 /// the ledger.
+///
+/// The file is `{"operations": {"<id>": <run>}}`: an id's run once it has
+/// ended; while it runs, a run of result `running` carrying the claim's
+/// kind, `may_have_applied` by its effect and `claimed_at_ms`, so that
+/// another process asking for the id learns what it is. A `null` (written
+/// by an earlier version) reads as running, nothing known of it.
 #[derive(Debug, Clone)]
 pub struct FileLedger {
     path: PathBuf,
