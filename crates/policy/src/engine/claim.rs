@@ -40,9 +40,9 @@ impl Run<'_> {
                 let mut o = self.blank(OutcomeKind::Rejected, self.info.clone());
                 // The stores answer a claim still running (or whose
                 // process died) with what they know of it: its kind, and
-                // `may_have_applied` by its effect. A ledger that answers
-                // nothing of it: running, a write of unknown kind when this
-                // call is one (one id names one operation).
+                // `may_have_applied` by its effect. A ledger that keeps
+                // nothing of a claim (`None`): running, kind unknown, of
+                // this call's effect (one id names one operation).
                 o.previous = previous.or_else(|| {
                     (!known_here)
                         .then(|| PreviousRun::running(None, Some(self.info.effect), Duration::ZERO))
