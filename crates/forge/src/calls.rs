@@ -26,7 +26,8 @@ use reqwest::{Method, Url};
 use serde_json::Value;
 use sluice_policy::{AttemptCtx, AttemptError, Credential, Outcome, Settlement};
 
-use crate::client::{decode, judge, Answer, CallOptions, ForgeClient, Prepared, Reading};
+use crate::client::{decode, judge, Answer, ForgeClient, Prepared, Reading};
+use sluice_policy::CallOptions;
 use crate::pages::Pages;
 use crate::types::{
     CheckRun, CheckRunList, CheckRunUpdate, CiStatus, CombinedStatus, GitRef, IssueComment,
@@ -98,10 +99,10 @@ impl ForgeClient {
         &self,
         repo: &RepoRef,
         number: u64,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Outcome<serde_json::Value> {
         let url = self.repo_url(repo, &["pulls", &number.to_string()]);
-        self.typed_read("get-pull", &url, &opts, |c, ctx, cred| {
+        self.typed_read("get-pull", &url, opts, |c, ctx, cred| {
             let p = Prepared {
                 method: Method::GET,
                 url: &url,
@@ -123,11 +124,11 @@ impl ForgeClient {
         head: &str,
         base: Option<&str>,
         state: &str,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Outcome<Vec<PullRequest>> {
         let url = self.pulls_by_head_url(repo, head, base, state);
         let mut pages = Pages::new(url.clone());
-        self.typed_read("list-pulls", &url, &opts, |c, ctx, cred| {
+        self.typed_read("list-pulls", &url, opts, |c, ctx, cred| {
             let deadline = Instant::now() + ctx.timeout;
             pages.read(c, ctx, cred, deadline, |a| {
                 decode::<Vec<PullRequest>>(Effect::Read, a)
@@ -140,7 +141,7 @@ impl ForgeClient {
     /// rel="next"`), within the one operation. What an attempt read is kept:
     /// a page that fails is read again by the next attempt, not the pages
     /// (or the combined status) before it.
-    pub fn ci_status(&self, repo: &RepoRef, git_ref: &str, opts: CallOptions) -> Outcome<CiStatus> {
+    pub fn ci_status(&self, repo: &RepoRef, git_ref: &str, opts: &CallOptions) -> Outcome<CiStatus> {
         let mut status_segs = vec!["commits"];
         status_segs.extend(git_ref.split('/'));
         let remote = self.repo_url(repo, &status_segs);
@@ -149,7 +150,7 @@ impl ForgeClient {
         let runs_url = self.check_runs_url(repo, git_ref, None);
         let mut combined: Option<CombinedStatus> = None;
         let mut pages = Pages::new(runs_url);
-        self.typed_read("ci-status", &remote, &opts, |c, ctx, cred| {
+        self.typed_read("ci-status", &remote, opts, |c, ctx, cred| {
             let deadline = Instant::now() + ctx.timeout;
             if combined.is_none() {
                 let p = Prepared {
@@ -177,11 +178,11 @@ impl ForgeClient {
         git_ref: &str,
         name: Option<&str>,
         external_id: &str,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Outcome<Option<CheckRun>> {
         let url = self.check_runs_url(repo, git_ref, name);
         let mut pages = Pages::new(url.clone());
-        self.typed_read("find-check-run", &url, &opts, |c, ctx, cred| {
+        self.typed_read("find-check-run", &url, opts, |c, ctx, cred| {
             let deadline = Instant::now() + ctx.timeout;
             let runs = pages.read(c, ctx, cred, deadline, check_runs_of)?;
             Ok(runs
@@ -198,7 +199,7 @@ impl ForgeClient {
         &self,
         repo: &RepoRef,
         new: &NewPullRequest,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Outcome<PullRequest> {
         let url = self.repo_url(repo, &["pulls"]);
         let body = serde_json::to_vec(new).unwrap_or_default();
@@ -211,7 +212,7 @@ impl ForgeClient {
         self.typed_write(
             "create-pull",
             &p,
-            &opts,
+            opts,
             Some(
                 |r: &Reading<'_>| -> Result<Settlement<PullRequest>, AttemptError> {
                     let pulls = r.get_all_pages(&list_url, |a| {
@@ -236,7 +237,7 @@ impl ForgeClient {
         &self,
         repo: &RepoRef,
         new: &NewCheckRun,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Outcome<CheckRun> {
         let url = self.repo_url(repo, &["check-runs"]);
         let body = serde_json::to_vec(new).unwrap_or_default();
@@ -250,7 +251,7 @@ impl ForgeClient {
         self.typed_write(
             "create-check-run",
             &p,
-            &opts,
+            opts,
             Some(
                 |r: &Reading<'_>| -> Result<Settlement<CheckRun>, AttemptError> {
                     let runs = r.get_all_pages(&list_url, check_runs_of)?;
@@ -281,7 +282,7 @@ impl ForgeClient {
         repo: &RepoRef,
         number: u64,
         body: &str,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Outcome<IssueComment> {
         let url = self.repo_url(repo, &["issues", &number.to_string(), "comments"]);
         let json = serde_json::to_vec(&serde_json::json!({ "body": body })).unwrap_or_default();
@@ -293,7 +294,7 @@ impl ForgeClient {
         self.typed_write(
             "create-issue-comment",
             &p,
-            &opts,
+            opts,
             None::<fn(&Reading<'_>) -> Result<Settlement<IssueComment>, AttemptError>>,
         )
     }
@@ -314,7 +315,7 @@ impl ForgeClient {
         number: u64,
         sha: &str,
         method: MergeMethod,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Outcome<MergeResult> {
         let n = number.to_string();
         let url = self.repo_url(repo, &["pulls", &n, "merge"]);
@@ -329,7 +330,7 @@ impl ForgeClient {
         self.typed_write(
             "merge-pull",
             &p,
-            &opts,
+            opts,
             Some(
                 |r: &Reading<'_>| -> Result<Settlement<MergeResult>, AttemptError> {
                     let pull: Value = r.get_json_url(&pull_url)?;
@@ -351,7 +352,7 @@ impl ForgeClient {
         git_ref: &str,
         sha: &str,
         force: bool,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Outcome<GitRef> {
         let mut segs = vec!["git", "refs"];
         segs.extend(git_ref.split('/'));
@@ -365,7 +366,7 @@ impl ForgeClient {
         self.typed_write_with(
             "update-ref",
             &url,
-            &opts,
+            opts,
             |c, ctx, cred| {
                 let deadline = Instant::now() + ctx.timeout;
                 if before.borrow().is_none() {
@@ -410,7 +411,7 @@ impl ForgeClient {
         repo: &RepoRef,
         id: u64,
         update: &CheckRunUpdate,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Outcome<CheckRun> {
         let url = self.repo_url(repo, &["check-runs", &id.to_string()]);
         let sent = serde_json::to_value(update).expect("a check-run update serialises");
@@ -420,7 +421,7 @@ impl ForgeClient {
         self.typed_write_with(
             "update-check-run",
             &url,
-            &opts,
+            opts,
             |c, ctx, cred| {
                 let deadline = Instant::now() + ctx.timeout;
                 if before.borrow().is_none() {

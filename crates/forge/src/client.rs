@@ -14,7 +14,7 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sluice_policy::{
-    AttemptCtx, AttemptError, Bounds, CancelFlag, Credential, CredentialSource, Effect, Operation,
+    AttemptCtx, AttemptError, Bounds, CallOptions, CancelFlag, Credential, CredentialSource, Effect, Operation,
     Outcome, OutcomeKind, Policy, Settlement, StaticSource,
 };
 
@@ -39,66 +39,6 @@ pub struct HttpResponse {
     pub status: u16,
     /// The body, as text.
     pub body: String,
-}
-
-/// Per-call options: bounds, operation id, credentials, cancel flag. Unset
-/// members take the client's.
-#[derive(Clone, Default)]
-pub struct CallOptions {
-    /// The operation's bounds (the client's default when `None`).
-    pub bounds: Option<Bounds>,
-    /// The operation id (generated when `None`); a claimed id is rejected.
-    pub id: Option<String>,
-    /// Where this call buys credentials (before user info in the URL and
-    /// before the client's source).
-    pub credentials: Option<Arc<dyn CredentialSource>>,
-    /// The caller's cancel flag.
-    pub cancel: Option<CancelFlag>,
-}
-
-impl CallOptions {
-    /// No options: the client's defaults.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Set the bounds.
-    pub fn bounds(mut self, bounds: Bounds) -> Self {
-        self.bounds = Some(bounds);
-        self
-    }
-
-    /// Set the operation id.
-    pub fn id(mut self, id: impl Into<String>) -> Self {
-        self.id = Some(id.into());
-        self
-    }
-
-    /// Set the credential source.
-    pub fn credentials(mut self, source: Arc<dyn CredentialSource>) -> Self {
-        self.credentials = Some(source);
-        self
-    }
-
-    /// Set the cancel flag.
-    pub fn cancel(mut self, flag: CancelFlag) -> Self {
-        self.cancel = Some(flag);
-        self
-    }
-}
-
-impl std::fmt::Debug for CallOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallOptions")
-            .field("bounds", &self.bounds)
-            .field("id", &self.id)
-            .field(
-                "credentials",
-                &self.credentials.as_ref().map(|_| "<source>"),
-            )
-            .field("cancel", &self.cancel)
-            .finish()
-    }
 }
 
 #[derive(Clone)]
@@ -460,7 +400,7 @@ impl ForgeClient {
     pub fn get_url(
         &self,
         url: &str,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Result<Outcome<HttpResponse>, ForgeError> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
             return Err(ForgeError::InvalidUrl(format!(
@@ -482,7 +422,7 @@ impl ForgeClient {
         method: Method,
         path_or_url: &str,
         body: Option<&serde_json::Value>,
-        opts: CallOptions,
+        opts: &CallOptions,
     ) -> Result<Outcome<HttpResponse>, ForgeError> {
         self.raw(
             method,
@@ -501,7 +441,7 @@ impl ForgeClient {
         method: Method,
         path_or_url: &str,
         body: Option<&serde_json::Value>,
-        opts: CallOptions,
+        opts: &CallOptions,
         reconcile: impl FnMut(&Reading<'_>) -> Result<Settlement<HttpResponse>, AttemptError>,
     ) -> Result<Outcome<HttpResponse>, ForgeError> {
         self.raw(method, path_or_url, body, opts, Some(reconcile))
@@ -512,7 +452,7 @@ impl ForgeClient {
         method: Method,
         path_or_url: &str,
         body: Option<&serde_json::Value>,
-        opts: CallOptions,
+        opts: &CallOptions,
         reconcile: Option<R>,
     ) -> Result<Outcome<HttpResponse>, ForgeError>
     where
@@ -527,7 +467,7 @@ impl ForgeClient {
             body: body.as_deref(),
         };
         let effect = p.effect();
-        let op = self.operation(&kind, effect, &url, &opts, url_secret);
+        let op = self.operation(&kind, effect, &url, opts, url_secret);
         let last_answer: RefCell<Option<HttpResponse>> = RefCell::new(None);
         let last_cred: RefCell<Option<Credential>> = RefCell::new(None);
         let attempt = |ctx: &mut AttemptCtx<'_>| {
@@ -541,7 +481,7 @@ impl ForgeClient {
         };
         let mut out = match (effect, reconcile) {
             (Effect::Write, Some(mut r)) => self.inner.policy.run_write(op, attempt, |rctx| {
-                let reading = self.reading(&last_cred, rctx.timeout, &opts);
+                let reading = self.reading(&last_cred, rctx.timeout, opts);
                 r(&reading)
             }),
             _ => self.inner.policy.run(op, attempt),
@@ -625,12 +565,15 @@ impl ForgeClient {
         remaining: Duration,
         opts: &CallOptions,
     ) -> Reading<'a> {
-        let attempt_timeout = opts.bounds.unwrap_or(self.inner.bounds).attempt_timeout;
+        let attempt_timeout = opts
+            .given_bounds()
+            .unwrap_or(self.inner.bounds)
+            .attempt_timeout;
         Reading {
             client: self,
             credential: last_cred.borrow().clone(),
             deadline: Instant::now() + remaining.min(attempt_timeout),
-            cancel: opts.cancel.clone().unwrap_or_default(),
+            cancel: opts.cancel_flag().cloned().unwrap_or_default(),
         }
     }
 
@@ -671,23 +614,19 @@ impl ForgeClient {
         opts: &CallOptions,
         url_secret: Option<SecretString>,
     ) -> Operation {
-        let mut op = Operation::new(kind, effect, url.as_str())
-            .bounds(opts.bounds.unwrap_or(self.inner.bounds));
-        if let Some(id) = &opts.id {
-            op = op.id(id.clone());
-        }
+        let mut op = opts.apply(
+            Operation::new(kind, effect, url.as_str()),
+            self.inner.bounds,
+        );
         let source = opts
-            .credentials
-            .clone()
+            .credential_source()
+            .cloned()
             .or_else(|| {
                 url_secret.map(|s| Arc::new(StaticSource::new(s)) as Arc<dyn CredentialSource>)
             })
             .or_else(|| self.inner.creds.as_ref().map(Creds::for_operation));
         if let Some(s) = source {
             op = op.credentials(s);
-        }
-        if let Some(c) = &opts.cancel {
-            op = op.cancel(c.clone());
         }
         op
     }

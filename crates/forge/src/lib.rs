@@ -43,7 +43,7 @@
 //!
 //! let client = ForgeClient::new("https://api.github.com").expect("client");
 //! let opts = CallOptions::new().bounds(Bounds::new(Duration::from_secs(12), Duration::from_secs(5), 2));
-//! let out = client.ci_status(&RepoRef::new("octo", "repo"), "main", opts);
+//! let out = client.ci_status(&RepoRef::new("octo", "repo"), "main", &opts);
 //! if out.kind == OutcomeKind::Succeeded {
 //!     println!("{:?}", out.value.expect("value").state());
 //! }
@@ -69,13 +69,14 @@ pub use classify::{
     api_message, classify, documentation_url, failed, is_secondary_rate_limit, retry_hint,
     Exchange, SECONDARY_LIMIT_WAIT,
 };
-pub use client::{effect_of, CallOptions, ForgeClient, ForgeClientBuilder, HttpResponse, Reading};
+pub use client::{effect_of, ForgeClient, ForgeClientBuilder, HttpResponse, Reading};
 pub use error::{ForgeError, ForgeFailure};
 pub use etag::CAPACITY as KEPT_ANSWERS;
 pub use pages::next_page;
 pub use phase::Phase;
 pub use reqwest::header::HeaderMap;
 pub use reqwest::{Method, Url};
+pub use sluice_policy::CallOptions;
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use types::{
     CheckRun, CheckRunList, CheckRunUpdate, CiState, CiStatus, CombinedStatus, GitRef,
