@@ -39,11 +39,11 @@ use crate::client::{decode, judge, Answer, ForgeClient, Prepared, Reading};
 use crate::error::ForgeInputError;
 use crate::input;
 use crate::pages::Pages;
-use sluice_policy::CallOptions;
 use crate::types::{
     CheckRun, CheckRunList, CheckRunUpdate, CiStatus, CombinedStatus, GitRef, IssueComment,
     MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullRequest, RepoRef,
 };
+use sluice_policy::CallOptions;
 use sluice_policy::Effect;
 
 /// One page of check runs: its items.
@@ -210,13 +210,15 @@ impl ForgeClient {
         input::ref_name(git_ref, false)?;
         let url = self.check_runs_url(repo, git_ref, name);
         let mut pages = Pages::new(url.clone());
-        Ok(self.typed_read("find-check-run", &url, opts, |c, ctx, cred| {
-            let deadline = Instant::now() + ctx.timeout;
-            let runs = pages.read(c, ctx, cred, deadline, check_runs_of)?;
-            Ok(runs
-                .into_iter()
-                .find(|r| r.external_id.as_deref() == Some(external_id)))
-        }))
+        Ok(
+            self.typed_read("find-check-run", &url, opts, |c, ctx, cred| {
+                let deadline = Instant::now() + ctx.timeout;
+                let runs = pages.read(c, ctx, cred, deadline, check_runs_of)?;
+                Ok(runs
+                    .into_iter()
+                    .find(|r| r.external_id.as_deref() == Some(external_id)))
+            }),
+        )
     }
 
     /// `POST /repos/{owner}/{repo}/pulls`. An unknown answer is settled by

@@ -417,7 +417,14 @@ mod tests {
                 ("x-ratelimit-remaining", "0"),
                 ("x-ratelimit-reset", "1700000030"),
             ]);
-            let r = run(e, ForgePhase::Body, Some(403), &h, "API rate limit exceeded").unwrap_err();
+            let r = run(
+                e,
+                ForgePhase::Body,
+                Some(403),
+                &h,
+                "API rate limit exceeded",
+            )
+            .unwrap_err();
             assert_eq!(
                 (r.class, r.retry_after),
                 (Class::Unjudged, Some(Duration::from_secs(30)))
@@ -460,7 +467,14 @@ mod tests {
                 ("x-ratelimit-remaining", "0"),
                 ("x-ratelimit-reset", "1700000045"),
             ]);
-            let r = run(e, ForgePhase::Body, Some(429), &h, "API rate limit exceeded").unwrap_err();
+            let r = run(
+                e,
+                ForgePhase::Body,
+                Some(429),
+                &h,
+                "API rate limit exceeded",
+            )
+            .unwrap_err();
             assert_eq!(
                 (r.class, r.retry_after),
                 (Class::Unjudged, Some(Duration::from_secs(45)))
@@ -478,7 +492,14 @@ mod tests {
                 ("x-ratelimit-remaining", "0"),
                 ("x-ratelimit-reset", "1699999990"),
             ]);
-            let r = run(e, ForgePhase::Body, Some(403), &h, "API rate limit exceeded").unwrap_err();
+            let r = run(
+                e,
+                ForgePhase::Body,
+                Some(403),
+                &h,
+                "API rate limit exceeded",
+            )
+            .unwrap_err();
             assert_eq!(r.class, Class::Unjudged);
             assert!(r.retry_after.unwrap_or_default() <= Duration::from_secs(60));
         }
@@ -510,7 +531,13 @@ mod tests {
             );
             // Even when the error body was cut, the status decides.
             assert_eq!(
-                class_of(run(Effect::Write, ForgePhase::ResponseHeaders, Some(s), &h, "")),
+                class_of(run(
+                    Effect::Write,
+                    ForgePhase::ResponseHeaders,
+                    Some(s),
+                    &h,
+                    ""
+                )),
                 Some(Class::Unknown)
             );
         }
@@ -588,7 +615,14 @@ mod tests {
         assert_eq!(f.status(), Some(405));
         assert_eq!(f.message(), Some("Pull Request is not mergeable"));
         // Failures without a status are typed too.
-        let e = run(Effect::Read, ForgePhase::Connect, None, &h, "connection refused").unwrap_err();
+        let e = run(
+            Effect::Read,
+            ForgePhase::Connect,
+            None,
+            &h,
+            "connection refused",
+        )
+        .unwrap_err();
         assert_eq!(
             e.source_as::<ForgeFailure>(),
             Some(&ForgeFailure::NoAnswer {

@@ -14,8 +14,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sluice_policy::{
-    AttemptCtx, AttemptError, Bounds, CallOptions, CancelFlag, Credential, CredentialSource, Effect,
-    Operation, Outcome, OutcomeKind, Policy, Settlement, StaticSource,
+    AttemptCtx, AttemptError, Bounds, CallOptions, CancelFlag, Credential, CredentialSource,
+    Effect, Operation, Outcome, OutcomeKind, Policy, Settlement, StaticSource,
 };
 
 use sluice_policy::metric;
@@ -618,7 +618,10 @@ impl ForgeClient {
             client: self,
             credential: last_cred.borrow().clone(),
             deadline: Instant::now() + remaining.min(attempt_timeout),
-            cancel: opts.cancel_flag().cloned().unwrap_or_default(),
+            // Never the caller's flag: a cancelled write is still settled
+            // by its reads (the deadline bounds them), and a raised flag
+            // would refuse every read at the host's gate before sending.
+            cancel: CancelFlag::new(),
         }
     }
 
@@ -1086,5 +1089,21 @@ mod tests {
         let d = format!("{c:?}");
         assert!(!d.contains("hunter2"), "{d}");
         assert!(d.contains("ghe.invalid"));
+    }
+
+    #[test]
+    fn the_debug_text_says_whether_the_policy_is_shared_or_the_clients_own() {
+        let own = ForgeClient::new("https://ghe.invalid/").expect("client");
+        let d = format!("{own:?}");
+        assert!(
+            d.contains(r#"policy: "own (not shared with other clients)""#),
+            "{d}"
+        );
+        let shared = ForgeClient::builder("https://ghe.invalid/")
+            .policy(Arc::new(Policy::default()))
+            .build()
+            .expect("client");
+        let d = format!("{shared:?}");
+        assert!(d.contains(r#"policy: "shared""#), "{d}");
     }
 }

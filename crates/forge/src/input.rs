@@ -11,7 +11,9 @@ use crate::types::RepoRef;
 /// ids: an uppercase id would never be found, and a landed write would read
 /// as moved.
 pub(crate) fn sha(s: &str) -> Result<(), ForgeInputError> {
-    let hex = s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    let hex = s
+        .bytes()
+        .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
     if (s.len() == 40 || s.len() == 64) && hex {
         Ok(())
     } else {
@@ -220,7 +222,13 @@ mod tests {
             );
         }
         assert!(repo(&RepoRef::new("octo", "repo.rs")).is_ok());
-        for (o, n) in [("", "r"), ("o", ""), ("..", "r"), ("o", "a/b"), ("o", "r?x")] {
+        for (o, n) in [
+            ("", "r"),
+            ("o", ""),
+            ("..", "r"),
+            ("o", "a/b"),
+            ("o", "r?x"),
+        ] {
             assert!(
                 matches!(repo(&RepoRef::new(o, n)), Err(ForgeInputError::Repo { .. })),
                 "{o}/{n}"

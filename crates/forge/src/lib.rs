@@ -88,8 +88,8 @@ pub use pages::next_page;
 pub use phase::ForgePhase;
 pub use reqwest::header::HeaderMap;
 pub use reqwest::{Method, Url};
-pub use sluice_policy::CallOptions;
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
+pub use sluice_policy::CallOptions;
 pub use types::{
     CheckRun, CheckRunList, CheckRunUpdate, CiState, CiStatus, CombinedStatus, GitRef,
     IssueComment, MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullEnd, PullRequest,

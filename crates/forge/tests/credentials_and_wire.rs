@@ -209,11 +209,13 @@ fn a_write_is_never_redirected() {
             location: format!("{}/zen", forge.url()),
         },
     );
-    let out = client(&forge).create_pull(
-        &repo(),
-        &NewPullRequest::new("t", "f", "main"),
-        &CallOptions::new(),
-    ).expect("valid input");
+    let out = client(&forge)
+        .create_pull(
+            &repo(),
+            &NewPullRequest::new("t", "f", "main"),
+            &CallOptions::new(),
+        )
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Answered, "{out:?}");
     assert!(out.error.expect("error").cause.contains("307"));
     assert!(forge.arrivals(Endpoint::Zen).is_empty());
@@ -322,12 +324,14 @@ fn a_primary_rate_limit_whose_reset_does_not_fit_the_budget_stops_at_once() {
 fn a_comment_whose_answer_is_cut_has_no_settling_read_and_ends_unknown_that_may_have_applied() {
     let forge = FakeForge::start().expect("fake forge");
     forge.set(Endpoint::CreateIssueComment, Behaviour::ApplyThenCut);
-    let out = client(&forge).create_issue_comment(
-        &repo(),
-        7,
-        "landed by sluice",
-        &CallOptions::new().bounds(exercise()),
-    ).expect("valid input");
+    let out = client(&forge)
+        .create_issue_comment(
+            &repo(),
+            7,
+            "landed by sluice",
+            &CallOptions::new().bounds(exercise()),
+        )
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.may_have_applied, Some(true));
     assert_eq!(
@@ -350,12 +354,16 @@ fn a_refused_connection_is_unjudged_at_connect_and_retried_for_reads_and_writes(
         .bounds(Bounds::new(deadline, Duration::from_secs(1), 2))
         .build()
         .expect("client");
-    let read = client.ci_status(&repo(), SHA, &CallOptions::new()).expect("valid input");
-    let write = client.create_pull(
-        &repo(),
-        &NewPullRequest::new("t", "f", "main"),
-        &CallOptions::new(),
-    ).expect("valid input");
+    let read = client
+        .ci_status(&repo(), SHA, &CallOptions::new())
+        .expect("valid input");
+    let write = client
+        .create_pull(
+            &repo(),
+            &NewPullRequest::new("t", "f", "main"),
+            &CallOptions::new(),
+        )
+        .expect("valid input");
     for (attempts, kind, stopped, elapsed) in [
         (&read.attempts, read.kind, read.stopped, read.elapsed_ms),
         (&write.attempts, write.kind, write.stopped, write.elapsed_ms),
@@ -424,7 +432,12 @@ fn a_cancelled_read_stops_waiting_during_its_attempt() {
             raise.cancel();
         });
         client
-            .request(Method::GET, "/zen", None, &CallOptions::new().cancel(cancel))
+            .request(
+                Method::GET,
+                "/zen",
+                None,
+                &CallOptions::new().cancel(&cancel),
+            )
             .expect("request")
     });
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
