@@ -39,7 +39,9 @@ pub(crate) fn run(common: &Common, api: &str, call: &ForgeCall) -> anyhow::Resul
             sha,
             method,
         } => {
-            let out = client.merge_pull(repo, *number, sha, *method, opts).map_err(refused)?;
+            let out = client
+                .merge_pull(repo, *number, sha, *method, opts)
+                .map_err(refused)?;
             let text = out.value.as_ref().map(|v| human::forge_merge(*number, v));
             write(common, out, text)
         }
@@ -49,7 +51,9 @@ pub(crate) fn run(common: &Common, api: &str, call: &ForgeCall) -> anyhow::Resul
             sha,
             force,
         } => {
-            let out = client.update_ref(repo, git_ref, sha, *force, opts).map_err(refused)?;
+            let out = client
+                .update_ref(repo, git_ref, sha, *force, opts)
+                .map_err(refused)?;
             let text = out.value.as_ref().map(human::forge_ref);
             write(common, out, text)
         }
@@ -69,7 +73,9 @@ pub(crate) fn run(common: &Common, api: &str, call: &ForgeCall) -> anyhow::Resul
             write(common, out, text)
         }
         ForgeCall::UpdateCheckRun { repo, id, update } => {
-            let out = client.update_check_run(repo, *id, update, opts).map_err(refused)?;
+            let out = client
+                .update_check_run(repo, *id, update, opts)
+                .map_err(refused)?;
             let text = out.value.as_ref().map(human::forge_check_run);
             write(common, out, text)
         }
