@@ -336,7 +336,8 @@ pub(crate) fn decode<T: DeserializeOwned>(effect: Effect, a: &Answer) -> Result<
 }
 
 /// Reads made while settling a write: GETs with the operation's credential,
-/// within the settling read's deadline.
+/// within the settling read's deadline. The caller's cancel flag does not
+/// stop them: a cancelled write is still settled by reading.
 pub struct Reading<'a> {
     client: &'a ForgeClient,
     credential: Option<Credential>,

@@ -82,8 +82,10 @@ pub enum ForgeInputError {
 
 /// Why one request to the forge failed: what the exchange showed, with the
 /// forge's own words as data. Its class comes from the forge's table
-/// (`classify`), never from these words.
+/// (`classify`), never from these words. More kinds of failure may come:
+/// a match needs an arm for the others.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ForgeFailure {
     /// The forge answered with a status that is not a success (a redirect
     /// not followed included).
