@@ -436,7 +436,9 @@ fn one(
             }
             let path = format!("/repos/{REPO}/pulls/{n}/merge");
             queue("PUT", &path);
-            let out = client.merge_pull(&repo, n, &head, MergeMethod::Squash, opts());
+            let out = client
+                .merge_pull(&repo, n, &head, MergeMethod::Squash, &opts())
+                .expect("valid input");
             record(&mut d, &out);
             d.key = Some(format!("pull:{REPO}#{n}"));
             d.path = Some(("PUT", path));
@@ -448,7 +450,9 @@ fn one(
             forge.set_ref(REPO, &name, &head);
             let path = format!("/repos/{REPO}/git/refs/{name}");
             queue("PATCH", &path);
-            let out = client.update_ref(&repo, &name, &next, false, opts());
+            let out = client
+                .update_ref(&repo, &name, &next, false, &opts())
+                .expect("valid input");
             record(&mut d, &out);
             d.key = Some(format!("ref:{REPO}:{name}"));
             d.path = Some(("PATCH", path));
@@ -468,7 +472,9 @@ fn one(
             let update = CheckRunUpdate::new()
                 .status("completed")
                 .conclusion("success");
-            let out = client.update_check_run(&repo, id, &update, opts());
+            let out = client
+                .update_check_run(&repo, id, &update, &opts())
+                .expect("valid input");
             record(&mut d, &out);
             d.key = Some(format!("check-run:{id}"));
             d.path = Some(("PATCH", path));
@@ -482,7 +488,7 @@ fn one(
             let n = forge.add_pull(REPO, &format!("soak-{i}"), "main", &head);
             let path = format!("/repos/{REPO}/pulls/{n}");
             queue("GET", &path);
-            let out = client.get_pull(&repo, n, opts());
+            let out = client.get_pull(&repo, n, &opts()).expect("valid input");
             record(&mut d, &out);
             if out.value.as_ref().is_some_and(|v: &Value| v["number"] != n) {
                 d.kind = OutcomeKind::LocalError;

@@ -55,7 +55,7 @@ pub fn poll(polls: usize, shared: bool) -> Result<PollCost> {
             fresh = client(&forge)?;
             &fresh
         };
-        let out = c.get_pull(&repo, n, CallOptions::new());
+        let out = c.get_pull(&repo, n, &CallOptions::new())?;
         if out.kind != OutcomeKind::Succeeded {
             bail!("poll {i} ended {}: {:?}", out.kind.as_str(), out.error);
         }

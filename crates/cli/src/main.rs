@@ -225,14 +225,17 @@ fn run(config: &Config) -> anyhow::Result<u8> {
                 .https(common.https.clone())
                 .build()
                 .context("building the HTTP client")?;
-            let opts = sluice_forge::CallOptions {
-                bounds: Some(common.bounds),
-                id: common.operation_id.clone(),
-                credentials: credentials(common),
-                cancel: Some(cancel_flag().clone()),
-            };
+            let mut opts = sluice_forge::CallOptions::new()
+                .bounds(common.bounds)
+                .cancel(cancel_flag());
+            if let Some(id) = &common.operation_id {
+                opts = opts.id(id.clone());
+            }
+            if let Some(source) = credentials(common) {
+                opts = opts.credentials(source);
+            }
             let out = client
-                .get_url(url, opts)
+                .get_url(url, &opts)
                 .map_err(|e| UsageError::new("<URL>", e.to_string()))?;
             let text = out.value.as_ref().map(|r| {
                 let mut b = r.body.clone();

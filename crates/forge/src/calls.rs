@@ -17,6 +17,15 @@
 //! A write whose request was complete and whose answer was not read is
 //! never sent again in its operation; the forge's answers 405, 409 and 422
 //! end it `answered` in the forge's words, `may_have_applied: false`.
+//!
+//! Each call checks its arguments first and returns
+//! [`ForgeInputError`] before any request when one cannot mean what the
+//! call needs: the repository (owner and name, each ASCII letters, digits,
+//! `-`, `_`, `.`), a sha (40 or 64 lowercase hex digits), a ref name
+//! (`heads/main` for `update_ref`; a sha, branch or tag for the CI reads;
+//! never empty, never with a leading `/` or `refs/`, a valid git ref name),
+//! a number (pull request, issue, check run: from 1), a state (`open`,
+//! `closed`, `all`) and a head (`branch` or `owner:branch`).
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
@@ -26,12 +35,15 @@ use reqwest::{Method, Url};
 use serde_json::Value;
 use sluice_policy::{AttemptCtx, AttemptError, Credential, Outcome, Settlement};
 
-use crate::client::{decode, judge, Answer, CallOptions, ForgeClient, Prepared, Reading};
+use crate::client::{decode, judge, Answer, ForgeClient, Prepared, Reading};
+use crate::error::ForgeInputError;
+use crate::input;
 use crate::pages::Pages;
 use crate::types::{
     CheckRun, CheckRunList, CheckRunUpdate, CiStatus, CombinedStatus, GitRef, IssueComment,
     MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullRequest, RepoRef,
 };
+use sluice_policy::CallOptions;
 use sluice_policy::Effect;
 
 /// One page of check runs: its items.
@@ -98,10 +110,12 @@ impl ForgeClient {
         &self,
         repo: &RepoRef,
         number: u64,
-        opts: CallOptions,
-    ) -> Outcome<serde_json::Value> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<serde_json::Value>, ForgeInputError> {
+        input::repo(repo)?;
+        input::number("pull request", number)?;
         let url = self.repo_url(repo, &["pulls", &number.to_string()]);
-        self.typed_read("get-pull", &url, &opts, |c, ctx, cred| {
+        Ok(self.typed_read("get-pull", &url, opts, |c, ctx, cred| {
             let p = Prepared {
                 method: Method::GET,
                 url: &url,
@@ -110,7 +124,7 @@ impl ForgeClient {
             let a = c.attempt_exchange(ctx, &p, cred)?;
             judge(Effect::Read, &a)?;
             decode(Effect::Read, &a)
-        })
+        }))
     }
 
     /// The pull requests from `head` (`branch`, or `owner:branch`; the
@@ -123,16 +137,22 @@ impl ForgeClient {
         head: &str,
         base: Option<&str>,
         state: &str,
-        opts: CallOptions,
-    ) -> Outcome<Vec<PullRequest>> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<PullRequest>>, ForgeInputError> {
+        input::repo(repo)?;
+        input::head(head)?;
+        if let Some(b) = base {
+            input::ref_name(b, false)?;
+        }
+        input::state(state)?;
         let url = self.pulls_by_head_url(repo, head, base, state);
         let mut pages = Pages::new(url.clone());
-        self.typed_read("list-pulls", &url, &opts, |c, ctx, cred| {
+        Ok(self.typed_read("list-pulls", &url, opts, |c, ctx, cred| {
             let deadline = Instant::now() + ctx.timeout;
             pages.read(c, ctx, cred, deadline, |a| {
                 decode::<Vec<PullRequest>>(Effect::Read, a)
             })
-        })
+        }))
     }
 
     /// The CI status of `git_ref` (a sha, branch or tag): the combined
@@ -140,7 +160,14 @@ impl ForgeClient {
     /// rel="next"`), within the one operation. What an attempt read is kept:
     /// a page that fails is read again by the next attempt, not the pages
     /// (or the combined status) before it.
-    pub fn ci_status(&self, repo: &RepoRef, git_ref: &str, opts: CallOptions) -> Outcome<CiStatus> {
+    pub fn ci_status(
+        &self,
+        repo: &RepoRef,
+        git_ref: &str,
+        opts: &CallOptions,
+    ) -> Result<Outcome<CiStatus>, ForgeInputError> {
+        input::repo(repo)?;
+        input::ref_name(git_ref, false)?;
         let mut status_segs = vec!["commits"];
         status_segs.extend(git_ref.split('/'));
         let remote = self.repo_url(repo, &status_segs);
@@ -149,7 +176,7 @@ impl ForgeClient {
         let runs_url = self.check_runs_url(repo, git_ref, None);
         let mut combined: Option<CombinedStatus> = None;
         let mut pages = Pages::new(runs_url);
-        self.typed_read("ci-status", &remote, &opts, |c, ctx, cred| {
+        Ok(self.typed_read("ci-status", &remote, opts, |c, ctx, cred| {
             let deadline = Instant::now() + ctx.timeout;
             if combined.is_none() {
                 let p = Prepared {
@@ -166,7 +193,7 @@ impl ForgeClient {
                 combined: combined.clone().expect("read above"),
                 check_runs,
             })
-        })
+        }))
     }
 
     /// The check run on `git_ref` whose `external_id` is `external_id`
@@ -177,17 +204,21 @@ impl ForgeClient {
         git_ref: &str,
         name: Option<&str>,
         external_id: &str,
-        opts: CallOptions,
-    ) -> Outcome<Option<CheckRun>> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<Option<CheckRun>>, ForgeInputError> {
+        input::repo(repo)?;
+        input::ref_name(git_ref, false)?;
         let url = self.check_runs_url(repo, git_ref, name);
         let mut pages = Pages::new(url.clone());
-        self.typed_read("find-check-run", &url, &opts, |c, ctx, cred| {
-            let deadline = Instant::now() + ctx.timeout;
-            let runs = pages.read(c, ctx, cred, deadline, check_runs_of)?;
-            Ok(runs
-                .into_iter()
-                .find(|r| r.external_id.as_deref() == Some(external_id)))
-        })
+        Ok(
+            self.typed_read("find-check-run", &url, opts, |c, ctx, cred| {
+                let deadline = Instant::now() + ctx.timeout;
+                let runs = pages.read(c, ctx, cred, deadline, check_runs_of)?;
+                Ok(runs
+                    .into_iter()
+                    .find(|r| r.external_id.as_deref() == Some(external_id)))
+            }),
+        )
     }
 
     /// `POST /repos/{owner}/{repo}/pulls`. An unknown answer is settled by
@@ -198,8 +229,11 @@ impl ForgeClient {
         &self,
         repo: &RepoRef,
         new: &NewPullRequest,
-        opts: CallOptions,
-    ) -> Outcome<PullRequest> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<PullRequest>, ForgeInputError> {
+        input::repo(repo)?;
+        input::head(&new.head)?;
+        input::ref_name(&new.base, false)?;
         let url = self.repo_url(repo, &["pulls"]);
         let body = serde_json::to_vec(new).unwrap_or_default();
         let p = Prepared {
@@ -208,10 +242,10 @@ impl ForgeClient {
             body: Some(&body),
         };
         let list_url = self.pulls_by_head_url(repo, &new.head, Some(&new.base), "open");
-        self.typed_write(
+        Ok(self.typed_write(
             "create-pull",
             &p,
-            &opts,
+            opts,
             Some(
                 |r: &Reading<'_>| -> Result<Settlement<PullRequest>, AttemptError> {
                     let pulls = r.get_all_pages(&list_url, |a| {
@@ -226,7 +260,7 @@ impl ForgeClient {
                     })
                 },
             ),
-        )
+        ))
     }
 
     /// `POST /repos/{owner}/{repo}/check-runs`. An unknown answer is settled
@@ -236,8 +270,10 @@ impl ForgeClient {
         &self,
         repo: &RepoRef,
         new: &NewCheckRun,
-        opts: CallOptions,
-    ) -> Outcome<CheckRun> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<CheckRun>, ForgeInputError> {
+        input::repo(repo)?;
+        input::sha(&new.head_sha)?;
         let url = self.repo_url(repo, &["check-runs"]);
         let body = serde_json::to_vec(new).unwrap_or_default();
         let p = Prepared {
@@ -247,10 +283,10 @@ impl ForgeClient {
         };
         let list_url = self.check_runs_url(repo, &new.head_sha, Some(&new.name));
         let external_id = new.external_id.clone();
-        self.typed_write(
+        Ok(self.typed_write(
             "create-check-run",
             &p,
-            &opts,
+            opts,
             Some(
                 |r: &Reading<'_>| -> Result<Settlement<CheckRun>, AttemptError> {
                     let runs = r.get_all_pages(&list_url, check_runs_of)?;
@@ -269,7 +305,7 @@ impl ForgeClient {
                     )
                 },
             ),
-        )
+        ))
     }
 
     /// `POST /repos/{owner}/{repo}/issues/{number}/comments` (pull requests
@@ -281,8 +317,10 @@ impl ForgeClient {
         repo: &RepoRef,
         number: u64,
         body: &str,
-        opts: CallOptions,
-    ) -> Outcome<IssueComment> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<IssueComment>, ForgeInputError> {
+        input::repo(repo)?;
+        input::number("issue", number)?;
         let url = self.repo_url(repo, &["issues", &number.to_string(), "comments"]);
         let json = serde_json::to_vec(&serde_json::json!({ "body": body })).unwrap_or_default();
         let p = Prepared {
@@ -290,12 +328,12 @@ impl ForgeClient {
             url: &url,
             body: Some(&json),
         };
-        self.typed_write(
+        Ok(self.typed_write(
             "create-issue-comment",
             &p,
-            &opts,
+            opts,
             None::<fn(&Reading<'_>) -> Result<Settlement<IssueComment>, AttemptError>>,
-        )
+        ))
     }
 }
 
@@ -314,8 +352,11 @@ impl ForgeClient {
         number: u64,
         sha: &str,
         method: MergeMethod,
-        opts: CallOptions,
-    ) -> Outcome<MergeResult> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<MergeResult>, ForgeInputError> {
+        input::repo(repo)?;
+        input::number("pull request", number)?;
+        input::sha(sha)?;
         let n = number.to_string();
         let url = self.repo_url(repo, &["pulls", &n, "merge"]);
         let pull_url = self.repo_url(repo, &["pulls", &n]);
@@ -326,17 +367,17 @@ impl ForgeClient {
             url: &url,
             body: Some(&body),
         };
-        self.typed_write(
+        Ok(self.typed_write(
             "merge-pull",
             &p,
-            &opts,
+            opts,
             Some(
                 |r: &Reading<'_>| -> Result<Settlement<MergeResult>, AttemptError> {
                     let pull: Value = r.get_json_url(&pull_url)?;
                     Ok(settle_merge(&pull, sha))
                 },
             ),
-        )
+        ))
     }
 
     /// `PATCH /repos/{owner}/{repo}/git/refs/{git_ref}` (`git_ref` as
@@ -351,8 +392,11 @@ impl ForgeClient {
         git_ref: &str,
         sha: &str,
         force: bool,
-        opts: CallOptions,
-    ) -> Outcome<GitRef> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<GitRef>, ForgeInputError> {
+        input::repo(repo)?;
+        input::ref_name(git_ref, true)?;
+        input::sha(sha)?;
         let mut segs = vec!["git", "refs"];
         segs.extend(git_ref.split('/'));
         let url = self.repo_url(repo, &segs);
@@ -362,10 +406,10 @@ impl ForgeClient {
             .expect("a JSON object of a string and a bool serialises");
         let before: RefCell<Option<String>> = RefCell::new(None);
         let key = format!("refs/{git_ref}");
-        self.typed_write_with(
+        Ok(self.typed_write_with(
             "update-ref",
             &url,
-            &opts,
+            opts,
             |c, ctx, cred| {
                 let deadline = Instant::now() + ctx.timeout;
                 if before.borrow().is_none() {
@@ -397,7 +441,7 @@ impl ForgeClient {
                     Settlement::moved(None, observed, cause)
                 })
             },
-        )
+        ))
     }
 
     /// `PATCH /repos/{owner}/{repo}/check-runs/{id}` with the fields of
@@ -410,17 +454,19 @@ impl ForgeClient {
         repo: &RepoRef,
         id: u64,
         update: &CheckRunUpdate,
-        opts: CallOptions,
-    ) -> Outcome<CheckRun> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<CheckRun>, ForgeInputError> {
+        input::repo(repo)?;
+        input::number("check run", id)?;
         let url = self.repo_url(repo, &["check-runs", &id.to_string()]);
         let sent = serde_json::to_value(update).expect("a check-run update serialises");
         let body = serde_json::to_vec(&sent).expect("a JSON value serialises");
         let before: RefCell<Option<Value>> = RefCell::new(None);
         let key = format!("check-run:{id}");
-        self.typed_write_with(
+        Ok(self.typed_write_with(
             "update-check-run",
             &url,
-            &opts,
+            opts,
             |c, ctx, cred| {
                 let deadline = Instant::now() + ctx.timeout;
                 if before.borrow().is_none() {
@@ -441,7 +487,7 @@ impl ForgeClient {
                 let first = before.borrow().clone().unwrap_or(Value::Null);
                 Ok(settle_check_run(&now, &sent, &first, &key))
             },
-        )
+        ))
     }
 }
 

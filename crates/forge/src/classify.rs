@@ -41,7 +41,7 @@ use reqwest::header::HeaderMap;
 use sluice_https::RateLimitFacts;
 
 use crate::error::ForgeFailure;
-use crate::phase::Phase;
+use crate::phase::ForgePhase;
 use sluice_policy::{parse_rate_limit_reset, parse_retry_after, AttemptError, Class, Effect};
 
 /// The least wait GitHub asks for after a secondary rate limit that names
@@ -54,7 +54,7 @@ pub struct Exchange<'a> {
     /// GET is a read; POST/PATCH/PUT/DELETE are writes.
     pub effect: Effect,
     /// The last phase completed.
-    pub phase: Phase,
+    pub phase: ForgePhase,
     /// The status, when a status line was read.
     pub status: Option<u16>,
     /// The response headers (empty when none were read).
@@ -79,7 +79,7 @@ pub fn classify(x: &Exchange<'_>, now: SystemTime) -> Result<(), AttemptError> {
         let f = match (x.tls, x.phase) {
             // A certificate error or an alert while connecting: the
             // server's answer, the same whatever we try.
-            (Some(refusal), Phase::Connect) => ForgeFailure::Tls {
+            (Some(refusal), ForgePhase::Connect) => ForgeFailure::Tls {
                 refusal: refusal.clone(),
                 detail: x.text.to_string(),
             },
@@ -92,7 +92,7 @@ pub fn classify(x: &Exchange<'_>, now: SystemTime) -> Result<(), AttemptError> {
         return Err(failed(f, x.effect, x.headers, now));
     };
     let f = if (200..300).contains(&status) {
-        if x.phase >= Phase::Body {
+        if x.phase >= ForgePhase::Body {
             return Ok(());
         }
         ForgeFailure::Cut {
@@ -163,7 +163,7 @@ pub fn failed(
             Effect::Write => (Class::Unknown, None, None),
         },
         ForgeFailure::NoAnswer {
-            phase: Phase::Connect,
+            phase: ForgePhase::Connect,
             ..
         }
         | ForgeFailure::NotSent { .. } => (Class::Unjudged, None, None),
@@ -173,6 +173,10 @@ pub fn failed(
         | ForgeFailure::Redirect { .. }
         | ForgeFailure::ForeignLink { .. } => (Class::Answered, None, None),
         ForgeFailure::Local { .. } => (Class::Local, None, None),
+        // The policy's class for a purchase that failed: on this side and
+        // lasting, or a failure a later purchase may mend.
+        ForgeFailure::Credential { error } if error.local => (Class::Local, None, None),
+        ForgeFailure::Credential { .. } => (Class::Unjudged, None, None),
     };
     let mut e = AttemptError::new(class, f.phase().as_str(), f.to_string())
         .with_retry_after(hint)
@@ -304,7 +308,7 @@ mod tests {
 
     fn run(
         effect: Effect,
-        phase: Phase,
+        phase: ForgePhase,
         status: Option<u16>,
         h: &HeaderMap,
         text: &str,
@@ -333,9 +337,9 @@ mod tests {
     fn a_failure_before_any_answer_is_unjudged_at_connect_and_unknown_after_sending() {
         let h = HeaderMap::new();
         for e in BOTH {
-            let r = run(e, Phase::Connect, None, &h, "connection refused").unwrap_err();
+            let r = run(e, ForgePhase::Connect, None, &h, "connection refused").unwrap_err();
             assert_eq!((r.class, r.phase.as_ref()), (Class::Unjudged, "connect"));
-            let r = run(e, Phase::RequestSent, None, &h, "operation timed out").unwrap_err();
+            let r = run(e, ForgePhase::RequestSent, None, &h, "operation timed out").unwrap_err();
             assert_eq!(
                 (r.class, r.phase.as_ref()),
                 (Class::Unknown, "request-sent")
@@ -350,7 +354,7 @@ mod tests {
         for e in BOTH {
             let x = Exchange {
                 effect: e,
-                phase: Phase::Connect,
+                phase: ForgePhase::Connect,
                 status: None,
                 headers: &h,
                 text: "invalid peer certificate: Expired",
@@ -360,7 +364,7 @@ mod tests {
             let r = classify(&x, now()).unwrap_err();
             assert_eq!((r.class, r.phase.as_ref()), (Class::Answered, "connect"));
             assert!(r.cause.contains("expired"), "{}", r.cause);
-            let r = run(e, Phase::Connect, None, &h, "tls handshake eof").unwrap_err();
+            let r = run(e, ForgePhase::Connect, None, &h, "tls handshake eof").unwrap_err();
             assert_eq!(r.class, Class::Unjudged);
         }
     }
@@ -369,10 +373,10 @@ mod tests {
     fn a_2xx_is_success_only_with_its_body_read() {
         let h = HeaderMap::new();
         for e in BOTH {
-            assert!(run(e, Phase::Body, Some(200), &h, "").is_ok());
-            assert!(run(e, Phase::Body, Some(201), &h, "").is_ok());
+            assert!(run(e, ForgePhase::Body, Some(200), &h, "").is_ok());
+            assert!(run(e, ForgePhase::Body, Some(201), &h, "").is_ok());
             assert_eq!(
-                class_of(run(e, Phase::ResponseHeaders, Some(201), &h, "cut")),
+                class_of(run(e, ForgePhase::ResponseHeaders, Some(201), &h, "cut")),
                 Some(Class::Unknown)
             );
         }
@@ -382,12 +386,12 @@ mod tests {
     fn credential_statuses_are_answered_with_their_signal() {
         let h = HeaderMap::new();
         for e in BOTH {
-            let r = run(e, Phase::Body, Some(401), &h, "Bad credentials").unwrap_err();
+            let r = run(e, ForgePhase::Body, Some(401), &h, "Bad credentials").unwrap_err();
             assert_eq!(r.class, Class::Answered);
             assert_eq!(r.auth, Some(AuthSignal::Unauthorized));
             assert_eq!(r.cause, "HTTP 401: Bad credentials");
             for s in [403, 404] {
-                let r = run(e, Phase::Body, Some(s), &h, "Not Found").unwrap_err();
+                let r = run(e, ForgePhase::Body, Some(s), &h, "Not Found").unwrap_err();
                 assert_eq!(r.class, Class::Answered);
                 assert_eq!(r.auth, Some(AuthSignal::ForbiddenOrNotFound));
             }
@@ -403,7 +407,7 @@ mod tests {
                 ("x-ratelimit-remaining", "0"),
                 ("x-ratelimit-reset", "1700000030"),
             ]);
-            let r = run(e, Phase::Body, Some(429), &h, "").unwrap_err();
+            let r = run(e, ForgePhase::Body, Some(429), &h, "").unwrap_err();
             assert_eq!(
                 (r.class, r.retry_after),
                 (Class::Unjudged, Some(Duration::from_secs(2)))
@@ -413,7 +417,14 @@ mod tests {
                 ("x-ratelimit-remaining", "0"),
                 ("x-ratelimit-reset", "1700000030"),
             ]);
-            let r = run(e, Phase::Body, Some(403), &h, "API rate limit exceeded").unwrap_err();
+            let r = run(
+                e,
+                ForgePhase::Body,
+                Some(403),
+                &h,
+                "API rate limit exceeded",
+            )
+            .unwrap_err();
             assert_eq!(
                 (r.class, r.retry_after),
                 (Class::Unjudged, Some(Duration::from_secs(30)))
@@ -422,13 +433,13 @@ mod tests {
             // Secondary limit without a header: at least a minute.
             let h = HeaderMap::new();
             let msg = "You have exceeded a secondary rate limit. Please wait a few minutes before you try again.";
-            let r = run(e, Phase::Body, Some(403), &h, msg).unwrap_err();
+            let r = run(e, ForgePhase::Body, Some(403), &h, msg).unwrap_err();
             assert_eq!(
                 (r.class, r.retry_after),
                 (Class::Unjudged, Some(SECONDARY_LIMIT_WAIT))
             );
             // 429 without any header: a minute as well.
-            let r = run(e, Phase::Body, Some(429), &h, "").unwrap_err();
+            let r = run(e, ForgePhase::Body, Some(429), &h, "").unwrap_err();
             assert_eq!(
                 (r.class, r.retry_after),
                 (Class::Unjudged, Some(SECONDARY_LIMIT_WAIT))
@@ -437,7 +448,7 @@ mod tests {
             let h = hdrs(&[("x-ratelimit-remaining", "4999")]);
             let r = run(
                 e,
-                Phase::Body,
+                ForgePhase::Body,
                 Some(403),
                 &h,
                 "Resource not accessible by integration",
@@ -456,7 +467,14 @@ mod tests {
                 ("x-ratelimit-remaining", "0"),
                 ("x-ratelimit-reset", "1700000045"),
             ]);
-            let r = run(e, Phase::Body, Some(429), &h, "API rate limit exceeded").unwrap_err();
+            let r = run(
+                e,
+                ForgePhase::Body,
+                Some(429),
+                &h,
+                "API rate limit exceeded",
+            )
+            .unwrap_err();
             assert_eq!(
                 (r.class, r.retry_after),
                 (Class::Unjudged, Some(Duration::from_secs(45)))
@@ -464,7 +482,7 @@ mod tests {
             // The secondary limit with Retry-After: that wait, not a minute.
             let h = hdrs(&[("retry-after", "7")]);
             let msg = "You have exceeded a secondary rate limit and have been temporarily blocked.";
-            let r = run(e, Phase::Body, Some(403), &h, msg).unwrap_err();
+            let r = run(e, ForgePhase::Body, Some(403), &h, msg).unwrap_err();
             assert_eq!(
                 (r.class, r.retry_after, r.auth),
                 (Class::Unjudged, Some(Duration::from_secs(7)), None)
@@ -474,7 +492,14 @@ mod tests {
                 ("x-ratelimit-remaining", "0"),
                 ("x-ratelimit-reset", "1699999990"),
             ]);
-            let r = run(e, Phase::Body, Some(403), &h, "API rate limit exceeded").unwrap_err();
+            let r = run(
+                e,
+                ForgePhase::Body,
+                Some(403),
+                &h,
+                "API rate limit exceeded",
+            )
+            .unwrap_err();
             assert_eq!(r.class, Class::Unjudged);
             assert!(r.retry_after.unwrap_or_default() <= Duration::from_secs(60));
         }
@@ -484,7 +509,7 @@ mod tests {
     fn a_503_is_unjudged_for_both_effects_and_keeps_its_retry_after() {
         let h = hdrs(&[("retry-after", "1")]);
         for e in BOTH {
-            let r = run(e, Phase::Body, Some(503), &h, "").unwrap_err();
+            let r = run(e, ForgePhase::Body, Some(503), &h, "").unwrap_err();
             assert_eq!(
                 (r.class, r.retry_after),
                 (Class::Unjudged, Some(Duration::from_secs(1)))
@@ -497,16 +522,22 @@ mod tests {
         let h = HeaderMap::new();
         for s in [500, 502, 504] {
             assert_eq!(
-                class_of(run(Effect::Read, Phase::Body, Some(s), &h, "")),
+                class_of(run(Effect::Read, ForgePhase::Body, Some(s), &h, "")),
                 Some(Class::Unjudged)
             );
             assert_eq!(
-                class_of(run(Effect::Write, Phase::Body, Some(s), &h, "")),
+                class_of(run(Effect::Write, ForgePhase::Body, Some(s), &h, "")),
                 Some(Class::Unknown)
             );
             // Even when the error body was cut, the status decides.
             assert_eq!(
-                class_of(run(Effect::Write, Phase::ResponseHeaders, Some(s), &h, "")),
+                class_of(run(
+                    Effect::Write,
+                    ForgePhase::ResponseHeaders,
+                    Some(s),
+                    &h,
+                    ""
+                )),
                 Some(Class::Unknown)
             );
         }
@@ -516,7 +547,7 @@ mod tests {
     fn a_5xx_that_says_nothing_of_the_write_is_unjudged_for_both_effects() {
         let h = hdrs(&[("retry-after", "4")]);
         for e in BOTH {
-            let r = run(e, Phase::Body, Some(501), &h, "").unwrap_err();
+            let r = run(e, ForgePhase::Body, Some(501), &h, "").unwrap_err();
             assert_eq!(
                 (r.class, r.retry_after),
                 (Class::Unjudged, Some(Duration::from_secs(4)))
@@ -530,7 +561,7 @@ mod tests {
         for e in BOTH {
             let r = run(
                 e,
-                Phase::Body,
+                ForgePhase::Body,
                 Some(422),
                 &h,
                 "Validation Failed (A pull request already exists)",
@@ -542,11 +573,11 @@ mod tests {
                 "HTTP 422: Validation Failed (A pull request already exists)"
             );
             assert_eq!(r.auth, None);
-            let r = run(e, Phase::Body, Some(301), &h, "").unwrap_err();
+            let r = run(e, ForgePhase::Body, Some(301), &h, "").unwrap_err();
             assert_eq!(r.class, Class::Answered);
             assert!(r.cause.contains("elsewhere.invalid"));
             assert_eq!(
-                class_of(run(e, Phase::Body, Some(408), &HeaderMap::new(), "")),
+                class_of(run(e, ForgePhase::Body, Some(408), &HeaderMap::new(), "")),
                 Some(Class::Unjudged)
             );
         }
@@ -557,7 +588,7 @@ mod tests {
         let h = HeaderMap::new();
         let x = Exchange {
             effect: Effect::Write,
-            phase: Phase::Body,
+            phase: ForgePhase::Body,
             status: Some(405),
             headers: &h,
             text: "Pull Request is not mergeable",
@@ -578,17 +609,24 @@ mod tests {
                 documentation_url: Some(
                     "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request".into()
                 ),
-                phase: Phase::Body,
+                phase: ForgePhase::Body,
             }
         );
         assert_eq!(f.status(), Some(405));
         assert_eq!(f.message(), Some("Pull Request is not mergeable"));
         // Failures without a status are typed too.
-        let e = run(Effect::Read, Phase::Connect, None, &h, "connection refused").unwrap_err();
+        let e = run(
+            Effect::Read,
+            ForgePhase::Connect,
+            None,
+            &h,
+            "connection refused",
+        )
+        .unwrap_err();
         assert_eq!(
             e.source_as::<ForgeFailure>(),
             Some(&ForgeFailure::NoAnswer {
-                phase: Phase::Connect,
+                phase: ForgePhase::Connect,
                 detail: "connection refused".into()
             })
         );

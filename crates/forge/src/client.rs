@@ -14,8 +14,8 @@ use secrecy::{ExposeSecret, SecretString};
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 use sluice_policy::{
-    AttemptCtx, AttemptError, Bounds, CancelFlag, Credential, CredentialSource, Effect, Operation,
-    Outcome, OutcomeKind, Policy, Settlement, StaticSource,
+    AttemptCtx, AttemptError, Bounds, CallOptions, CancelFlag, Credential, CredentialSource,
+    Effect, Operation, Outcome, OutcomeKind, Policy, Settlement, StaticSource,
 };
 
 use sluice_policy::metric;
@@ -24,10 +24,10 @@ use sluice_policy::text::{error_chain, redact};
 use crate::app::GitHubAppSource;
 use crate::base::{parse_base, split_user_info, API_VERSION};
 use crate::classify::{self, api_message, classify, documentation_url, Exchange};
-use crate::error::{ForgeError, ForgeFailure};
+use crate::error::{ForgeError, ForgeFailure, ForgeInputError};
 use crate::etag::{ETags, Kept};
 use crate::gate::{GateRefusal, Gates, Permit};
-use crate::phase::Phase;
+use crate::phase::ForgePhase;
 
 /// How often a read waiting for its answer looks at the cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(25);
@@ -39,66 +39,6 @@ pub struct HttpResponse {
     pub status: u16,
     /// The body, as text.
     pub body: String,
-}
-
-/// Per-call options: bounds, operation id, credentials, cancel flag. Unset
-/// members take the client's.
-#[derive(Clone, Default)]
-pub struct CallOptions {
-    /// The operation's bounds (the client's default when `None`).
-    pub bounds: Option<Bounds>,
-    /// The operation id (generated when `None`); a claimed id is rejected.
-    pub id: Option<String>,
-    /// Where this call buys credentials (before user info in the URL and
-    /// before the client's source).
-    pub credentials: Option<Arc<dyn CredentialSource>>,
-    /// The caller's cancel flag.
-    pub cancel: Option<CancelFlag>,
-}
-
-impl CallOptions {
-    /// No options: the client's defaults.
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Set the bounds.
-    pub fn bounds(mut self, bounds: Bounds) -> Self {
-        self.bounds = Some(bounds);
-        self
-    }
-
-    /// Set the operation id.
-    pub fn id(mut self, id: impl Into<String>) -> Self {
-        self.id = Some(id.into());
-        self
-    }
-
-    /// Set the credential source.
-    pub fn credentials(mut self, source: Arc<dyn CredentialSource>) -> Self {
-        self.credentials = Some(source);
-        self
-    }
-
-    /// Set the cancel flag.
-    pub fn cancel(mut self, flag: CancelFlag) -> Self {
-        self.cancel = Some(flag);
-        self
-    }
-}
-
-impl std::fmt::Debug for CallOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallOptions")
-            .field("bounds", &self.bounds)
-            .field("id", &self.id)
-            .field(
-                "credentials",
-                &self.credentials.as_ref().map(|_| "<source>"),
-            )
-            .field("cancel", &self.cancel)
-            .finish()
-    }
 }
 
 #[derive(Clone)]
@@ -124,6 +64,16 @@ impl Creds {
 /// 1 s apart, at most 8 concurrent requests per host, 5 s to connect, the
 /// platform's trust roots and proxies from the environment
 /// ([`sluice_https::HttpsConfig::new`]).
+///
+/// # A policy of its own unless given one
+/// Without [`ForgeClientBuilder::policy`], the client gets a
+/// [`Policy::default`] of its own: its own ledger (in memory, so an
+/// operation id claimed through it is unknown to every other client) and
+/// its own retry budget per host (its retries are not counted against a
+/// git client's or another forge client's to the same host). A program
+/// with more than one client should build one `Arc<Policy>` and give it to
+/// each; the client's `Debug` says which it has (`policy: "shared"` or
+/// `policy: "own (not shared with other clients)"`).
 pub struct ForgeClientBuilder {
     base: String,
     user_agent: String,
@@ -151,7 +101,10 @@ impl ForgeClientBuilder {
         self
     }
 
-    /// Run calls under this (shared) policy.
+    /// Run calls under this policy, shared with every client given the
+    /// same one: one ledger (an operation id means one operation whichever
+    /// client runs it) and one retry budget per host. Without it the client
+    /// has a policy of its own (see the type's notes).
     pub fn policy(mut self, policy: Arc<Policy>) -> Self {
         self.policy = Some(policy);
         self
@@ -233,6 +186,7 @@ impl ForgeClientBuilder {
                 // one leads to another host); writes never do.
                 read_http: build(reqwest::redirect::Policy::limited(10), true)?,
                 write_http: build(reqwest::redirect::Policy::none(), false)?,
+                shared_policy: self.policy.is_some(),
                 policy: self.policy.unwrap_or_else(|| Arc::new(Policy::default())),
                 creds,
                 bounds: self.bounds,
@@ -250,6 +204,8 @@ struct Inner {
     read_http: reqwest::blocking::Client,
     write_http: reqwest::blocking::Client,
     policy: Arc<Policy>,
+    /// Whether the policy was given to the builder (else the client's own).
+    shared_policy: bool,
     creds: Option<Creds>,
     bounds: Bounds,
     gates: Gates,
@@ -264,8 +220,22 @@ struct Inner {
 ///
 /// Cheap to clone and `Send + Sync`: clones share the policy (retry budget,
 /// ledger), the credential source, the per-host concurrency cap and the
-/// write pacing. Every call is one policy operation and returns an
-/// [`Outcome`]; GET is a read, POST/PATCH/PUT/DELETE are writes.
+/// write pacing. Every call is one policy operation; GET is a read,
+/// POST/PATCH/PUT/DELETE are writes.
+///
+/// Every call takes `&`[`CallOptions`] and returns
+/// `Result<Outcome<T>, `[`ForgeInputError`]`>`: bad input (a URL, a sha, a
+/// ref name, a number, a state, a head, a repository) is an `Err` before
+/// any request; after that, whatever happened is the [`Outcome`], and an
+/// outcome with an error carries a [`ForgeFailure`] as its source
+/// (`error.source_as::<ForgeFailure>()`), a credential source's failure as
+/// [`ForgeFailure::Credential`]. (One exception: a ledger that could not
+/// claim the operation id keeps the ledger's own error as the source.)
+///
+/// A client built without [`ForgeClientBuilder::policy`] has a policy of
+/// its own — its own ledger and retry budget, not shared with any other
+/// client; its `Debug` says `policy: "own (not shared with other
+/// clients)"`. Give every client of one program the same `Arc<Policy>`.
 #[derive(Clone)]
 pub struct ForgeClient {
     inner: Arc<Inner>,
@@ -277,6 +247,14 @@ impl std::fmt::Debug for ForgeClient {
             .field("base", &self.inner.base.as_str())
             .field("user_agent", &self.inner.user_agent)
             .field("bounds", &self.inner.bounds)
+            .field(
+                "policy",
+                &if self.inner.shared_policy {
+                    "shared"
+                } else {
+                    "own (not shared with other clients)"
+                },
+            )
             .field(
                 "credentials",
                 &self.inner.creds.as_ref().map(|_| "<source>"),
@@ -333,7 +311,7 @@ pub(crate) fn judge(effect: Effect, a: &Answer) -> Result<(), AttemptError> {
     classify(
         &Exchange {
             effect,
-            phase: Phase::Body,
+            phase: ForgePhase::Body,
             status: Some(a.status),
             headers: &a.headers,
             text: &message,
@@ -358,7 +336,8 @@ pub(crate) fn decode<T: DeserializeOwned>(effect: Effect, a: &Answer) -> Result<
 }
 
 /// Reads made while settling a write: GETs with the operation's credential,
-/// within the settling read's deadline.
+/// within the settling read's deadline. The caller's cancel flag does not
+/// stop them: a cancelled write is still settled by reading.
 pub struct Reading<'a> {
     client: &'a ForgeClient,
     credential: Option<Credential>,
@@ -375,21 +354,28 @@ impl Reading<'_> {
     /// GET a path under the base URL (or an absolute URL); anything but a
     /// 2xx is an error classed by the table.
     pub fn get(&self, path_or_url: &str) -> Result<HttpResponse, AttemptError> {
-        let (url, _) = self
-            .client
-            .resolve(path_or_url)
-            .map_err(|e| AttemptError::local(Phase::Connect.as_str(), e.to_string()))?;
+        let url = self.resolve(path_or_url)?;
         self.get_answer(&url).map(|a| a.response())
     }
 
     /// GET and parse JSON.
     pub fn get_json<T: DeserializeOwned>(&self, path_or_url: &str) -> Result<T, AttemptError> {
-        let (url, _) = self
-            .client
-            .resolve(path_or_url)
-            .map_err(|e| AttemptError::local(Phase::Connect.as_str(), e.to_string()))?;
+        let url = self.resolve(path_or_url)?;
         let a = self.get_answer(&url)?;
         decode(Effect::Read, &a)
+    }
+
+    /// A path or URL to read, or a local failure with its typed source.
+    fn resolve(&self, path_or_url: &str) -> Result<Url, AttemptError> {
+        self.client
+            .resolve(path_or_url)
+            .map(|(url, _)| url)
+            .map_err(|e| {
+                let f = ForgeFailure::Local {
+                    detail: e.to_string(),
+                };
+                AttemptError::local(ForgePhase::Connect.as_str(), f.to_string()).with_source(f)
+            })
     }
 
     /// GET one object and parse its JSON (the settling read of a write
@@ -460,10 +446,10 @@ impl ForgeClient {
     pub fn get_url(
         &self,
         url: &str,
-        opts: CallOptions,
-    ) -> Result<Outcome<HttpResponse>, ForgeError> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<HttpResponse>, ForgeInputError> {
         if !(url.starts_with("http://") || url.starts_with("https://")) {
-            return Err(ForgeError::InvalidUrl(format!(
+            return Err(ForgeInputError::Url(format!(
                 "{:?}: not an absolute http(s) URL",
                 redact(url)
             )));
@@ -482,8 +468,8 @@ impl ForgeClient {
         method: Method,
         path_or_url: &str,
         body: Option<&serde_json::Value>,
-        opts: CallOptions,
-    ) -> Result<Outcome<HttpResponse>, ForgeError> {
+        opts: &CallOptions,
+    ) -> Result<Outcome<HttpResponse>, ForgeInputError> {
         self.raw(
             method,
             path_or_url,
@@ -501,9 +487,9 @@ impl ForgeClient {
         method: Method,
         path_or_url: &str,
         body: Option<&serde_json::Value>,
-        opts: CallOptions,
+        opts: &CallOptions,
         reconcile: impl FnMut(&Reading<'_>) -> Result<Settlement<HttpResponse>, AttemptError>,
-    ) -> Result<Outcome<HttpResponse>, ForgeError> {
+    ) -> Result<Outcome<HttpResponse>, ForgeInputError> {
         self.raw(method, path_or_url, body, opts, Some(reconcile))
     }
 
@@ -512,9 +498,9 @@ impl ForgeClient {
         method: Method,
         path_or_url: &str,
         body: Option<&serde_json::Value>,
-        opts: CallOptions,
+        opts: &CallOptions,
         reconcile: Option<R>,
-    ) -> Result<Outcome<HttpResponse>, ForgeError>
+    ) -> Result<Outcome<HttpResponse>, ForgeInputError>
     where
         R: FnMut(&Reading<'_>) -> Result<Settlement<HttpResponse>, AttemptError>,
     {
@@ -527,7 +513,7 @@ impl ForgeClient {
             body: body.as_deref(),
         };
         let effect = p.effect();
-        let op = self.operation(&kind, effect, &url, &opts, url_secret);
+        let op = self.operation(&kind, effect, &url, opts, url_secret);
         let last_answer: RefCell<Option<HttpResponse>> = RefCell::new(None);
         let last_cred: RefCell<Option<Credential>> = RefCell::new(None);
         let attempt = |ctx: &mut AttemptCtx<'_>| {
@@ -541,7 +527,7 @@ impl ForgeClient {
         };
         let mut out = match (effect, reconcile) {
             (Effect::Write, Some(mut r)) => self.inner.policy.run_write(op, attempt, |rctx| {
-                let reading = self.reading(&last_cred, rctx.timeout, &opts);
+                let reading = self.reading(&last_cred, rctx.timeout, opts);
                 r(&reading)
             }),
             _ => self.inner.policy.run(op, attempt),
@@ -549,7 +535,7 @@ impl ForgeClient {
         if out.kind == OutcomeKind::Answered && out.value.is_none() {
             out.value = last_answer.into_inner();
         }
-        Ok(out)
+        Ok(forge_source(out))
     }
 
     /// Run one typed read.
@@ -566,7 +552,7 @@ impl ForgeClient {
     ) -> Outcome<T> {
         let op = self.operation(kind, Effect::Read, remote, opts, None);
         let last_cred = RefCell::new(None);
-        self.inner.policy.run(op, |ctx| body(self, ctx, &last_cred))
+        forge_source(self.inner.policy.run(op, |ctx| body(self, ctx, &last_cred)))
     }
 
     /// Run one typed write with its settling read.
@@ -584,13 +570,13 @@ impl ForgeClient {
             judge(Effect::Write, &a)?;
             decode::<T>(Effect::Write, &a)
         };
-        match reconcile.as_mut() {
+        forge_source(match reconcile.as_mut() {
             Some(r) => self.inner.policy.run_write(op, attempt, |rctx| {
                 let reading = self.reading(&last_cred, rctx.timeout, opts);
                 r(&reading)
             }),
             None => self.inner.policy.run(op, attempt),
-        }
+        })
     }
 
     /// Run one typed write whose attempt is the caller's (a write that
@@ -609,14 +595,14 @@ impl ForgeClient {
     ) -> Outcome<T> {
         let op = self.operation(kind, Effect::Write, remote, opts, None);
         let last_cred = RefCell::new(None);
-        self.inner.policy.run_write(
+        forge_source(self.inner.policy.run_write(
             op,
             |ctx| attempt(self, ctx, &last_cred),
             |rctx| {
                 let reading = self.reading(&last_cred, rctx.timeout, opts);
                 reconcile(&reading)
             },
-        )
+        ))
     }
 
     fn reading<'a>(
@@ -625,12 +611,18 @@ impl ForgeClient {
         remaining: Duration,
         opts: &CallOptions,
     ) -> Reading<'a> {
-        let attempt_timeout = opts.bounds.unwrap_or(self.inner.bounds).attempt_timeout;
+        let attempt_timeout = opts
+            .given_bounds()
+            .unwrap_or(self.inner.bounds)
+            .attempt_timeout;
         Reading {
             client: self,
             credential: last_cred.borrow().clone(),
             deadline: Instant::now() + remaining.min(attempt_timeout),
-            cancel: opts.cancel.clone().unwrap_or_default(),
+            // Never the caller's flag: a cancelled write is still settled
+            // by its reads (the deadline bounds them), and a raised flag
+            // would refuse every read at the host's gate before sending.
+            cancel: CancelFlag::new(),
         }
     }
 
@@ -671,23 +663,19 @@ impl ForgeClient {
         opts: &CallOptions,
         url_secret: Option<SecretString>,
     ) -> Operation {
-        let mut op = Operation::new(kind, effect, url.as_str())
-            .bounds(opts.bounds.unwrap_or(self.inner.bounds));
-        if let Some(id) = &opts.id {
-            op = op.id(id.clone());
-        }
+        let mut op = opts.apply(
+            Operation::new(kind, effect, url.as_str()),
+            self.inner.bounds,
+        );
         let source = opts
-            .credentials
-            .clone()
+            .credential_source()
+            .cloned()
             .or_else(|| {
                 url_secret.map(|s| Arc::new(StaticSource::new(s)) as Arc<dyn CredentialSource>)
             })
             .or_else(|| self.inner.creds.as_ref().map(Creds::for_operation));
         if let Some(s) = source {
             op = op.credentials(s);
-        }
-        if let Some(c) = &opts.cancel {
-            op = op.cancel(c.clone());
         }
         op
     }
@@ -697,9 +685,12 @@ impl ForgeClient {
     pub(crate) fn resolve(
         &self,
         path_or_url: &str,
-    ) -> Result<(Url, Option<SecretString>), ForgeError> {
+    ) -> Result<(Url, Option<SecretString>), ForgeInputError> {
         if path_or_url.starts_with("http://") || path_or_url.starts_with("https://") {
-            let (url, secret) = split_user_info(path_or_url)?;
+            let (url, secret) = split_user_info(path_or_url).map_err(|e| match e {
+                ForgeError::InvalidUrl(why) => ForgeInputError::Url(why),
+                other => ForgeInputError::Url(other.to_string()),
+            })?;
             return Ok((url, secret));
         }
         let joined = format!(
@@ -708,7 +699,7 @@ impl ForgeClient {
             path_or_url.trim_start_matches('/')
         );
         let url = Url::parse(&joined)
-            .map_err(|e| ForgeError::InvalidUrl(format!("{path_or_url:?}: {e}")))?;
+            .map_err(|e| ForgeInputError::Url(format!("{path_or_url:?}: {e}")))?;
         Ok((url, None))
     }
 
@@ -736,7 +727,7 @@ impl ForgeClient {
         credential: Option<&Credential>,
         deadline: Instant,
         cancel: &CancelFlag,
-        reached: &mut dyn FnMut(Phase),
+        reached: &mut dyn FnMut(ForgePhase),
     ) -> Result<Answer, AttemptError> {
         let effect = p.effect();
         let none = HeaderMap::new();
@@ -764,13 +755,13 @@ impl ForgeClient {
             Ok(answer) => answer,
             Err(Unsent::NotStarted(f)) => return Err(fail(f, &none)),
             Err(Unsent::Abandoned(f)) => {
-                reached(Phase::RequestSent);
+                reached(ForgePhase::RequestSent);
                 return Err(fail(f, &none));
             }
             Err(Unsent::Failed(e)) => {
                 let f = self.transport_failure(e, p.url);
-                if f.phase() > Phase::Connect {
-                    reached(Phase::RequestSent);
+                if f.phase() > ForgePhase::Connect {
+                    reached(ForgePhase::RequestSent);
                 }
                 tracing::debug!(
                     method = %p.method, url = %p.url, credential = ?fingerprint, phase = f.phase().as_str(),
@@ -779,8 +770,8 @@ impl ForgeClient {
                 return Err(fail(f, &none));
             }
         };
-        reached(Phase::RequestSent);
-        reached(Phase::ResponseHeaders);
+        reached(ForgePhase::RequestSent);
+        reached(ForgePhase::ResponseHeaders);
         let body = match body {
             Ok(b) => b,
             Err(e) => {
@@ -796,13 +787,13 @@ impl ForgeClient {
                         status,
                         message: detail,
                         documentation_url: None,
-                        phase: Phase::ResponseHeaders,
+                        phase: ForgePhase::ResponseHeaders,
                     }
                 };
                 return Err(fail(f, &headers));
             }
         };
-        reached(Phase::Body);
+        reached(ForgePhase::Body);
         tracing::debug!(
             method = %p.method, url = %p.url, credential = ?fingerprint, status,
             elapsed_ms = sent_at.elapsed().as_millis() as u64, "forge answered"
@@ -901,7 +892,7 @@ impl ForgeClient {
         }
         if !connect {
             return ForgeFailure::NoAnswer {
-                phase: Phase::RequestSent,
+                phase: ForgePhase::RequestSent,
                 detail,
             };
         }
@@ -911,7 +902,7 @@ impl ForgeClient {
         match tls {
             Some(refusal) => ForgeFailure::Tls { refusal, detail },
             None => ForgeFailure::NoAnswer {
-                phase: Phase::Connect,
+                phase: ForgePhase::Connect,
                 detail,
             },
         }
@@ -920,6 +911,24 @@ impl ForgeClient {
     pub(crate) fn observed(key: &str, value: impl Into<String>) -> BTreeMap<String, String> {
         BTreeMap::from([(key.to_string(), value.into())])
     }
+}
+
+/// Every forge outcome with an error carries a [`ForgeFailure`] as the
+/// error's source: the forge's own attempts give one; a failure the policy
+/// met on the forge's behalf (a credential source that could not give a
+/// credential, so no request was made) is given one here, the source's own
+/// error kept inside it. A ledger's failure to claim the id keeps the
+/// ledger's error.
+fn forge_source<T>(mut out: Outcome<T>) -> Outcome<T> {
+    if let Some(e) = out.error.as_mut() {
+        if e.source_as::<ForgeFailure>().is_none() {
+            if let Some(c) = e.source_as::<sluice_policy::CredentialError>() {
+                let f = ForgeFailure::Credential { error: c.clone() };
+                e.source = Some(Arc::new(f));
+            }
+        }
+    }
+    out
 }
 
 /// `host:port` of a URL: the key of its pacing gate.
@@ -1025,7 +1034,7 @@ fn send(
         })?;
     let lost = |detail: &str| {
         Unsent::Abandoned(ForgeFailure::NoAnswer {
-            phase: Phase::RequestSent,
+            phase: ForgePhase::RequestSent,
             detail: detail.to_string(),
         })
     };
@@ -1081,5 +1090,21 @@ mod tests {
         let d = format!("{c:?}");
         assert!(!d.contains("hunter2"), "{d}");
         assert!(d.contains("ghe.invalid"));
+    }
+
+    #[test]
+    fn the_debug_text_says_whether_the_policy_is_shared_or_the_clients_own() {
+        let own = ForgeClient::new("https://ghe.invalid/").expect("client");
+        let d = format!("{own:?}");
+        assert!(
+            d.contains(r#"policy: "own (not shared with other clients)""#),
+            "{d}"
+        );
+        let shared = ForgeClient::builder("https://ghe.invalid/")
+            .policy(Arc::new(Policy::default()))
+            .build()
+            .expect("client");
+        let d = format!("{shared:?}");
+        assert!(d.contains(r#"policy: "shared""#), "{d}");
     }
 }

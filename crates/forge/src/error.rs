@@ -1,13 +1,21 @@
-//! The forge's errors: [`ForgeError`], bad input that ends nothing on the
-//! remote (not an outcome), and [`ForgeFailure`], why one request of an
-//! attempt failed, in the forge's terms — the typed source of the
-//! [`AttemptError`](sluice_policy::AttemptError) the policy sees
-//! (`error.source_as::<ForgeFailure>()`), as git's attempts carry their
-//! `GitError`.
+//! The forge's errors: [`ForgeError`], a client that cannot be built;
+//! [`ForgeInputError`], bad input to one call, refused before any request
+//! (the `Err` of every call, never an outcome); and [`ForgeFailure`], why
+//! one request of an attempt failed, in the forge's terms — the typed
+//! source of the [`AttemptError`](sluice_policy::AttemptError) the policy
+//! sees (`error.source_as::<ForgeFailure>()`), as git's attempts carry
+//! their `GitError`.
+//!
+//! The names are the forge's own (`ForgeInputError`, not `InputError`):
+//! a program that uses both clients imports `sluice_git::InputError` and
+//! `sluice_forge::ForgeInputError` side by side without renaming either.
 
-use crate::phase::Phase;
+use sluice_policy::CredentialError;
 
-/// Bad input to the forge client (never a remote's answer).
+use crate::phase::ForgePhase;
+
+/// A forge client or credential source that cannot be built (a base URL,
+/// a GitHub App's key, the HTTP stack), or a URL that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum ForgeError {
     /// A URL that is not an absolute `http(s)` URL, or a path that does not
@@ -22,10 +30,62 @@ pub enum ForgeError {
     Http(String),
 }
 
+/// Bad input to one forge call, refused before any request is made: the
+/// `Err` of every call (`Result<Outcome<T>, ForgeInputError>`). Nothing was
+/// sent, nothing was claimed in the ledger, and no outcome exists.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ForgeInputError {
+    /// Not an absolute `http(s)` URL, or a path that does not make one
+    /// with the base URL (user info is redacted from the text).
+    #[error("invalid URL {0}")]
+    Url(String),
+    /// Not a commit id: 40 (SHA-1) or 64 (SHA-256) lowercase hex digits.
+    #[error("{0:?} is not a commit id (40 or 64 lowercase hex digits)")]
+    Sha(String),
+    /// Not a ref name as the call takes it (`heads/main`, `main`, `v1.0`):
+    /// empty, starting with `/` or `refs/`, or not a valid git ref name.
+    #[error("{name:?} is not a ref name such as heads/main: {why}")]
+    RefName {
+        /// The name given.
+        name: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// A pull request, issue or check run number of 0 (they start at 1).
+    #[error("{what} number 0: numbers start at 1")]
+    Number {
+        /// `pull request`, `issue` or `check run`.
+        what: &'static str,
+    },
+    /// A pull request state other than `open`, `closed` or `all`.
+    #[error("{0:?} is not a pull request state (open, closed or all)")]
+    State(String),
+    /// Not a head: `branch`, or `owner:branch` for a fork's.
+    #[error("{label:?} is not a head (branch, or owner:branch): {why}")]
+    Head {
+        /// The head given.
+        label: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// Not a repository: an owner or a name that is empty, `.` or `..`, or
+    /// holds anything but ASCII letters, digits, `-`, `_` and `.`.
+    #[error("{repo:?} is not owner/name: {why}")]
+    Repo {
+        /// The repository given, as `owner/name`.
+        repo: String,
+        /// What is wrong with it.
+        why: String,
+    },
+}
+
 /// Why one request to the forge failed: what the exchange showed, with the
 /// forge's own words as data. Its class comes from the forge's table
-/// (`classify`), never from these words.
+/// (`classify`), never from these words. More kinds of failure may come:
+/// a match needs an arm for the others.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ForgeFailure {
     /// The forge answered with a status that is not a success (a redirect
     /// not followed included).
@@ -41,7 +101,7 @@ pub enum ForgeFailure {
         documentation_url: Option<String>,
         /// The phase reached: `body`, or `response-headers` when the error
         /// body was cut.
-        phase: Phase,
+        phase: ForgePhase,
     },
     /// A success whose body was cut: the forge said yes, its value was not
     /// read.
@@ -66,7 +126,7 @@ pub enum ForgeFailure {
     #[error("{detail}")]
     NoAnswer {
         /// The last phase completed.
-        phase: Phase,
+        phase: ForgePhase,
         /// What happened on the wire (the proxy named when one was used).
         detail: String,
     },
@@ -114,6 +174,17 @@ pub enum ForgeFailure {
         /// What failed.
         detail: String,
     },
+    /// No credential could be bought for the request, so it was not made:
+    /// the operation's credential source failed (a token command that
+    /// cannot start is `local`: the operation stops with `local-error`;
+    /// one that failed or was stopped by a cancel is unjudged). The
+    /// source's own error is kept (`std::error::Error::source`).
+    #[error("{error}")]
+    Credential {
+        /// What the credential source said.
+        #[source]
+        error: CredentialError,
+    },
 }
 
 impl ForgeFailure {
@@ -136,16 +207,17 @@ impl ForgeFailure {
     }
 
     /// The last phase the request completed.
-    pub fn phase(&self) -> Phase {
+    pub fn phase(&self) -> ForgePhase {
         match self {
             ForgeFailure::Status { phase, .. } | ForgeFailure::NoAnswer { phase, .. } => *phase,
-            ForgeFailure::Cut { .. } => Phase::ResponseHeaders,
-            ForgeFailure::Undecodable { .. } | ForgeFailure::ForeignLink { .. } => Phase::Body,
+            ForgeFailure::Cut { .. } => ForgePhase::ResponseHeaders,
+            ForgeFailure::Undecodable { .. } | ForgeFailure::ForeignLink { .. } => ForgePhase::Body,
             ForgeFailure::NotSent { .. }
             | ForgeFailure::Tls { .. }
             | ForgeFailure::ProxyRefused { .. }
-            | ForgeFailure::Local { .. } => Phase::Connect,
-            ForgeFailure::Redirect { .. } => Phase::ResponseHeaders,
+            | ForgeFailure::Local { .. }
+            | ForgeFailure::Credential { .. } => ForgePhase::Connect,
+            ForgeFailure::Redirect { .. } => ForgePhase::ResponseHeaders,
         }
     }
 }

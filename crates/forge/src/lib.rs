@@ -6,6 +6,11 @@
 //!   the policy (retry budget, ledger), the credential source, a cap on
 //!   concurrent requests per host and the write pacing (writes to one host
 //!   one at a time, each at least a second after the previous one ended).
+//! * One calling convention, git's: every call takes
+//!   `&`[`CallOptions`] (the policy's, re-exported) and returns
+//!   `Result<Outcome<T>, `[`ForgeInputError`]`>` — bad input (a URL, a
+//!   sha, a ref name, a number, a state, a head, a repository) is an `Err`
+//!   before any request, with nothing claimed or sent.
 //! * Every call is one operation and ends with an [`Outcome`](sluice_policy::Outcome): GET is a
 //!   read, POST/PATCH/PUT/DELETE are writes. A failed request is a
 //!   [`ForgeFailure`] (the status, GitHub's `message` and
@@ -14,7 +19,11 @@
 //!   one pure function ([`classify`] / [`failed`]), whose statuses are the
 //!   workspace's one table ([`sluice_https::status_class`], git's smart HTTP
 //!   uses it too); the policy decides on retries, credential refusals and
-//!   waits.
+//!   waits. Every outcome with an error carries a `ForgeFailure` as its
+//!   source (a credential source's failure as
+//!   [`ForgeFailure::Credential`]).
+//! * A client built without `.policy(shared)` has a policy of its own
+//!   (ledger and retry budget): see [`ForgeClientBuilder`].
 //! * The typed calls ([`ForgeClient::get_pull`],
 //!   [`ForgeClient::create_pull`], [`ForgeClient::list_pulls_by_head`],
 //!   [`ForgeClient::ci_status`], [`ForgeClient::create_issue_comment`],
@@ -43,7 +52,9 @@
 //!
 //! let client = ForgeClient::new("https://api.github.com").expect("client");
 //! let opts = CallOptions::new().bounds(Bounds::new(Duration::from_secs(12), Duration::from_secs(5), 2));
-//! let out = client.ci_status(&RepoRef::new("octo", "repo"), "main", opts);
+//! let out = client
+//!     .ci_status(&RepoRef::new("octo", "repo"), "main", &opts)
+//!     .expect("a repository and a ref name");
 //! if out.kind == OutcomeKind::Succeeded {
 //!     println!("{:?}", out.value.expect("value").state());
 //! }
@@ -59,6 +70,7 @@ mod client;
 mod error;
 mod etag;
 mod gate;
+mod input;
 mod pages;
 mod phase;
 mod types;
@@ -69,14 +81,15 @@ pub use classify::{
     api_message, classify, documentation_url, failed, is_secondary_rate_limit, retry_hint,
     Exchange, SECONDARY_LIMIT_WAIT,
 };
-pub use client::{effect_of, CallOptions, ForgeClient, ForgeClientBuilder, HttpResponse, Reading};
-pub use error::{ForgeError, ForgeFailure};
+pub use client::{effect_of, ForgeClient, ForgeClientBuilder, HttpResponse, Reading};
+pub use error::{ForgeError, ForgeFailure, ForgeInputError};
 pub use etag::CAPACITY as KEPT_ANSWERS;
 pub use pages::next_page;
-pub use phase::Phase;
+pub use phase::ForgePhase;
 pub use reqwest::header::HeaderMap;
 pub use reqwest::{Method, Url};
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
+pub use sluice_policy::CallOptions;
 pub use types::{
     CheckRun, CheckRunList, CheckRunUpdate, CiState, CiStatus, CombinedStatus, GitRef,
     IssueComment, MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullEnd, PullRequest,

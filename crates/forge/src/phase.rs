@@ -5,7 +5,7 @@
 /// `response-headers` → `body`. An attempt's phase is the last one it
 /// completed; `connect` is the starting state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Phase {
+pub enum ForgePhase {
     /// Nothing completed yet (a refused connection reports this).
     Connect,
     /// A connection was made and the request handed to it: from here the
@@ -17,19 +17,19 @@ pub enum Phase {
     Body,
 }
 
-impl Phase {
+impl ForgePhase {
     /// The kebab-case name used in outcomes.
     pub const fn as_str(self) -> &'static str {
         match self {
-            Phase::Connect => "connect",
-            Phase::RequestSent => "request-sent",
-            Phase::ResponseHeaders => "response-headers",
-            Phase::Body => "body",
+            ForgePhase::Connect => "connect",
+            ForgePhase::RequestSent => "request-sent",
+            ForgePhase::ResponseHeaders => "response-headers",
+            ForgePhase::Body => "body",
         }
     }
 }
 
-impl std::fmt::Display for Phase {
+impl std::fmt::Display for ForgePhase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }

@@ -98,7 +98,7 @@ fn a_refused_app_token_is_replaced_by_a_freshly_minted_one_which_later_operation
         .expect("client");
     let (out, logs) = capture(|| {
         client
-            .request(Method::GET, "/zen", None, CallOptions::new())
+            .request(Method::GET, "/zen", None, &CallOptions::new())
             .expect("request")
     });
     assert_eq!(
@@ -124,7 +124,7 @@ fn a_refused_app_token_is_replaced_by_a_freshly_minted_one_which_later_operation
     assert!(gap(a[0].at, a[1].at) >= Duration::from_millis(500));
     // A later operation takes the cached live token.
     let again = client
-        .request(Method::GET, "/zen", None, CallOptions::new())
+        .request(Method::GET, "/zen", None, &CallOptions::new())
         .expect("request");
     assert_eq!(again.kind, OutcomeKind::Succeeded);
     assert_eq!(source.mint_count(), 2);
@@ -173,7 +173,7 @@ fn a_redirect_to_another_host_or_port_does_not_carry_the_credential_but_one_to_t
         "/repos/octo/repo/commits/x/status",
     ] {
         let out = client
-            .request(Method::GET, path, None, CallOptions::new())
+            .request(Method::GET, path, None, &CallOptions::new())
             .expect("request");
         assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     }
@@ -189,7 +189,7 @@ fn a_redirect_to_another_host_or_port_does_not_carry_the_credential_but_one_to_t
             Method::GET,
             "/repos/octo/repo/pulls/1",
             None,
-            CallOptions::new(),
+            &CallOptions::new(),
         )
         .expect("request");
     assert_eq!(out.kind, OutcomeKind::Succeeded);
@@ -209,11 +209,13 @@ fn a_write_is_never_redirected() {
             location: format!("{}/zen", forge.url()),
         },
     );
-    let out = client(&forge).create_pull(
-        &repo(),
-        &NewPullRequest::new("t", "f", "main"),
-        CallOptions::new(),
-    );
+    let out = client(&forge)
+        .create_pull(
+            &repo(),
+            &NewPullRequest::new("t", "f", "main"),
+            &CallOptions::new(),
+        )
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Answered, "{out:?}");
     assert!(out.error.expect("error").cause.contains("307"));
     assert!(forge.arrivals(Endpoint::Zen).is_empty());
@@ -225,7 +227,7 @@ fn user_info_in_a_get_url_is_sent_as_the_bearer_token_and_kept_out_of_the_outcom
     let forge = FakeForge::start().expect("fake forge");
     let client = client(&forge);
     let url = format!("http://x-access-token:url-secret-99@{}/zen", forge.addr());
-    let (out, logs) = capture(|| client.get_url(&url, CallOptions::new()).expect("get"));
+    let (out, logs) = capture(|| client.get_url(&url, &CallOptions::new()).expect("get"));
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     let v = out.value.clone().expect("value");
     assert_eq!(v.status, 200);
@@ -240,9 +242,9 @@ fn user_info_in_a_get_url_is_sent_as_the_bearer_token_and_kept_out_of_the_outcom
     for text in [json.as_str(), logs.as_str(), &format!("{out:?}")] {
         assert!(!text.contains("url-secret-99"), "leaked: {text}");
     }
-    assert!(client.get_url("/zen", CallOptions::new()).is_err());
+    assert!(client.get_url("/zen", &CallOptions::new()).is_err());
     let err = client
-        .get_url("ftp://u:ftp-secret@h/x", CallOptions::new())
+        .get_url("ftp://u:ftp-secret@h/x", &CallOptions::new())
         .expect_err("bad input");
     assert!(!err.to_string().contains("ftp-secret"), "{err}");
 }
@@ -251,7 +253,7 @@ fn user_info_in_a_get_url_is_sent_as_the_bearer_token_and_kept_out_of_the_outcom
 fn a_get_url_answered_404_keeps_the_status_and_body_as_the_value() {
     let forge = FakeForge::start().expect("fake forge");
     let out = client(&forge)
-        .get_url(&format!("{}/nowhere", forge.url()), CallOptions::new())
+        .get_url(&format!("{}/nowhere", forge.url()), &CallOptions::new())
         .expect("get");
     assert_eq!(out.kind, OutcomeKind::Answered);
     let v = out.value.expect("the answer is kept");
@@ -271,7 +273,7 @@ fn a_primary_rate_limit_is_retried_once_its_reset_time_has_come() {
     let reset_at = Instant::now() + reset.duration_since(SystemTime::now()).unwrap_or_default();
     forge.push(Endpoint::Zen, Behaviour::PrimaryLimit { reset });
     let out = client
-        .request(Method::GET, "/zen", None, CallOptions::new())
+        .request(Method::GET, "/zen", None, &CallOptions::new())
         .expect("request");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     let a = forge.arrivals(Endpoint::Zen);
@@ -298,7 +300,7 @@ fn a_primary_rate_limit_whose_reset_does_not_fit_the_budget_stops_at_once() {
             Method::GET,
             "/zen",
             None,
-            CallOptions::new().bounds(Bounds::new(
+            &CallOptions::new().bounds(Bounds::new(
                 Duration::from_secs(10),
                 Duration::from_secs(5),
                 3,
@@ -322,12 +324,14 @@ fn a_primary_rate_limit_whose_reset_does_not_fit_the_budget_stops_at_once() {
 fn a_comment_whose_answer_is_cut_has_no_settling_read_and_ends_unknown_that_may_have_applied() {
     let forge = FakeForge::start().expect("fake forge");
     forge.set(Endpoint::CreateIssueComment, Behaviour::ApplyThenCut);
-    let out = client(&forge).create_issue_comment(
-        &repo(),
-        7,
-        "landed by sluice",
-        CallOptions::new().bounds(exercise()),
-    );
+    let out = client(&forge)
+        .create_issue_comment(
+            &repo(),
+            7,
+            "landed by sluice",
+            &CallOptions::new().bounds(exercise()),
+        )
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.may_have_applied, Some(true));
     assert_eq!(
@@ -350,12 +354,16 @@ fn a_refused_connection_is_unjudged_at_connect_and_retried_for_reads_and_writes(
         .bounds(Bounds::new(deadline, Duration::from_secs(1), 2))
         .build()
         .expect("client");
-    let read = client.ci_status(&repo(), SHA, CallOptions::new());
-    let write = client.create_pull(
-        &repo(),
-        &NewPullRequest::new("t", "f", "main"),
-        CallOptions::new(),
-    );
+    let read = client
+        .ci_status(&repo(), SHA, &CallOptions::new())
+        .expect("valid input");
+    let write = client
+        .create_pull(
+            &repo(),
+            &NewPullRequest::new("t", "f", "main"),
+            &CallOptions::new(),
+        )
+        .expect("valid input");
     for (attempts, kind, stopped, elapsed) in [
         (&read.attempts, read.kind, read.stopped, read.elapsed_ms),
         (&write.attempts, write.kind, write.stopped, write.elapsed_ms),
@@ -391,7 +399,7 @@ fn the_fake_forges_log_records_the_token_fingerprint_and_completion_of_every_req
         )))),
     );
     let out = client
-        .request(Method::GET, "/zen", None, CallOptions::new())
+        .request(Method::GET, "/zen", None, &CallOptions::new())
         .expect("request");
     assert_eq!(out.kind, OutcomeKind::Succeeded);
     // The forge logs its answer after writing it, so the client can read
@@ -424,7 +432,12 @@ fn a_cancelled_read_stops_waiting_during_its_attempt() {
             raise.cancel();
         });
         client
-            .request(Method::GET, "/zen", None, CallOptions::new().cancel(cancel))
+            .request(
+                Method::GET,
+                "/zen",
+                None,
+                &CallOptions::new().cancel(&cancel),
+            )
             .expect("request")
     });
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");

@@ -37,7 +37,9 @@ fn seed_ci(forge: &FakeForge) {
 fn an_ok_ci_status_read_returns_the_real_status_with_one_request_each() {
     let forge = FakeForge::start().expect("fake forge");
     seed_ci(&forge);
-    let out = client(&forge).ci_status(&repo(), SHA, opts());
+    let out = client(&forge)
+        .ci_status(&repo(), SHA, &opts())
+        .expect("valid input");
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -79,7 +81,9 @@ fn a_delay_beyond_the_attempt_timeout_ends_unknown_after_both_attempts_and_the_l
         Behaviour::Delay(Duration::from_secs(6)),
     );
     let client = client(&forge);
-    let out = client.ci_status(&repo(), SHA, opts());
+    let out = client
+        .ci_status(&repo(), SHA, &opts())
+        .expect("valid input");
     let returned = Instant::now();
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert!(out.value.is_none());
@@ -128,7 +132,9 @@ fn a_persistent_5xx_ends_unknown_after_at_most_two_requests_within_the_budget() 
     let forge = FakeForge::start().expect("fake forge");
     forge.set(Endpoint::CombinedStatus, Behaviour::Fail5xx);
     let client = client(&forge);
-    let out = client.ci_status(&repo(), SHA, opts());
+    let out = client
+        .ci_status(&repo(), SHA, &opts())
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert!(planned_ms(&out) <= out.deadline_ms, "{:?}", out.attempts);
     assert!(forge.arrivals(Endpoint::CombinedStatus).len() <= 2);
@@ -146,7 +152,9 @@ fn a_persistent_5xx_ends_unknown_after_at_most_two_requests_within_the_budget() 
 fn an_invalid_request_is_answered_after_exactly_one_request() {
     let forge = FakeForge::start().expect("fake forge");
     forge.set(Endpoint::CombinedStatus, Behaviour::Invalid);
-    let out = client(&forge).ci_status(&repo(), SHA, opts());
+    let out = client(&forge)
+        .ci_status(&repo(), SHA, &opts())
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Answered, "{out:?}");
     let err = out.error.expect("error");
     assert_eq!(err.class, Class::Answered);
@@ -165,11 +173,15 @@ fn asking_again_for_an_exhausted_read_by_its_operation_id_is_rejected_without_a_
     let forge = FakeForge::start().expect("fake forge");
     forge.set(Endpoint::CombinedStatus, Behaviour::Fail5xx);
     let client = client(&forge);
-    let first = client.ci_status(&repo(), SHA, opts().id("ci-read-7"));
+    let first = client
+        .ci_status(&repo(), SHA, &opts().id("ci-read-7"))
+        .expect("valid input");
     assert_eq!(first.kind, OutcomeKind::Unknown);
     let before = forge.all_arrivals().len();
     assert_eq!(before, 2);
-    let again = client.ci_status(&repo(), SHA, opts().id("ci-read-7"));
+    let again = client
+        .ci_status(&repo(), SHA, &opts().id("ci-read-7"))
+        .expect("valid input");
     assert_eq!(again.kind, OutcomeKind::Rejected);
     assert!(again.attempts.is_empty());
     let previous = again.previous.expect("the earlier run");
@@ -187,7 +199,9 @@ fn a_429_with_retry_after_two_seconds_is_retried_no_sooner_than_two_seconds_late
         Endpoint::CombinedStatus,
         Behaviour::RateLimited { retry_after: 2 },
     );
-    let out = client(&forge).ci_status(&repo(), SHA, opts());
+    let out = client(&forge)
+        .ci_status(&repo(), SHA, &opts())
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     let a = forge.arrivals(Endpoint::CombinedStatus);
     assert_eq!(a.len(), 2);
@@ -209,7 +223,9 @@ fn a_retry_after_beyond_the_budget_stops_at_once_without_a_second_request() {
     );
     let (policy, sleeper) = recorded_policy();
     let client = client_with(&forge, policy, None);
-    let out = client.ci_status(&repo(), SHA, opts());
+    let out = client
+        .ci_status(&repo(), SHA, &opts())
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.stopped, Some(Stopped::RetryHintExceedsBudget));
     assert_eq!(forge.all_arrivals().len(), 1);
@@ -234,7 +250,11 @@ fn a_refused_token_is_bought_afresh_and_the_next_attempt_waits_the_settle_pause_
     let source = Scripted::new(&["tok-stale-A", "tok-fresh-B"]);
     let settle = Duration::from_secs(1);
     let client = client_with(&forge, policy(settle), Some(source.clone()));
-    let (out, logs) = capture(|| client.ci_status(&repo(), SHA, opts()));
+    let (out, logs) = capture(|| {
+        client
+            .ci_status(&repo(), SHA, &opts())
+            .expect("valid input")
+    });
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -284,7 +304,11 @@ fn a_refusal_that_stands_is_answered_with_the_fingerprint_of_every_refused_token
         policy(Duration::from_millis(300)),
         Some(source.clone()),
     );
-    let (out, logs) = capture(|| client.ci_status(&repo(), SHA, opts()));
+    let (out, logs) = capture(|| {
+        client
+            .ci_status(&repo(), SHA, &opts())
+            .expect("valid input")
+    });
     assert_eq!(out.kind, OutcomeKind::Answered, "{out:?}");
     assert_eq!(out.stopped, Some(Stopped::CredentialRefused));
     assert_eq!(
@@ -310,7 +334,9 @@ fn a_created_pull_request_whose_answer_is_cut_is_not_sent_again_and_is_found_by_
     let forge = FakeForge::start().expect("fake forge");
     forge.set(Endpoint::CreatePull, Behaviour::ApplyThenCut);
     let new = NewPullRequest::new("Land feature", "feature", "main").body("from sluice");
-    let out = client(&forge).create_pull(&repo(), &new, opts());
+    let out = client(&forge)
+        .create_pull(&repo(), &new, &opts())
+        .expect("valid input");
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -358,7 +384,9 @@ fn a_created_check_run_whose_answer_is_cut_is_not_sent_again_and_is_found_by_its
     );
     forge.set(Endpoint::CreateCheckRun, Behaviour::ApplyThenCut);
     let new = NewCheckRun::new("sluice", SHA, "land-42").status("in_progress", None);
-    let out = client(&forge).create_check_run(&repo(), &new, opts());
+    let out = client(&forge)
+        .create_check_run(&repo(), &new, &opts())
+        .expect("valid input");
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -388,7 +416,9 @@ fn a_502_answering_a_pull_request_the_forge_applied_is_settled_by_reading_and_no
     let forge = FakeForge::start().expect("fake forge");
     forge.set(Endpoint::CreatePull, Behaviour::ApplyThenStatus(502));
     let new = NewPullRequest::new("Land feature", "feature", "main");
-    let out = client(&forge).create_pull(&repo(), &new, opts());
+    let out = client(&forge)
+        .create_pull(&repo(), &new, &opts())
+        .expect("valid input");
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -422,7 +452,9 @@ fn a_503_with_retry_after_answering_a_write_is_retried_after_the_hint() {
         },
     );
     let new = NewPullRequest::new("Land feature", "feature", "main");
-    let out = client(&forge).create_pull(&repo(), &new, opts());
+    let out = client(&forge)
+        .create_pull(&repo(), &new, &opts())
+        .expect("valid input");
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -455,7 +487,9 @@ fn a_secondary_rate_limit_without_retry_after_under_a_ten_second_budget_stops_at
     let (policy, sleeper) = recorded_policy();
     let client = client_with(&forge, policy, None);
     let bounds = Bounds::new(Duration::from_secs(10), Duration::from_secs(5), 2);
-    let out = client.ci_status(&repo(), SHA, CallOptions::new().bounds(bounds));
+    let out = client
+        .ci_status(&repo(), SHA, &CallOptions::new().bounds(bounds))
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.stopped, Some(Stopped::RetryHintExceedsBudget));
     assert_eq!(forge.all_arrivals().len(), 1, "no second request");
@@ -518,7 +552,9 @@ fn a_secondary_rate_limit_without_retry_after_is_waited_out_whole_when_the_deadl
     forge.push(Endpoint::GetPull, Behaviour::SecondaryLimit);
     let (client, log) = manual_client(&forge);
     let bounds = Bounds::new(Duration::from_secs(120), Duration::from_secs(10), 3);
-    let out = client.get_pull(&repo(), n, CallOptions::new().bounds(bounds));
+    let out = client
+        .get_pull(&repo(), n, &CallOptions::new().bounds(bounds))
+        .expect("valid input");
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -554,13 +590,15 @@ fn a_secondary_rate_limit_whose_retry_after_fits_the_deadline_is_waited_exactly_
     );
     let (client, log) = manual_client(&forge);
     let bounds = Bounds::new(Duration::from_secs(60), Duration::from_secs(10), 3);
-    let out = client.merge_pull(
-        &repo(),
-        n,
-        SHA,
-        MergeMethod::Merge,
-        CallOptions::new().bounds(bounds),
-    );
+    let out = client
+        .merge_pull(
+            &repo(),
+            n,
+            SHA,
+            MergeMethod::Merge,
+            &CallOptions::new().bounds(bounds),
+        )
+        .expect("valid input");
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -592,7 +630,9 @@ fn two_threads_writing_to_one_forge_arrive_at_least_a_second_apart() {
             let client = Arc::clone(&client);
             s.spawn(move || {
                 let new = NewCheckRun::new("sluice", SHA, format!("thread-{i}"));
-                let out = client.create_check_run(&repo(), &new, opts());
+                let out = client
+                    .create_check_run(&repo(), &new, &opts())
+                    .expect("valid input");
                 assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
             });
         }
@@ -634,7 +674,9 @@ fn check_run_pages(log: &[String], page: usize) -> usize {
 #[test]
 fn ci_status_reads_250_check_runs_over_three_pages_and_a_failed_page_is_read_again_alone() {
     let forge = PagedForge::start(250, 0, Some(2));
-    let out = paged_client(&forge).ci_status(&repo(), SHA, opts());
+    let out = paged_client(&forge)
+        .ci_status(&repo(), SHA, &opts())
+        .expect("valid input");
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -675,7 +717,9 @@ fn ci_status_reads_250_check_runs_over_three_pages_and_a_failed_page_is_read_aga
 #[test]
 fn pull_requests_from_a_head_are_listed_to_the_last_page() {
     let forge = PagedForge::start(0, 150, None);
-    let out = paged_client(&forge).list_pulls_by_head(&repo(), "feature", None, "open", opts());
+    let out = paged_client(&forge)
+        .list_pulls_by_head(&repo(), "feature", None, "open", &opts())
+        .expect("valid input");
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -694,7 +738,7 @@ fn pull_requests_from_a_head_are_listed_to_the_last_page() {
 fn an_unchanged_pull_request_read_again_is_answered_304_from_what_was_kept() {
     let forge = PagedForge::start(0, 0, None);
     let client = paged_client(&forge);
-    let first = client.get_pull(&repo(), 7, opts());
+    let first = client.get_pull(&repo(), 7, &opts()).expect("valid input");
     assert_eq!(first.kind, OutcomeKind::Succeeded, "{first:?}");
     assert_eq!(
         forge.not_modified(),
@@ -702,7 +746,7 @@ fn an_unchanged_pull_request_read_again_is_answered_304_from_what_was_kept() {
         "nothing kept yet: an ordinary read"
     );
     for _ in 0..3 {
-        let again = client.get_pull(&repo(), 7, opts());
+        let again = client.get_pull(&repo(), 7, &opts()).expect("valid input");
         assert_eq!(again.kind, OutcomeKind::Succeeded, "{again:?}");
         assert_eq!(again.value, first.value, "the kept answer");
     }
@@ -714,10 +758,10 @@ fn an_unchanged_pull_request_read_again_is_answered_304_from_what_was_kept() {
     // Another credential is another key: its first read is unconditional,
     // its second conditional.
     let other = || opts().credentials(Scripted::new(&["tok-other"]));
-    let out = client.get_pull(&repo(), 7, other());
+    let out = client.get_pull(&repo(), 7, &other()).expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     assert_eq!(forge.not_modified(), 3, "kept per credential");
-    let out = client.get_pull(&repo(), 7, other());
+    let out = client.get_pull(&repo(), 7, &other()).expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     assert_eq!(forge.not_modified(), 4);
 }
@@ -726,13 +770,17 @@ fn an_unchanged_pull_request_read_again_is_answered_304_from_what_was_kept() {
 fn a_check_run_on_the_last_page_is_found_and_one_nowhere_is_absent() {
     let forge = PagedForge::start(250, 0, None);
     let client = paged_client(&forge);
-    let out = client.find_check_run(&repo(), SHA, None, "ext-240", opts());
+    let out = client
+        .find_check_run(&repo(), SHA, None, "ext-240", &opts())
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     let found = out.value.expect("value").expect("found on the third page");
     assert_eq!(found.id, 240);
     let log = forge.log();
     assert_eq!(check_run_pages(&log, 3), 1, "{log:?}");
-    let out = client.find_check_run(&repo(), SHA, None, "ext-999", opts());
+    let out = client
+        .find_check_run(&repo(), SHA, None, "ext-999", &opts())
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     assert_eq!(
         out.value.expect("value"),

@@ -46,10 +46,12 @@ fn the_api_answers_over_https_with_the_test_ca_added() {
     assert!(base.starts_with("https://"), "{base}");
     let client = client_of(&base, trusting(&pki));
     let out = client
-        .get_url(&proxy.http_url("/zen"), CallOptions::new())
+        .get_url(&proxy.http_url("/zen"), &CallOptions::new())
         .expect("valid url");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
-    let out = client.create_issue_comment(&repo(), 1, "over https", CallOptions::new());
+    let out = client
+        .create_issue_comment(&repo(), 1, "over https", &CallOptions::new())
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(forge.comments(REPO).len(), 1);
 }
@@ -67,7 +69,7 @@ fn each_bad_certificate_is_answered_at_connect_in_one_attempt_and_nothing_arrive
         let proxy = over_https(&forge, &pki, cert);
         let client = client_of(&proxy.http_url(""), trusting(&pki));
         let out = client
-            .get_url(&proxy.http_url("/zen"), CallOptions::new())
+            .get_url(&proxy.http_url("/zen"), &CallOptions::new())
             .expect("valid url");
         assert_eq!(
             out.kind,
@@ -81,7 +83,9 @@ fn each_bad_certificate_is_answered_at_connect_in_one_attempt_and_nothing_arrive
         let cause = out.attempts[0].cause.clone().unwrap_or_default();
         assert!(cause.contains(words), "{cert:?}: {cause}");
 
-        let out = client.create_issue_comment(&repo(), 1, "never sent", CallOptions::new());
+        let out = client
+            .create_issue_comment(&repo(), 1, "never sent", &CallOptions::new())
+            .expect("valid input");
         assert_eq!(
             out.kind,
             OutcomeKind::Answered,
@@ -91,7 +95,7 @@ fn each_bad_certificate_is_answered_at_connect_in_one_attempt_and_nothing_arrive
         assert_eq!(out.attempts.len(), 1);
         assert_eq!(out.may_have_applied, Some(false));
         let out = client
-            .request(Method::GET, "/zen", None, CallOptions::new())
+            .request(Method::GET, "/zen", None, &CallOptions::new())
             .expect("valid path");
         assert_eq!(out.kind, OutcomeKind::Answered);
     }
@@ -106,7 +110,7 @@ fn the_test_ca_is_untrusted_unless_added() {
     let proxy = over_https(&forge, &pki, ServerCert::Good);
     let client = client_of(&proxy.http_url(""), HttpsConfig::new());
     let out = client
-        .get_url(&proxy.http_url("/zen"), CallOptions::new())
+        .get_url(&proxy.http_url("/zen"), &CallOptions::new())
         .expect("valid url");
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1);
@@ -128,7 +132,7 @@ fn through_a_proxy_by_connect_and_a_407_is_answered_in_one_attempt() {
     let open = sluice_testkit::Tinyproxy::start().expect("tinyproxy starts");
     let client = client_of(&base, via(open.url()));
     let out = client
-        .get_url(&proxy_tls.http_url("/zen"), CallOptions::new())
+        .get_url(&proxy_tls.http_url("/zen"), &CallOptions::new())
         .expect("valid url");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert!(
@@ -141,7 +145,9 @@ fn through_a_proxy_by_connect_and_a_407_is_answered_in_one_attempt() {
         sluice_testkit::Tinyproxy::start_with_auth("proxyuser", "proxy-secret").expect("tinyproxy");
     let client = client_of(&base, via(guarded.url()));
     let before = forge.all_arrivals().len();
-    let out = client.create_issue_comment(&repo(), 1, "never sent", CallOptions::new());
+    let out = client
+        .create_issue_comment(&repo(), 1, "never sent", &CallOptions::new())
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
     assert_eq!(out.may_have_applied, Some(false));

@@ -44,7 +44,7 @@ fn exercise_counts(forge: &FakeForge, client: &ForgeClient, zen: &str, close_idl
         if round == 2 {
             close_idle();
         }
-        let out = client.get_url(zen, CallOptions::new()).expect("valid url");
+        let out = client.get_url(zen, &CallOptions::new()).expect("valid url");
         assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
         expected += out.attempts.len();
         assert_eq!(
@@ -58,7 +58,9 @@ fn exercise_counts(forge: &FakeForge, client: &ForgeClient, zen: &str, close_idl
     // connections between them.
     for round in 0..3 {
         close_idle();
-        let out = client.create_issue_comment(&repo(), 1, "counted", CallOptions::new());
+        let out = client
+            .create_issue_comment(&repo(), 1, "counted", &CallOptions::new())
+            .expect("valid input");
         assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
         assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
         expected += 1;
@@ -73,7 +75,9 @@ fn exercise_counts(forge: &FakeForge, client: &ForgeClient, zen: &str, close_idl
     // A write applied whose answer never came: unknown, and it reached the
     // forge once — the stack did not send it again on a new connection.
     forge.push(Endpoint::CreateIssueComment, Behaviour::ApplyThenCut);
-    let out = client.create_issue_comment(&repo(), 1, "cut", CallOptions::new());
+    let out = client
+        .create_issue_comment(&repo(), 1, "cut", &CallOptions::new())
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Unknown, "{:?}", out.attempts);
     expected += 1;
     assert_eq!(
@@ -96,13 +100,17 @@ fn over_http_every_request_is_an_attempt_pooled_reads_and_unpooled_writes() {
 
     // Reads share one kept-alive connection.
     for _ in 0..3 {
-        let out = client.get_url(&zen, CallOptions::new()).expect("valid url");
+        let out = client
+            .get_url(&zen, &CallOptions::new())
+            .expect("valid url");
         assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     }
     assert_eq!(forge.connections_accepted(), 1, "reads are pooled");
     // Writes keep none: one connection each.
     for _ in 0..2 {
-        let out = client.create_issue_comment(&repo(), 1, "fresh", CallOptions::new());
+        let out = client
+            .create_issue_comment(&repo(), 1, "fresh", &CallOptions::new())
+            .expect("valid input");
         assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     }
     assert_eq!(forge.connections_accepted(), 3, "writes are not pooled");

@@ -49,7 +49,9 @@ fn merge(
     n: u64,
     sha: &str,
 ) -> sluice_policy::Outcome<sluice_forge::MergeResult> {
-    client(forge, bounds()).merge_pull(&repo(), n, sha, MergeMethod::Squash, CallOptions::new())
+    client(forge, bounds())
+        .merge_pull(&repo(), n, sha, MergeMethod::Squash, &CallOptions::new())
+        .expect("valid input")
 }
 
 #[test]
@@ -90,13 +92,9 @@ fn a_merge_applied_then_cut_or_stalled_is_settled_landed_with_one_put() {
         let n = forge.add_pull(REPO, "feature", "main", HEAD);
         forge.push(Endpoint::MergePull, fault.clone());
         // The stall outlasts the attempt's second.
-        let out = client(&forge, four_seconds()).merge_pull(
-            &repo(),
-            n,
-            HEAD,
-            MergeMethod::Squash,
-            CallOptions::new(),
-        );
+        let out = client(&forge, four_seconds())
+            .merge_pull(&repo(), n, HEAD, MergeMethod::Squash, &CallOptions::new())
+            .expect("valid input");
         assert_eq!(out.kind, OutcomeKind::Succeeded, "{fault:?}: {out:?}");
         assert_eq!(out.attempts[0].class, Some(Class::Unknown), "{fault:?}");
         assert_eq!(
@@ -118,13 +116,9 @@ fn a_merge_not_applied_and_answered_502_ends_unknown_that_may_have_applied_with_
             retry_after: None,
         },
     );
-    let out = client(&forge, short()).merge_pull(
-        &repo(),
-        n,
-        HEAD,
-        MergeMethod::Merge,
-        CallOptions::new(),
-    );
+    let out = client(&forge, short())
+        .merge_pull(&repo(), n, HEAD, MergeMethod::Merge, &CallOptions::new())
+        .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.may_have_applied, Some(true));
     assert_eq!(
@@ -174,7 +168,10 @@ fn a_merge_settled_after_the_head_moved_is_moved_and_unknown() {
     );
     let c = client(&forge, bounds());
     let moved = std::thread::scope(|s| {
-        let h = s.spawn(|| c.merge_pull(&repo(), n, HEAD, MergeMethod::Merge, CallOptions::new()));
+        let h = s.spawn(|| {
+            c.merge_pull(&repo(), n, HEAD, MergeMethod::Merge, &CallOptions::new())
+                .expect("valid input")
+        });
         assert!(forge.wait_for_completions(Endpoint::MergePull, 1, Duration::from_secs(10)));
         forge.set_pull_head(REPO, n, OTHER);
         h.join().expect("merge")
@@ -199,7 +196,8 @@ fn a_read_lagging_the_merge_by_a_second_still_ends_landed() {
         &forge,
         Bounds::new(Duration::from_secs(10), Duration::from_secs(2), 3),
     )
-    .merge_pull(&repo(), n, HEAD, MergeMethod::Merge, CallOptions::new());
+    .merge_pull(&repo(), n, HEAD, MergeMethod::Merge, &CallOptions::new())
+    .expect("valid input");
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -281,7 +279,9 @@ fn update_ref_within(
     force: bool,
     bounds: Bounds,
 ) -> sluice_policy::Outcome<sluice_forge::GitRef> {
-    client(forge, bounds).update_ref(&repo(), "heads/main", NEXT, force, CallOptions::new())
+    client(forge, bounds)
+        .update_ref(&repo(), "heads/main", NEXT, force, &CallOptions::new())
+        .expect("valid input")
 }
 
 #[test]
@@ -349,7 +349,10 @@ fn a_ref_moved_by_somebody_else_before_the_settling_read_is_moved() {
         Behaviour::Delay(Duration::from_millis(300)),
     );
     let out = std::thread::scope(|s| {
-        let h = s.spawn(|| c.update_ref(&repo(), "heads/main", NEXT, false, CallOptions::new()));
+        let h = s.spawn(|| {
+            c.update_ref(&repo(), "heads/main", NEXT, false, &CallOptions::new())
+                .expect("valid input")
+        });
         assert!(forge.wait_for_completions(Endpoint::UpdateRef, 1, Duration::from_secs(10)));
         forge.set_ref(REPO, "heads/main", OTHER);
         h.join().expect("update")
@@ -394,14 +397,16 @@ fn complete_within(
     id: u64,
     bounds: Bounds,
 ) -> sluice_policy::Outcome<sluice_forge::CheckRun> {
-    client(forge, bounds).update_check_run(
-        &repo(),
-        id,
-        &CheckRunUpdate::new()
-            .status("completed")
-            .conclusion("success"),
-        CallOptions::new(),
-    )
+    client(forge, bounds)
+        .update_check_run(
+            &repo(),
+            id,
+            &CheckRunUpdate::new()
+                .status("completed")
+                .conclusion("success"),
+            &CallOptions::new(),
+        )
+        .expect("valid input")
 }
 
 #[test]
@@ -474,7 +479,9 @@ fn a_read_the_forge_did_not_take_is_read_again() {
         let forge = FakeForge::start().expect("fake forge");
         let n = forge.add_pull(REPO, "feature", "main", HEAD);
         forge.push(Endpoint::GetPull, fault.clone());
-        let out = client(&forge, bounds()).get_pull(&repo(), n, CallOptions::new());
+        let out = client(&forge, bounds())
+            .get_pull(&repo(), n, &CallOptions::new())
+            .expect("valid input");
         assert_eq!(
             out.kind,
             OutcomeKind::Succeeded,

@@ -664,7 +664,7 @@ fn a_github_app_key_and_its_tokens_never_reach_tracing_outcomes_or_errors() {
     tracing::subscriber::with_default(sub, || {
         for path in ["/zen", "/missing-endpoint"] {
             let out = client
-                .request(Method::GET, path, None, sluice_forge::CallOptions::new())
+                .request(Method::GET, path, None, &sluice_forge::CallOptions::new())
                 .expect("request");
             shown.push(format!("{out:?}"));
             shown.push(serde_json::to_string(&out.clone().map(|_| ())).expect("json"));
