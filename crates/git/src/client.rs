@@ -13,6 +13,7 @@ use sluice_policy::{
 };
 
 use crate::connect::Connector;
+#[cfg(feature = "http")]
 use crate::ls_refs::one_request::V2Remotes;
 use crate::progress::ProgressCallback;
 use crate::remote::{BadUrl, Remote, TransportKind};
@@ -113,6 +114,7 @@ pub struct GitClient {
     pub(crate) connector: Connector,
     pub(crate) agent: String,
     /// HTTP remotes seen speaking protocol v2 lately (one-request ls-refs).
+    #[cfg(feature = "http")]
     pub(crate) v2_http: Arc<V2Remotes>,
 }
 
@@ -138,8 +140,9 @@ impl GitClient {
     pub fn new(policy: Arc<Policy>) -> Self {
         GitClient {
             policy,
-            connector: Connector::new(Arc::default()),
+            connector: Connector::new(),
             agent: format!("sluice-remote/{}", env!("CARGO_PKG_VERSION")),
+            #[cfg(feature = "http")]
             v2_http: Default::default(),
         }
     }
@@ -158,6 +161,8 @@ impl GitClient {
     /// The default is [`sluice_https::HttpsConfig::new`]: the platform's
     /// roots (or `SSL_CERT_FILE`'s) and proxies from the environment.
     /// Connections already open are not reused by the new settings.
+    /// (With the `https` feature.)
+    #[cfg(feature = "https")]
     pub fn with_https(mut self, https: sluice_https::HttpsConfig) -> Self {
         self.connector.set_https(Arc::new(https));
         self

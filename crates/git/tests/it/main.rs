@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod evidence;
 mod faults;
 mod fetch_rules;
 mod hostile_remote;
@@ -13,6 +14,7 @@ mod http;
 mod http_redirects;
 mod http_transfers;
 mod https;
+mod kept_handle;
 mod local_failures;
 mod long_lived;
 mod proxy;
