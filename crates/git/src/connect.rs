@@ -11,7 +11,9 @@ use std::time::{Duration, Instant};
 use gix::protocol::transport::client::blocking_io::Transport;
 use gix::protocol::transport::client::git::ConnectMode;
 use gix::protocol::transport::{Protocol, Service};
-use secrecy::{ExposeSecret, SecretString};
+#[cfg(feature = "http")]
+use secrecy::ExposeSecret;
+use secrecy::SecretString;
 use sluice_policy::{AttemptCtx, CancelFlag};
 
 use crate::error::{GitError, Phase};

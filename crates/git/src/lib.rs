@@ -39,6 +39,19 @@
 //! pure parsers (`push::report`, `push::spec`) and `push::pack`'s
 //! statistics, for fuzzing and property tests; everything else is private.
 //!
+//! # Features
+//!
+//! * `https` (default): `https://` remotes, TLS through rustls by
+//!   [`sluice_https`] ([`GitClient::with_https`], [`HttpsConfig`] and the
+//!   other https re-exports); implies `http`.
+//! * `http`: plain `http://` remotes (smart HTTP on reqwest and tokio).
+//!
+//! With neither (`default-features = false`) the crate speaks `git://`,
+//! `ssh://` and `file://` only, without reqwest, tokio or rustls; an
+//! http(s) URL is refused before any call ([`InputError::Url`], naming the
+//! feature it needs). [`GitError`] is `#[non_exhaustive]`: its `Http` and
+//! `Tls` variants exist with `http` only.
+//!
 //! # Modules
 //!
 //! * `client` — the client value, [`CallOptions`], [`InputError`], and

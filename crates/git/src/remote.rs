@@ -189,6 +189,7 @@ impl Remote {
     }
 
     /// The operation's redirected base as kept.
+    #[cfg(feature = "http")]
     pub(crate) fn redirected_memo(&self) -> Option<String> {
         self.redirected
             .lock()
@@ -197,6 +198,7 @@ impl Remote {
     }
 
     /// Keep `base` as the operation's redirected base.
+    #[cfg(feature = "http")]
     pub(crate) fn set_redirected_memo(&self, base: Option<String>) {
         *self.redirected.lock().unwrap_or_else(|p| p.into_inner()) = base;
     }
@@ -213,6 +215,7 @@ impl Remote {
 
     /// Where this operation's http(s) requests go: the redirected base
     /// once the remote redirected it, else the URL.
+    #[cfg(feature = "http")]
     pub(crate) fn http_base(&self) -> gix::Url {
         let memo = self
             .redirected

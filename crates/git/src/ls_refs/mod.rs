@@ -12,7 +12,9 @@ pub(crate) mod one_request;
 use std::time::Duration;
 
 use gix::bstr::{BString, ByteSlice};
-use gix::protocol::transport::{Protocol, Service};
+#[cfg(feature = "http")]
+use gix::protocol::transport::Protocol;
+use gix::protocol::transport::Service;
 use sluice_policy::{CancelFlag, Effect, Outcome};
 
 use crate::attempt::{shielded, Attempt};

@@ -45,11 +45,19 @@ fn push_main(w: &World, url: &str, u: RefUpdate) -> sluice_policy::Outcome<sluic
 fn a_ref_a_hook_declines_is_a_typed_rejection_of_the_remote() {
     let w = World::new();
     let srv = w.small("s.git");
-    repo::install_hook(&srv, "pre-receive", "#!/bin/sh\necho 'no pushes today' >&2\nexit 1\n")
-        .expect("hook");
+    repo::install_hook(
+        &srv,
+        "pre-receive",
+        "#!/bin/sh\necho 'no pushes today' >&2\nexit 1\n",
+    )
+    .expect("hook");
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "x");
-    let out = push_main(&w, &w.daemon.url("s.git"), update(Some(&tip), "refs/heads/main"));
+    let out = push_main(
+        &w,
+        &w.daemon.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+    );
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     let (e, typed) = typed(&out);
     match typed {
@@ -110,7 +118,11 @@ fn a_pack_the_remote_cannot_unpack_is_a_typed_rejection_of_the_remote() {
     repo::set_config(&srv, "receive.maxInputSize", "1");
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "x");
-    let out = push_main(&w, &w.daemon.url("s.git"), update(Some(&tip), "refs/heads/main"));
+    let out = push_main(
+        &w,
+        &w.daemon.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+    );
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     match typed(&out).1 {
         GitError::Rejected {
@@ -207,7 +219,11 @@ fn a_push_settled_by_reading_keeps_the_typed_error_of_its_attempt() {
     let tip = repo::commit_on(&local, "main", "x");
     let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
     proxy.set_fault(Fault::CutBeforeReport, 1);
-    let out = push_main(&w, &proxy.url("s.git"), update(Some(&tip), "refs/heads/main"));
+    let out = push_main(
+        &w,
+        &proxy.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+    );
     assert_eq!(out.kind, OutcomeKind::Unknown, "{:?}", out.attempts);
     assert_eq!(
         out.reconciled.as_ref().expect("settled").verdict,
@@ -326,7 +342,11 @@ fn an_err_packet_is_the_remotes_typed_answer_to_a_push() {
         vec![],
     )
     .expect("scripted server");
-    let out = push_main(&w, &server.url("r.git"), update(Some(&tip), "refs/heads/main"));
+    let out = push_main(
+        &w,
+        &server.url("r.git"),
+        update(Some(&tip), "refs/heads/main"),
+    );
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     match typed(&out).1 {
         GitError::Remote { words, .. } => assert_eq!(words, "access denied"),

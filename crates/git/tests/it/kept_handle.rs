@@ -11,9 +11,12 @@ use sluice_testkit::repo;
 /// One new blob in a pack of its own (as a fetch lands its objects),
 /// the loose copy removed; its id.
 fn blob_in_a_pack_of_its_own(repo_dir: &std::path::Path, n: usize) -> sluice_git::gix::ObjectId {
-    let blob =
-        repo::try_git_with_input(repo_dir, &["hash-object", "-w", "--stdin"], format!("blob {n}\n").as_bytes())
-            .expect("blob");
+    let blob = repo::try_git_with_input(
+        repo_dir,
+        &["hash-object", "-w", "--stdin"],
+        format!("blob {n}\n").as_bytes(),
+    )
+    .expect("blob");
     let blob = blob.trim().to_string();
     repo::try_git_with_input(
         repo_dir,
