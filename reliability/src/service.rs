@@ -78,7 +78,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use sluice_git::{CallOptions, GitClient, Lease, PushOptions, RefUpdate};
+use sluice_git::{CallOptions, GitClient, PushOptions, RefUpdate};
 use sluice_policy::{
     BackoffShape, Bounds, CancelFlag, Class, Outcome, OutcomeKind, Policy, RetryBudget,
 };
@@ -683,15 +683,14 @@ fn with_cancel<R>(
     at: Option<CancelAt>,
     f: impl FnOnce(&CallOptions) -> R,
 ) -> (R, bool) {
-    let mut opts = opts.clone();
-    opts.cancel = CancelFlag::new();
-    let flag = opts.cancel.clone();
+    let flag = CancelFlag::new();
+    let mut opts = opts.clone().cancel(&flag);
     match at {
         None => (f(&opts), false),
         Some(CancelAt::PackSent) | Some(CancelAt::HookWords) => {
             let hook = at == Some(CancelAt::HookWords);
             let raise = flag.clone();
-            opts.progress = Some(Arc::new(move |p: &sluice_git::Progress| {
+            opts = opts.progress(Arc::new(move |p: &sluice_git::Progress| {
                 if (hook && p.stage.starts_with("soak-hook")) || (!hook && p.stage == "sent") {
                     raise.cancel();
                 }
@@ -728,10 +727,7 @@ fn cancel_name(at: CancelAt) -> &'static str {
 fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize) -> ThreadLog {
     let cfg = cx.cfg;
     let mut rng = Rng::new(cfg.seed ^ (t as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15));
-    let base = CallOptions {
-        bounds: cfg.bounds,
-        ..CallOptions::default()
-    };
+    let base = CallOptions::new().bounds(cfg.bounds);
     let dl = cfg.bounds.deadline;
     // Opened once, kept for the whole run.
     let local_repo = gix::open(cx.local).expect("open the push repository");
@@ -839,12 +835,11 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
     // pushes with the fault planned, under bounds no load can exhaust
     // before the fault's point, until it acted (a few tries; more would
     // mean the fault cannot act, which the check then reports).
-    let generous = CallOptions {
-        bounds: Bounds::new(Duration::from_secs(120), Duration::from_secs(60), 4)
+    let generous = CallOptions::new().bounds(
+        Bounds::new(Duration::from_secs(120), Duration::from_secs(60), 4)
             .with_backoff(cfg.bounds.backoff)
             .with_reconcile_reserve(Duration::from_secs(5)),
-        ..CallOptions::default()
-    };
+    );
     for (k, tr) in std::mem::take(&mut owed).into_iter().enumerate() {
         for try_n in 0..COVER_TRIES {
             cx.faults.clear();
@@ -925,7 +920,7 @@ fn push_op(
         owed,
         base,
     } = plan;
-    let dl = base.bounds.deadline;
+    let dl = base.given_bounds().unwrap_or_default().deadline;
     let url = &cx.urls[tr as usize];
     cx.faults.plan(
         tr,
@@ -965,12 +960,11 @@ fn push_op(
     }
     let lease = lease.to_string();
     let commit = unique_commit(cx.local, &lease, &subject);
-    let update = RefUpdate {
-        src: Some(gix::ObjectId::from_hex(commit.as_bytes()).expect("hex")),
-        dst: dst.clone(),
-        expect: Lease::Oid(gix::ObjectId::from_hex(lease.as_bytes()).expect("hex")),
-        force: false,
-    };
+    let update = RefUpdate::leased(
+        gix::ObjectId::from_hex(commit.as_bytes()).expect("hex"),
+        dst.clone(),
+        gix::ObjectId::from_hex(lease.as_bytes()).expect("hex"),
+    );
     if owed {
         cx.faults.plan_owed(tr);
     } else {

@@ -54,7 +54,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_git::{CallOptions, GitClient, Lease, PushOptions, RefUpdate};
+use sluice_git::{CallOptions, GitClient, PushOptions, RefUpdate};
 use sluice_policy::{
     BackoffShape, Bounds, Class, Outcome, OutcomeKind, Policy, RetryBudget, Verdict,
 };
@@ -477,10 +477,7 @@ fn worker(
 ) -> WorkerLog {
     let mut rng = Rng::new(cfg.seed ^ (w as u64).wrapping_mul(0x9E37_79B9));
     let url = proxy.url("soak.git");
-    let opts = CallOptions {
-        bounds: cfg.bounds,
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::new().bounds(cfg.bounds);
     let deadline = cfg.bounds.deadline;
     let local_repo = gix::open(local).expect("open local");
     let fetch_repo = gix::open(fetch_into).expect("open fetch repo");
@@ -530,12 +527,11 @@ fn worker(
         };
         let lease = lease.to_string();
         let commit = unique_commit(local, &lease, &format!("soak w{w} op{op} {dst}"));
-        let update = RefUpdate {
-            src: Some(gix::ObjectId::from_hex(commit.as_bytes()).expect("hex")),
-            dst: dst.clone(),
-            expect: Lease::Oid(gix::ObjectId::from_hex(lease.as_bytes()).expect("hex")),
-            force: false,
-        };
+        let update = RefUpdate::leased(
+            gix::ObjectId::from_hex(commit.as_bytes()).expect("hex"),
+            dst.clone(),
+            gix::ObjectId::from_hex(lease.as_bytes()).expect("hex"),
+        );
         plan(proxy, &mut rng, cfg.fault_rate, CallKind::Push);
         let before = proxy.connections().len();
         let t = Instant::now();

@@ -18,7 +18,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
-use sluice_git::{CallOptions, GitClient, Lease, PushOptions, PushReport, RefUpdate};
+use sluice_git::{CallOptions, GitClient, PushOptions, PushReport, RefUpdate};
 use sluice_policy::{BackoffShape, Bounds, Class, Outcome, OutcomeKind, Policy};
 use sluice_reliability::mem;
 use sluice_testkit::repo;
@@ -72,16 +72,15 @@ fn server(script: Script, main: &str) -> ScriptedServer {
 }
 
 fn opts(deadline_ms: u64, attempt_ms: u64, attempts: u32) -> CallOptions {
-    CallOptions {
-        bounds: Bounds::new(
+    CallOptions::new().bounds(
+        Bounds::new(
             Duration::from_millis(deadline_ms),
             Duration::from_millis(attempt_ms),
             attempts,
         )
         .with_backoff(BackoffShape::constant(Duration::from_millis(50)))
         .with_reconcile_reserve(Duration::from_millis(500)),
-        ..CallOptions::default()
-    }
+    )
 }
 
 /// The limit on what is read before a request is complete, for this suite:
@@ -162,12 +161,11 @@ fn ls_refs(s: &ScriptedServer, o: &CallOptions) -> Seen<Vec<sluice_git::RemoteRe
 
 fn push(scene: &Scene, s: &ScriptedServer, o: &CallOptions) -> Seen<PushReport> {
     let local = gix::open(&scene.local).expect("open");
-    let update = RefUpdate {
-        src: Some(gix::ObjectId::from_hex(scene.tip.as_bytes()).expect("hex")),
-        dst: "refs/heads/main".into(),
-        expect: Lease::Oid(gix::ObjectId::from_hex(scene.main.as_bytes()).expect("hex")),
-        force: false,
-    };
+    let update = RefUpdate::leased(
+        gix::ObjectId::from_hex(scene.tip.as_bytes()).expect("hex"),
+        "refs/heads/main",
+        gix::ObjectId::from_hex(scene.main.as_bytes()).expect("hex"),
+    );
     let c = client();
     measure(s, || {
         c.push(
@@ -617,12 +615,10 @@ fn a_hook_flooding_side_band_two_is_counted_not_kept_and_memory_stays_bounded() 
     let out = c
         .push(
             &h.daemon.url("s.git"),
-            &[RefUpdate {
-                src: Some(gix::ObjectId::from_hex(h.tip.as_bytes()).expect("hex")),
-                dst: "refs/heads/main".into(),
-                expect: Lease::Any,
-                force: false,
-            }],
+            &[RefUpdate::fast_forward(
+                gix::ObjectId::from_hex(h.tip.as_bytes()).expect("hex"),
+                "refs/heads/main",
+            )],
             &PushOptions::default(),
             &gix::open(&h.local).expect("open"),
             &opts(120_000, 20_000, 1),
@@ -686,12 +682,10 @@ fn a_sha256_remote_is_answered_in_one_attempt_and_never_written() {
     let pushed = c
         .push(
             &url,
-            &[RefUpdate {
-                src: Some(gix::ObjectId::from_hex(h.tip.as_bytes()).expect("hex")),
-                dst: "refs/heads/main".into(),
-                expect: Lease::Any,
-                force: false,
-            }],
+            &[RefUpdate::fast_forward(
+                gix::ObjectId::from_hex(h.tip.as_bytes()).expect("hex"),
+                "refs/heads/main",
+            )],
             &PushOptions::default(),
             &gix::open(&h.local).expect("open"),
             &o,

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use sluice_git::{CallOptions, GitClient, Lease, PushOptions, RefUpdate};
+use sluice_git::{CallOptions, GitClient, PushOptions, RefUpdate};
 use sluice_policy::{BackoffShape, Bounds, OutcomeKind, Policy};
 use sluice_testkit::repo;
 use sluice_testkit::{Fault, FaultProxy, GitDaemon, RepoBuilder};
@@ -48,12 +48,11 @@ fn world() -> World {
 }
 
 fn opts() -> CallOptions {
-    CallOptions {
-        bounds: Bounds::new(Duration::from_secs(10), Duration::from_secs(1), 3)
+    CallOptions::new().bounds(
+        Bounds::new(Duration::from_secs(10), Duration::from_secs(1), 3)
             .with_backoff(BackoffShape::constant(Duration::from_millis(50)))
             .with_reconcile_reserve(Duration::from_secs(2)),
-        ..CallOptions::default()
-    }
+    )
 }
 
 fn leased_push(
@@ -64,12 +63,11 @@ fn leased_push(
 ) -> (sluice_policy::Outcome<sluice_git::PushReport>, Duration) {
     let client = GitClient::new(Arc::new(Policy::default()));
     let local = gix::open(&w.local).expect("open");
-    let update = RefUpdate {
-        src: Some(gix::ObjectId::from_hex(tip.as_bytes()).expect("hex")),
-        dst: "refs/heads/main".into(),
-        expect: Lease::Oid(gix::ObjectId::from_hex(lease.as_bytes()).expect("hex")),
-        force: false,
-    };
+    let update = RefUpdate::leased(
+        gix::ObjectId::from_hex(tip.as_bytes()).expect("hex"),
+        "refs/heads/main",
+        gix::ObjectId::from_hex(lease.as_bytes()).expect("hex"),
+    );
     let t = Instant::now();
     let out = client
         .push(url, &[update], &PushOptions::default(), &local, &opts())

@@ -72,15 +72,14 @@ fn storm(s: &Storm, daemon: &GitDaemon, seed: u64) -> Figures {
         .build();
     let client = GitClient::new(Arc::new(policy));
     let url = proxy.url("r.git");
-    let opts = CallOptions {
-        bounds: Bounds::new(DEADLINE, Duration::from_secs(2), 100).with_backoff(BackoffShape {
+    let opts = CallOptions::new().bounds(
+        Bounds::new(DEADLINE, Duration::from_secs(2), 100).with_backoff(BackoffShape {
             min_delay: Duration::from_millis(200),
             max_delay: Duration::from_secs(2),
             factor: 2.0,
             jitter: s.jitter,
         }),
-        ..CallOptions::default()
-    };
+    );
     let barrier = Barrier::new(OPS + 1);
     let (t0, outcomes) = std::thread::scope(|sc| {
         let handles: Vec<_> = (0..OPS)

@@ -18,7 +18,7 @@ mod tests {
     use std::sync::Arc;
     use std::time::Duration;
 
-    use sluice_git::{CallOptions, GitClient, Lease, PushOptions, RefUpdate};
+    use sluice_git::{CallOptions, GitClient, PushOptions, RefUpdate};
     use sluice_policy::{Bounds, OutcomeKind, Policy};
     use sluice_testkit::pktline::{encode, encode_sideband};
     use sluice_testkit::RepoBuilder;
@@ -78,19 +78,18 @@ mod tests {
         let (addr, server) = scripted_dulwich();
         let client = GitClient::new(Arc::new(Policy::default()));
         let repo = gix::open(&local).unwrap();
-        let opts = CallOptions {
-            bounds: Bounds::new(Duration::from_secs(20), Duration::from_secs(10), 1),
-            ..CallOptions::default()
-        };
+        let opts = CallOptions::new().bounds(Bounds::new(
+            Duration::from_secs(20),
+            Duration::from_secs(10),
+            1,
+        ));
         let pushed = std::panic::catch_unwind(AssertUnwindSafe(|| {
             client.push(
                 &format!("git://{addr}/e.git"),
-                &[RefUpdate {
-                    src: Some(gix::ObjectId::from_hex(tip.as_bytes()).unwrap()),
-                    dst: "refs/heads/main".into(),
-                    expect: Lease::Any,
-                    force: false,
-                }],
+                &[RefUpdate::fast_forward(
+                    gix::ObjectId::from_hex(tip.as_bytes()).unwrap(),
+                    "refs/heads/main",
+                )],
                 &PushOptions::default(),
                 &repo,
                 &opts,

@@ -224,12 +224,14 @@ fn guarded(ctx: &mut Ctx<'_>, f: fn(&mut Ctx<'_>) -> Result<Cell, String>) -> Ce
 
 impl Ctx<'_> {
     fn opts(&self) -> CallOptions {
-        CallOptions {
-            bounds: Bounds::new(Duration::from_secs(90), Duration::from_secs(60), 1)
+        let opts = CallOptions::new().bounds(
+            Bounds::new(Duration::from_secs(90), Duration::from_secs(60), 1)
                 .with_backoff(BackoffShape::constant(Duration::from_millis(100)))
                 .with_reconcile_reserve(Duration::from_secs(5)),
-            credentials: self.row.credentials.clone(),
-            ..CallOptions::default()
+        );
+        match &self.row.credentials {
+            Some(c) => opts.credentials(c.clone()),
+            None => opts,
         }
     }
 
@@ -310,7 +312,7 @@ impl Ctx<'_> {
         let received = Arc::new(Mutex::new(0u64));
         let mut opts = self.opts();
         let r = Arc::clone(&received);
-        opts.progress = Some(Arc::new(move |p: &sluice_git::Progress| {
+        opts = opts.progress(Arc::new(move |p: &sluice_git::Progress| {
             if p.stage == "received" {
                 *r.lock().unwrap_or_else(|e| e.into_inner()) = p.objects;
             }
@@ -387,11 +389,10 @@ fn rev(repo: &Path, r: &str) -> Result<String, String> {
 }
 
 fn update(src: Option<&str>, dst: &str) -> RefUpdate {
-    RefUpdate {
-        src: src.map(oid),
-        dst: dst.to_owned(),
-        expect: Lease::Any,
-        force: false,
+    match src {
+        Some(s) => RefUpdate::fast_forward(oid(s), dst),
+        // git's `push :dst`: deletes whatever the remote holds.
+        None => RefUpdate::force(None, dst),
     }
 }
 
@@ -725,23 +726,20 @@ fn stale_lease_rejected(ctx: &mut Ctx<'_>) -> Result<Cell, String> {
     let dev = rev(&srv, "refs/heads/dev")?;
     let old = rev(&srv, "refs/heads/main~1")?;
     let next = repo::commit_on(&local, "main", "next");
-    let mut u = update(Some(&next), "refs/heads/main");
-    u.expect = Lease::Oid(oid(&old));
+    let u = update(Some(&next), "refs/heads/main").with_lease(Lease::Oid(oid(&old)));
     let out = ctx.push("lease.git", &local, &[u], false)?;
     let reason = rejected(&out, "refs/heads/main", "stale lease")?;
     ensure(reason.contains("stale"), || {
         format!("stale lease rejected as {reason:?}")
     })?;
     unchanged(&srv, "refs/heads/main", Some(&main), "stale lease")?;
-    let mut u = update(Some(&next), "refs/heads/dev");
-    u.expect = Lease::Absent;
+    let u = update(Some(&next), "refs/heads/dev").with_lease(Lease::Absent);
     let out = ctx.push("lease.git", &local, &[u], false)?;
     rejected(&out, "refs/heads/dev", "absent lease on an existing ref")?;
     unchanged(&srv, "refs/heads/dev", Some(&dev), "absent lease")?;
     // The current value as the lease: a non-fast-forward lands.
     let side = diverging(&local)?;
-    let mut u = update(Some(&side), "refs/heads/main");
-    u.expect = Lease::Oid(oid(&main));
+    let u = update(Some(&side), "refs/heads/main").with_lease(Lease::Oid(oid(&main)));
     let out = ctx.push("lease.git", &local, &[u], false)?;
     all_ok(&out, "a lease on the current value")?;
     unchanged(
@@ -792,8 +790,7 @@ fn atomic_two_refs(ctx: &mut Ctx<'_>) -> Result<Cell, String> {
     // One stale ref: neither changes.
     let c = repo::commit_on(&local, "main", "atomic c");
     let d = repo::commit_on(&local, "atomic-new", "atomic d");
-    let mut stale = update(Some(&d), "refs/heads/atomic-new");
-    stale.expect = Lease::Oid(oid(&main));
+    let stale = update(Some(&d), "refs/heads/atomic-new").with_lease(Lease::Oid(oid(&main)));
     let out = ctx.push(
         "atomic.git",
         &local,
@@ -855,8 +852,7 @@ fn server_rejects_non_ff(ctx: &mut Ctx<'_>) -> Result<Cell, String> {
     let local = ctx.local_clone(&srv);
     let before = rev(&srv, "refs/heads/main")?;
     let side = diverging(&local)?;
-    let mut u = update(Some(&side), "refs/heads/main");
-    u.force = true;
+    let u = RefUpdate::force(Some(oid(&side)), "refs/heads/main");
     let out = ctx.push("deny.git", &local, &[u], false)?;
     if out.kind == OutcomeKind::Succeeded
         && ctx.row.implementation == Implementation::Dulwich

@@ -25,7 +25,7 @@ use std::process::{Child, Command, Stdio};
 use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
-use sluice_git::{GitClient, Lease, PushOptions, RefUpdate};
+use sluice_git::{GitClient, PushOptions, RefUpdate};
 use sluice_policy::OutcomeKind;
 
 use crate::measure;
@@ -437,12 +437,7 @@ fn run_one(
         Op::Push { url, branch, .. } => {
             let repo = repo.context("the local repository")?;
             let src = *chain.and_then(|c| c.get(k)).context("a commit")?;
-            let update = RefUpdate {
-                src: Some(src),
-                dst: format!("refs/heads/{branch}-{i}"),
-                expect: Lease::Any,
-                force: false,
-            };
+            let update = RefUpdate::fast_forward(src, format!("refs/heads/{branch}-{i}"));
             let o = client.push(url, &[update], &PushOptions::default(), repo, opts)?;
             if o.kind != OutcomeKind::Succeeded {
                 bail!("sluice push: {:?}", o.kind);

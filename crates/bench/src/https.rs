@@ -402,10 +402,7 @@ pub fn child_main(args: &[String]) -> Result<()> {
     let attempt = Duration::from_millis(attempt.parse().context(usage)?);
     let client = GitClient::new(Arc::new(Policy::default()))
         .with_https(HttpsConfig::new().with_ca_file(ca)?);
-    let opts = CallOptions {
-        bounds: Bounds::new(Duration::from_secs(600), attempt, 1),
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::new().bounds(Bounds::new(Duration::from_secs(600), attempt, 1));
     if let ("fetch", [_, dest]) = (op.as_str(), rest) {
         repo::init_bare(Path::new(dest))?;
     }
@@ -421,12 +418,7 @@ pub fn child_main(args: &[String]) -> Result<()> {
         ("push", [url, local, tip]) => {
             let r = gix::open(local)?;
             let id = gix::ObjectId::from_hex(tip.as_bytes())?;
-            let update = sluice_git::RefUpdate {
-                src: Some(id),
-                dst: "refs/heads/main".into(),
-                expect: sluice_git::Lease::Any,
-                force: false,
-            };
+            let update = sluice_git::RefUpdate::fast_forward(id, "refs/heads/main");
             let out = client.push(url, &[update], &PushOptions::default(), &r, &opts)?;
             if out.kind != OutcomeKind::Succeeded {
                 bail!("push: {:?} {:?}", out.kind, out.attempts);

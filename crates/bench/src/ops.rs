@@ -55,10 +55,11 @@ pub fn client() -> GitClient {
 
 /// Call options with one attempt and a 10-minute deadline.
 pub fn call_options() -> CallOptions {
-    CallOptions {
-        bounds: Bounds::new(Duration::from_secs(600), Duration::from_secs(600), 1),
-        ..CallOptions::default()
-    }
+    CallOptions::new().bounds(Bounds::new(
+        Duration::from_secs(600),
+        Duration::from_secs(600),
+        1,
+    ))
 }
 
 fn outcome_error<T>(what: &str, o: &sluice_policy::Outcome<T>) -> anyhow::Error {
@@ -138,12 +139,7 @@ pub fn sluice_push_leased(
         .rev_parse_single(format!("refs/heads/{branch}").as_str())
         .context("resolving the branch")?
         .detach();
-    let update = RefUpdate {
-        src: Some(src),
-        dst: dst.to_owned(),
-        expect,
-        force: false,
-    };
+    let update = RefUpdate::fast_forward(src, dst).with_lease(expect);
     let o = client.push(url, &[update], &PushOptions::default(), repo, opts)?;
     if o.kind != OutcomeKind::Succeeded {
         return Err(outcome_error("push", &o));

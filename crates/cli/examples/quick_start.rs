@@ -51,10 +51,7 @@ pub fn quick_start(
     // twice, and asking again for a claimed id is `rejected` with no call.
     let spec = PushSpec::parse("refs/remotes/origin/main:refs/heads/quick-start")?;
     let update = RefUpdate::resolve(&spec, None, &repo)?;
-    let opts = CallOptions {
-        id: Some("quick-start-1".into()),
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::new().id("quick-start-1");
     let updates = [update];
     let pushed = client.push(url, &updates, &PushOptions::default(), &repo, &opts)?;
     println!("push: {}", pushed.kind.as_str());

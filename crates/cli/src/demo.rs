@@ -24,7 +24,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_cli::human;
-use sluice_git::{CallOptions, GitClient, Lease, PushOptions, RefStatus, RefUpdate};
+use sluice_git::{CallOptions, GitClient, PushOptions, RefStatus, RefUpdate};
 use sluice_policy::{BackoffShape, Bounds, Class, OutcomeKind, Policy, Stopped, Verdict};
 use sluice_testkit::{fixtures, repo, Fault, FaultProxy, GitDaemon, Service};
 
@@ -79,8 +79,8 @@ impl Step {
     }
 }
 
-fn oid(hex: &str) -> Option<gix::ObjectId> {
-    gix::ObjectId::from_hex(hex.as_bytes()).ok()
+fn oid(hex: &str) -> Result<gix::ObjectId, Box<dyn std::error::Error>> {
+    Ok(gix::ObjectId::from_hex(hex.as_bytes())?)
 }
 
 fn receive_packs(proxy: &FaultProxy) -> usize {
@@ -144,12 +144,11 @@ fn steps(dir: &Path) -> Result<bool, Box<dyn std::error::Error>> {
         proxy,
         url,
         client: GitClient::new(Arc::new(Policy::default())),
-        opts: CallOptions {
-            bounds: Bounds::new(Duration::from_secs(10), Duration::from_secs(5), 4)
+        opts: CallOptions::new().bounds(
+            Bounds::new(Duration::from_secs(10), Duration::from_secs(5), 4)
                 .with_backoff(BACKOFF)
                 .with_reconcile_reserve(Duration::from_secs(1)),
-            ..CallOptions::default()
-        },
+        ),
     };
     let mut all = refused_fetch(&scene)?;
     let (landed, work) = lost_report(&scene)?;
@@ -248,12 +247,7 @@ fn lost_report(scene: &Scene<'_>) -> Demo<(bool, Work)> {
     let work_repo = gix::open(&work)?;
     let before = receive_packs(&scene.proxy);
     scene.proxy.set_fault(Fault::CutBeforeReport, 1);
-    let update = RefUpdate {
-        src: oid(&tip),
-        dst: "refs/heads/main".into(),
-        expect: Lease::Any,
-        force: false,
-    };
+    let update = RefUpdate::fast_forward(oid(&tip)?, "refs/heads/main");
     let out = scene.client.push(
         &scene.url,
         &[update],
@@ -316,12 +310,7 @@ fn stale_lease(scene: &Scene<'_>, work: &Work) -> Demo<bool> {
     let theirs = repo::commit_on(&scene.server, "main", "Somebody else's change");
     let ours = repo::commit_on(&work.path, "main", "Demo: a change leased on a stale value");
     let before = receive_packs(&scene.proxy);
-    let update = RefUpdate {
-        src: oid(&ours),
-        dst: "refs/heads/main".into(),
-        expect: oid(&work.tip).map_or(Lease::Any, Lease::Oid),
-        force: false,
-    };
+    let update = RefUpdate::leased(oid(&ours)?, "refs/heads/main", oid(&work.tip)?);
     let out = scene.client.push(
         &scene.url,
         &[update],
@@ -392,11 +381,9 @@ fn dead_remote(scene: &Scene<'_>) -> Demo<bool> {
          backoff growing, until the deadline leaves no room for another: the outcome is\n   \
          unknown — no answer within the bounds, not a claim that anything failed."
     ));
-    let dead_opts = CallOptions {
-        bounds: Bounds::new(Duration::from_secs(3), Duration::from_secs(1), 50)
-            .with_backoff(BACKOFF),
-        ..CallOptions::default()
-    };
+    let dead_opts = CallOptions::new().bounds(
+        Bounds::new(Duration::from_secs(3), Duration::from_secs(1), 50).with_backoff(BACKOFF),
+    );
     let out = scene.client.ls_refs(&dead_url, &[], &dead_opts)?;
     say(&indent(&human::summary(&out)));
     let mut s = Step::new();

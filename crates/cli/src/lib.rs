@@ -1257,10 +1257,10 @@ pub fn resolve_updates(
         .collect::<Result<Vec<_>, _>>()?;
     let mut seen = std::collections::BTreeSet::new();
     for u in &updates {
-        if !seen.insert(u.dst.clone()) {
+        if !seen.insert(u.dst().to_string()) {
             return Err(UsageError::new(
                 "[+]SRC:DST",
-                format!("{} is named twice", u.dst),
+                format!("{} is named twice", u.dst()),
             ));
         }
     }
@@ -1272,10 +1272,10 @@ pub fn resolve_updates(
         let candidates: Vec<usize> = (0..specs.len())
             .filter(|&i| {
                 specs[i].dst == *dst
-                    || updates[i].dst == *dst
+                    || updates[i].dst() == *dst
                     || (!dst.starts_with("refs/")
-                        && (updates[i].dst == format!("refs/heads/{dst}")
-                            || updates[i].dst == format!("refs/tags/{dst}")))
+                        && (updates[i].dst() == format!("refs/heads/{dst}")
+                            || updates[i].dst() == format!("refs/tags/{dst}")))
             })
             .collect();
         let i = match candidates.as_slice() {
@@ -1296,13 +1296,14 @@ pub fn resolve_updates(
                 ))
             }
         };
-        let full = updates[i].dst.clone();
-        updates[i].expect = lease.resolve(&full, url, repo).map_err(|e| {
+        let full = updates[i].dst().to_string();
+        let resolved = lease.resolve(&full, url, repo).map_err(|e| {
             UsageError::new(
                 "--lease",
                 format!("{:?}: {}", shown(), strip_invalid_prefix(&e.to_string())),
             )
         })?;
+        updates[i] = updates[i].clone().with_lease(resolved);
     }
     Ok(updates)
 }

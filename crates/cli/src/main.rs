@@ -164,13 +164,16 @@ fn cancel_flag() -> &'static sluice_policy::CancelFlag {
 }
 
 fn git_options(common: &Common) -> CallOptions {
-    CallOptions {
-        bounds: common.bounds,
-        id: common.operation_id.clone(),
-        credentials: credentials(common),
-        cancel: cancel_flag().clone(),
-        ..CallOptions::default()
+    let mut opts = CallOptions::new()
+        .bounds(common.bounds)
+        .cancel(cancel_flag());
+    if let Some(id) = &common.operation_id {
+        opts = opts.id(id.clone());
     }
+    if let Some(c) = credentials(common) {
+        opts = opts.credentials(c);
+    }
+    opts
 }
 
 fn run(config: &Config) -> anyhow::Result<u8> {
@@ -275,7 +278,9 @@ fn fetch(
     let client = GitClient::new(policy(common)).with_https(https);
     let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
     let mut opts = git_options(common);
-    opts.progress = bar.callback();
+    if let Some(cb) = bar.callback() {
+        opts = opts.progress(cb);
+    }
     let out = match &target.remote {
         Some(remote) => {
             let mut options = *options;
@@ -334,7 +339,9 @@ fn push(
     let client = GitClient::new(policy(common)).with_https(https);
     let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
     let mut opts = git_options(common);
-    opts.progress = bar.callback();
+    if let Some(cb) = bar.callback() {
+        opts = opts.progress(cb);
+    }
     let out = client
         .push(&target.url, &updates, options, &repo, &opts)
         .map_err(|e| sluice_cli::input_error(&e));

@@ -33,10 +33,11 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let before = peak_kib();
     let client = GitClient::new(Arc::new(Policy::default()));
-    let opts = CallOptions {
-        bounds: Bounds::new(Duration::from_secs(600), Duration::from_secs(600), 1),
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::new().bounds(Bounds::new(
+        Duration::from_secs(600),
+        Duration::from_secs(600),
+        1,
+    ));
     let calls = match args.as_slice() {
         [op, url, prefix, rest @ ..] if op == "ls-refs" && rest.len() <= 1 => {
             let n: usize = rest.first().map(|s| s.parse()).transpose()?.unwrap_or(60);

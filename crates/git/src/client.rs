@@ -1,5 +1,4 @@
-//! The client value every operation runs on ([`GitClient`]), what a caller
-//! gives one call ([`CallOptions`]), input refused before any call
+//! The client value every operation runs on ([`GitClient`]), input refused before any call
 //! ([`InputError`]), and what the three operations share: the policy's
 //! operation for a call and gix's "no credentials" callback.
 //!
@@ -8,52 +7,12 @@
 
 use std::sync::Arc;
 
-use sluice_policy::{
-    Bounds, CancelFlag, CredentialSource, Effect, Operation, Policy, StaticSource,
-};
+use sluice_policy::{Bounds, CallOptions, Effect, Operation, Policy, StaticSource};
 
 use crate::connect::Connector;
 #[cfg(feature = "http")]
 use crate::ls_refs::one_request::V2Remotes;
-use crate::progress::ProgressCallback;
 use crate::remote::{BadUrl, Remote, TransportKind};
-
-/// What a caller gives one call besides its arguments.
-#[derive(Clone)]
-pub struct CallOptions {
-    /// Deadline, attempt timeout, attempts, backoff (default: the `command` profile).
-    pub bounds: Bounds,
-    /// The operation id (generated when `None`); a claimed id is rejected.
-    pub id: Option<String>,
-    /// Where http(s) credentials are bought; user info in the URL is used
-    /// when this is `None`.
-    pub credentials: Option<Arc<dyn CredentialSource>>,
-    /// The caller's cancel flag.
-    pub cancel: CancelFlag,
-    /// Called with fetch and push progress.
-    pub progress: Option<ProgressCallback>,
-}
-
-impl Default for CallOptions {
-    fn default() -> Self {
-        CallOptions {
-            bounds: Bounds::default(),
-            id: None,
-            credentials: None,
-            cancel: CancelFlag::new(),
-            progress: None,
-        }
-    }
-}
-
-impl std::fmt::Debug for CallOptions {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CallOptions")
-            .field("bounds", &self.bounds)
-            .field("id", &self.id)
-            .finish_non_exhaustive()
-    }
-}
 
 /// Input refused before any call to the remote.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -116,6 +75,8 @@ pub struct GitClient {
     /// HTTP remotes seen speaking protocol v2 lately (one-request ls-refs).
     #[cfg(feature = "http")]
     pub(crate) v2_http: Arc<V2Remotes>,
+    /// The bounds of calls whose options name none.
+    pub(crate) bounds: Bounds,
 }
 
 impl std::fmt::Debug for GitClient {
@@ -144,7 +105,15 @@ impl GitClient {
             agent: format!("sluice-remote/{}", env!("CARGO_PKG_VERSION")),
             #[cfg(feature = "http")]
             v2_http: Default::default(),
+            bounds: Bounds::default(),
         }
+    }
+
+    /// The bounds of calls whose [`CallOptions`] name none (default: the
+    /// `command` profile).
+    pub fn with_bounds(mut self, bounds: Bounds) -> Self {
+        self.bounds = bounds;
+        self
     }
 
     /// The most this client reads from a server before its request is
@@ -191,15 +160,13 @@ impl GitClient {
         remote: &Remote,
         opts: &CallOptions,
     ) -> Operation {
-        let mut op = Operation::new(kind, effect, remote.display.clone())
-            .bounds(opts.bounds)
-            .cancel(opts.cancel.clone());
+        let mut op = opts.apply(
+            Operation::new(kind, effect, remote.display.clone()),
+            self.bounds,
+        );
         op.host = remote.host();
-        if let Some(id) = &opts.id {
-            op = op.id(id.clone());
-        }
         if remote.kind == TransportKind::Http {
-            if let Some(c) = &opts.credentials {
+            if let Some(c) = opts.credential_source() {
                 op = op.credentials(Arc::clone(c));
             } else if let Some(p) = &remote.password {
                 op = op.credentials(Arc::new(StaticSource::new(p.clone())));

@@ -485,6 +485,7 @@ pub(crate) fn from_wire(
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "http")]
     use sluice_policy::AuthSignal;
 
     #[cfg(feature = "http")]

@@ -117,7 +117,7 @@ mod view;
 mod watchdog;
 mod wire;
 
-pub use client::{CallOptions, GitClient, InputError};
+pub use client::{GitClient, InputError};
 pub use error::{GitError, Phase};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
@@ -133,6 +133,7 @@ pub use remote_ref::RemoteRef;
 #[cfg(feature = "https")]
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::text::redact;
+pub use sluice_policy::CallOptions;
 pub use view::{check_trusted, fresh_view, Untrusted, ViewError};
 
 /// The gix this crate is built on; use `sluice_git::gix::Repository` and

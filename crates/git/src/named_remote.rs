@@ -15,9 +15,10 @@ use gix::remote::Direction;
 
 use sluice_policy::Outcome;
 
-use crate::client::{CallOptions, GitClient, InputError};
+use crate::client::{GitClient, InputError};
 use crate::fetch::{FetchOptions, FetchedRef, ForMerge, Named, TagMode};
 use crate::push::{RefResult, RefStatus};
+use sluice_policy::CallOptions;
 
 /// A remote configured in a repository, read as git reads it.
 ///

@@ -16,21 +16,7 @@ use std::time::{Duration, Instant};
 
 use gix::progress::{prodash, MessageLevel, Step, StepShared, Unit};
 
-/// A caller's progress callback.
-pub type ProgressCallback = Arc<dyn Fn(&Progress) + Send + Sync>;
-
-/// Progress of a fetch or push.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Progress {
-    /// What is happening (`receiving`, `counting`, `sending`, ...): this
-    /// client's own stage names, never the remote's words (those are the
-    /// outcome's `remote_messages`, shown as `remote:` lines).
-    pub stage: String,
-    /// Objects handled so far.
-    pub objects: u64,
-    /// Bytes moved so far.
-    pub bytes: u64,
-}
+pub use sluice_policy::{Progress, ProgressCallback};
 
 type Callback = ProgressCallback;
 

@@ -42,10 +42,7 @@ fn eight_concurrent_pushes_have_every_event_in_their_own_operation_and_attempt()
                         .name(format!("push-{i}"))
                         .spawn_scoped(scope, move || {
                             let id = format!("push-{i}");
-                            let opts = sluice_git::CallOptions {
-                                id: Some(id.clone()),
-                                ..quick(60_000, 2_000, 4)
-                            };
+                            let opts = (quick(60_000, 2_000, 4)).id(id.clone());
                             let out = client
                                 .push(
                                     url,

@@ -183,9 +183,15 @@ mod tests {
     #[test]
     fn a_template_without_a_flag_gives_every_call_its_own() {
         let template = CallOptions::new().profile(Profile::Round);
-        let a = template.apply(Operation::new("fetch", Effect::Read, "r"), Bounds::default());
+        let a = template.apply(
+            Operation::new("fetch", Effect::Read, "r"),
+            Bounds::default(),
+        );
         a.cancel.cancel();
-        let b = template.apply(Operation::new("fetch", Effect::Read, "r"), Bounds::default());
+        let b = template.apply(
+            Operation::new("fetch", Effect::Read, "r"),
+            Bounds::default(),
+        );
         assert!(!b.cancel.is_cancelled(), "one call's flag reached another");
         assert_eq!(b.bounds, Profile::Round.bounds());
     }
@@ -197,8 +203,14 @@ mod tests {
         let first = template.clone().cancel(&flag);
         let second = template.clone();
         flag.cancel();
-        let op1 = first.apply(Operation::new("push", Effect::Write, "r"), Bounds::default());
-        let op2 = second.apply(Operation::new("push", Effect::Write, "r"), Bounds::default());
+        let op1 = first.apply(
+            Operation::new("push", Effect::Write, "r"),
+            Bounds::default(),
+        );
+        let op2 = second.apply(
+            Operation::new("push", Effect::Write, "r"),
+            Bounds::default(),
+        );
         assert!(op1.cancel.is_cancelled());
         assert!(!op2.cancel.is_cancelled());
     }

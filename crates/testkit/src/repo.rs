@@ -61,7 +61,7 @@ pub fn deterministic_env(cmd: &mut Command) {
 
 /// A git run that failed (or could not start).
 #[derive(Debug, Clone)]
-pub struct GitError {
+pub struct GitCommandError {
     /// The arguments after `git -C <dir>`.
     pub args: Vec<String>,
     /// The exit code, `None` when killed by a signal or not started.
@@ -72,7 +72,7 @@ pub struct GitError {
     pub stderr: String,
 }
 
-impl fmt::Display for GitError {
+impl fmt::Display for GitCommandError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
@@ -85,17 +85,17 @@ impl fmt::Display for GitError {
     }
 }
 
-impl std::error::Error for GitError {}
+impl std::error::Error for GitCommandError {}
 
-impl From<GitError> for io::Error {
-    fn from(e: GitError) -> io::Error {
+impl From<GitCommandError> for io::Error {
+    fn from(e: GitCommandError) -> io::Error {
         io::Error::other(e.to_string())
     }
 }
 
-fn run(mut cmd: Command, args: &[&str], input: Option<&[u8]>) -> Result<Output, GitError> {
+fn run(mut cmd: Command, args: &[&str], input: Option<&[u8]>) -> Result<Output, GitCommandError> {
     cmd.args(args);
-    let fail = |stderr: String| GitError {
+    let fail = |stderr: String| GitCommandError {
         args: args.iter().map(|s| s.to_string()).collect(),
         code: None,
         stdout: String::new(),
@@ -127,7 +127,7 @@ fn run(mut cmd: Command, args: &[&str], input: Option<&[u8]>) -> Result<Output, 
     if out.status.success() {
         Ok(out)
     } else {
-        Err(GitError {
+        Err(GitCommandError {
             args: args.iter().map(|s| s.to_string()).collect(),
             code: out.status.code(),
             stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -137,12 +137,16 @@ fn run(mut cmd: Command, args: &[&str], input: Option<&[u8]>) -> Result<Output, 
 }
 
 /// Runs `git -C dir args...`; stdout (untrimmed) or the failure with stderr.
-pub fn try_git(dir: &Path, args: &[&str]) -> Result<String, GitError> {
+pub fn try_git(dir: &Path, args: &[&str]) -> Result<String, GitCommandError> {
     run(git_command(dir), args, None).map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
 }
 
 /// Runs `git -C dir args...` with `input` on stdin.
-pub fn try_git_with_input(dir: &Path, args: &[&str], input: &[u8]) -> Result<String, GitError> {
+pub fn try_git_with_input(
+    dir: &Path,
+    args: &[&str],
+    input: &[u8],
+) -> Result<String, GitCommandError> {
     run(git_command(dir), args, Some(input))
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
 }
@@ -460,7 +464,7 @@ pub fn commit_file(repo: &Path, branch: &str, path: &str, content: &[u8]) -> Str
 
 /// `git ls-remote <url>` run in `dir`: ref name → object id (HEAD and
 /// peeled `^{}` entries included as git prints them).
-pub fn ls_remote(dir: &Path, url: &str) -> Result<BTreeMap<String, String>, GitError> {
+pub fn ls_remote(dir: &Path, url: &str) -> Result<BTreeMap<String, String>, GitCommandError> {
     Ok(try_git(dir, &["ls-remote", url])?
         .lines()
         .filter_map(|l| l.split_once('\t'))

@@ -19,7 +19,7 @@ use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use sluice_git::{CallOptions, GitClient, Lease, PushOptions, RefUpdate};
+use sluice_git::{CallOptions, GitClient, PushOptions, RefUpdate};
 use sluice_ledger::Store;
 use sluice_policy::{BackoffShape, Bounds, Outcome, OutcomeKind, Policy, RetryBudget};
 use sluice_testkit::repo;
@@ -106,11 +106,7 @@ fn ended<T>(o: &Outcome<T>) -> (OutcomeKind, Option<bool>, usize) {
 fn one(client: &GitClient, urls: [&str; 2], local: &Path, n: usize, out: &Out) {
     let id = format!("fleet-{n}");
     let url = urls[n % 2];
-    let opts = CallOptions {
-        bounds: bounds(),
-        id: Some(id.clone()),
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::new().bounds(bounds()).id(id.clone());
     let note = |kind: &str,
                 (k, applied, n): (OutcomeKind, Option<bool>, usize),
                 commit: &str,
@@ -137,10 +133,7 @@ fn one(client: &GitClient, urls: [&str; 2], local: &Path, n: usize, out: &Out) {
         return;
     }
     let dst = format!("refs/heads/b{}", n % 8);
-    let read_opts = CallOptions {
-        bounds: bounds(),
-        ..CallOptions::default()
-    };
+    let read_opts = CallOptions::new().bounds(bounds());
     let read = client
         .ls_refs(url, std::slice::from_ref(&dst), &read_opts)
         .expect("valid input");
@@ -166,12 +159,11 @@ fn one(client: &GitClient, urls: [&str; 2], local: &Path, n: usize, out: &Out) {
     )
     .trim()
     .to_string();
-    let update = RefUpdate {
-        src: Some(gix::ObjectId::from_hex(commit.as_bytes()).expect("hex")),
-        dst: dst.clone(),
-        expect: Lease::Oid(gix::ObjectId::from_hex(lease.as_bytes()).expect("hex")),
-        force: false,
-    };
+    let update = RefUpdate::leased(
+        gix::ObjectId::from_hex(commit.as_bytes()).expect("hex"),
+        dst.clone(),
+        gix::ObjectId::from_hex(lease.as_bytes()).expect("hex"),
+    );
     let repo = gix::open(local).expect("the local repository opens");
     let o = client
         .push(url, &[update], &PushOptions::default(), &repo, &opts)
@@ -211,17 +203,14 @@ fn outage(args: &[String]) {
     let out = Out::open(out);
     let threads: usize = threads.parse().expect("threads");
     let ops: usize = ops.parse().expect("ops");
-    let opts = CallOptions {
-        bounds: Bounds::new(Duration::from_secs(3), Duration::from_secs(1), 6).with_backoff(
-            BackoffShape {
-                min_delay: Duration::from_millis(20),
-                max_delay: Duration::from_millis(100),
-                factor: 2.0,
-                jitter: true,
-            },
-        ),
-        ..CallOptions::default()
-    };
+    let opts = CallOptions::new().bounds(
+        Bounds::new(Duration::from_secs(3), Duration::from_secs(1), 6).with_backoff(BackoffShape {
+            min_delay: Duration::from_millis(20),
+            max_delay: Duration::from_millis(100),
+            factor: 2.0,
+            jitter: true,
+        }),
+    );
     std::thread::scope(|s| {
         for _ in 0..threads {
             s.spawn(|| {

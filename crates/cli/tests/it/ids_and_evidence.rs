@@ -71,14 +71,7 @@ fn the_library_writes_no_row_for_a_generated_read_into_a_sqlite_ledger() {
     assert_eq!(generated.kind, OutcomeKind::Succeeded, "{generated:?}");
     assert_eq!(generated.recorded, None);
     let named = client
-        .ls_refs(
-            &w.url(),
-            &prefixes,
-            &CallOptions {
-                id: Some("job-2-ls".into()),
-                ..CallOptions::default()
-            },
-        )
+        .ls_refs(&w.url(), &prefixes, &CallOptions::new().id("job-2-ls"))
         .expect("a valid URL");
     assert_eq!(named.recorded, Some(true));
 

@@ -17,12 +17,13 @@ use sluice_policy::{AttemptError, Effect, Outcome, Rejection};
 use super::indexer::EntryGuard;
 use super::{FetchOptions, FetchStatus, FetchedRef, ForMerge, Received, TagMode};
 use crate::attempt::{shielded, Attempt};
-use crate::client::{no_auth, CallOptions, GitClient, InputError};
+use crate::client::{no_auth, GitClient, InputError};
 use crate::connect::{ssh_config, Meta, Session};
 use crate::error::{GitError, Phase};
 use crate::progress::{Progress, Sink};
 use crate::remote::Remote;
 use crate::view::attempt_view;
+use sluice_policy::CallOptions;
 
 /// One fetch's arguments, as every attempt reads them.
 struct FetchJob<'a> {
@@ -282,7 +283,7 @@ impl GitClient {
         if received.pack {
             let (objects, bytes) = (received.objects, received.bytes);
             tracing::debug!(objects, bytes, remote = %job.remote.display, "fetch received a pack");
-            if let Some(cb) = &job.opts.progress {
+            if let Some(cb) = job.opts.progress_callback() {
                 cb(&Progress {
                     stage: "received".into(),
                     objects,
@@ -379,7 +380,7 @@ impl GitClient {
                 ref_map: &adv.ref_map,
                 tags: job.fetch.tags.to_gix(),
                 agent: &self.agent,
-                progress: Sink::new(job.opts.progress.clone()),
+                progress: Sink::new(job.opts.progress_callback().cloned()),
                 interrupt: at.cancel_flag().as_atomic(),
                 guard: &guard,
             },

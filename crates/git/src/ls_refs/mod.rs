@@ -18,7 +18,7 @@ use gix::protocol::transport::Service;
 use sluice_policy::{CancelFlag, Effect, Outcome};
 
 use crate::attempt::{shielded, Attempt};
-use crate::client::{no_auth, CallOptions, GitClient, InputError};
+use crate::client::{no_auth, GitClient, InputError};
 use crate::connect::{Dial, Session};
 use crate::error::{GitError, Phase};
 use crate::remote::Remote;
@@ -27,6 +27,7 @@ use crate::remote::TransportKind;
 use crate::remote_ref::RemoteRef;
 #[cfg(feature = "http")]
 use one_request::{Miss, SeenV2};
+use sluice_policy::CallOptions;
 
 impl GitClient {
     /// List the remote's refs (protocol v2 `ls-refs` where offered, the

@@ -13,10 +13,11 @@ use super::{
     RejectReason,
 };
 use crate::attempt::{shielded, Attempt};
-use crate::client::{CallOptions, GitClient, InputError};
+use crate::client::{GitClient, InputError};
 use crate::error::{GitError, Phase};
 use crate::remote::Remote;
 use crate::view::attempt_view;
+use sluice_policy::CallOptions;
 
 impl GitClient {
     /// Push `updates` from `repo` to `url`, a write under the policy.

@@ -27,30 +27,139 @@ use std::cell::RefCell;
 
 use gix::ObjectId;
 
-use crate::client::{CallOptions, InputError};
+use crate::client::InputError;
 use crate::remote::Remote;
 pub use pack::PackStats;
+use sluice_policy::CallOptions;
 pub use spec::{
     check_ref_name, check_short_name, expand_destination, parse_lease, parse_lease_spec, parse_oid,
     Lease, LeaseSpec, PushSpec,
 };
 
-/// One ref update.
+/// One ref update, made by the constructor that names what it may do:
+///
+/// | constructor | the remote ref must | |
+/// |---|---|---|
+/// | [`RefUpdate::fast_forward`] | be an ancestor of `src` (or absent) | git's plain push |
+/// | [`RefUpdate::leased`] | hold `expected` | force-with-lease |
+/// | [`RefUpdate::create`] | not exist | |
+/// | [`RefUpdate::delete`] | hold `expected` | a leased delete |
+/// | [`RefUpdate::force`] | anything: it is overwritten | unleased; clobbers |
+///
+/// A lease implies force (the remote's value is checked instead of
+/// ancestry), so there is no "lease without force" to get wrong, and an
+/// unleased force exists only under its own name. The fields are read
+/// through [`RefUpdate::src`], [`RefUpdate::dst`], [`RefUpdate::lease`]
+/// and [`RefUpdate::is_forced`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RefUpdate {
     /// The new value; `None` deletes the ref.
-    pub src: Option<ObjectId>,
+    pub(crate) src: Option<ObjectId>,
     /// The full destination ref name.
-    pub dst: String,
+    pub(crate) dst: String,
     /// What the remote ref must hold.
-    pub expect: Lease,
-    /// Allow a non-fast-forward (a lease implies it).
-    pub force: bool,
+    pub(crate) expect: Lease,
+    /// Allow a non-fast-forward without a lease.
+    pub(crate) force: bool,
 }
 
 impl RefUpdate {
+    /// Set `dst` (a full ref name) to `src` when that is a fast-forward of
+    /// what the remote holds, or when the remote has no such ref (git's
+    /// plain `push src:dst`). The ancestry is checked by this client
+    /// against the advertisement; a race after it is the server's to
+    /// refuse.
+    pub fn fast_forward(src: ObjectId, dst: impl Into<String>) -> Self {
+        RefUpdate {
+            src: Some(src),
+            dst: dst.into(),
+            expect: Lease::Any,
+            force: false,
+        }
+    }
+
+    /// Set `dst` to `src` only while the remote ref holds `expected`
+    /// (force-with-lease): any history, but nobody else's change is
+    /// overwritten. A stale lease is a rejected ref, never retried.
+    pub fn leased(src: ObjectId, dst: impl Into<String>, expected: ObjectId) -> Self {
+        RefUpdate {
+            src: Some(src),
+            dst: dst.into(),
+            expect: Lease::Oid(expected),
+            force: true,
+        }
+    }
+
+    /// Create `dst` at `src`; refused when the remote already has it.
+    pub fn create(src: ObjectId, dst: impl Into<String>) -> Self {
+        RefUpdate {
+            src: Some(src),
+            dst: dst.into(),
+            expect: Lease::Absent,
+            force: true,
+        }
+    }
+
+    /// Delete `dst` only while it holds `expected`.
+    pub fn delete(dst: impl Into<String>, expected: ObjectId) -> Self {
+        RefUpdate {
+            src: None,
+            dst: dst.into(),
+            expect: Lease::Oid(expected),
+            force: true,
+        }
+    }
+
+    /// Set `dst` to `src` whatever the remote holds (`None` deletes it
+    /// whatever it holds): git's `push +src:dst` without a lease. It
+    /// overwrites another writer's change without a trace; prefer
+    /// [`RefUpdate::leased`].
+    pub fn force(src: Option<ObjectId>, dst: impl Into<String>) -> Self {
+        RefUpdate {
+            src,
+            dst: dst.into(),
+            expect: Lease::Any,
+            force: true,
+        }
+    }
+
+    /// This update under `lease` instead of its own expectation:
+    /// [`Lease::Oid`] or [`Lease::Absent`] make it leased (which implies
+    /// force); [`Lease::Any`] keeps what the constructor allowed.
+    pub fn with_lease(mut self, lease: Lease) -> Self {
+        if lease != Lease::Any {
+            self.force = true;
+        }
+        self.expect = lease;
+        self
+    }
+
+    /// The new value; `None` deletes the ref.
+    pub fn src(&self) -> Option<ObjectId> {
+        self.src
+    }
+
+    /// The full destination ref name.
+    pub fn dst(&self) -> &str {
+        &self.dst
+    }
+
+    /// What the remote ref must hold ([`Lease::Any`]: no lease).
+    pub fn lease(&self) -> &Lease {
+        &self.expect
+    }
+
+    /// Whether the update may replace history that is not its ancestor:
+    /// leased, created, deleted or forced.
+    pub fn is_forced(&self) -> bool {
+        self.force || self.expect != Lease::Any
+    }
+
     /// Resolve a parsed spec against `repo`, with an optional lease; a
-    /// short destination is expanded by [`expand_destination`].
+    /// short destination is expanded by [`expand_destination`]. A spec
+    /// with `+` and no lease is [`RefUpdate::force`]; with a lease it is
+    /// leased; otherwise [`RefUpdate::fast_forward`] (or a delete of
+    /// whatever the remote holds, git's `push :dst`).
     ///
     /// **A repository kept open.** This reads `repo` as it is: gix's handle
     /// sizes its pack list when opened, and after about 32 more packs (a

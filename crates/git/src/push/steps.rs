@@ -518,7 +518,7 @@ impl<'s> CommandsSent<'s> {
         let mut stats = None;
         if let Some(counted) = counted {
             let objects = counted.objects();
-            let progress = &job.opts.progress;
+            let progress = job.opts.progress_callback();
             if let Some(cb) = progress {
                 cb(&Progress {
                     stage: "counted".into(),
@@ -526,7 +526,7 @@ impl<'s> CommandsSent<'s> {
                     bytes: 0,
                 });
             }
-            let mut sending = pack::ProgressWriter::new(&mut w, objects, progress.clone());
+            let mut sending = pack::ProgressWriter::new(&mut w, objects, progress.cloned());
             let st = pack::write(counted, &mut sending).map_err(|e| {
                 // The sink failing is a cut before the request was
                 // complete, classed from the wire; anything else is local.

@@ -49,16 +49,15 @@ pub fn client() -> GitClient {
 }
 
 pub fn quick(deadline_ms: u64, attempt_ms: u64, attempts: u32) -> CallOptions {
-    CallOptions {
-        bounds: Bounds::new(
+    CallOptions::new().bounds(
+        Bounds::new(
             Duration::from_millis(deadline_ms),
             Duration::from_millis(attempt_ms),
             attempts,
         )
         .with_backoff(BackoffShape::constant(Duration::from_millis(50)))
         .with_reconcile_reserve(Duration::from_millis(500)),
-        ..CallOptions::default()
-    }
+    )
 }
 
 pub fn empty_repo(path: &Path) -> gix::Repository {
@@ -90,11 +89,10 @@ pub fn oid(hex: &str) -> gix::ObjectId {
 }
 
 pub fn update(src: Option<&str>, dst: &str) -> sluice_git::RefUpdate {
-    sluice_git::RefUpdate {
-        src: src.map(oid),
-        dst: dst.to_string(),
-        expect: sluice_git::Lease::Any,
-        force: false,
+    match src {
+        Some(s) => sluice_git::RefUpdate::fast_forward(oid(s), dst),
+        // git's `push :dst`: deletes whatever the remote holds.
+        None => sluice_git::RefUpdate::force(None, dst),
     }
 }
 

@@ -10,7 +10,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_git::{GitError, Lease, Phase, PushOptions, RefUpdate, RejectReason};
+use sluice_git::{GitError, Phase, PushOptions, RefUpdate, RejectReason};
 use sluice_policy::{AttemptError, Class, OutcomeKind, Stopped, Verdict};
 use sluice_testkit::repo;
 use sluice_testkit::scripted::{Script, ScriptedServer};
@@ -88,10 +88,7 @@ fn a_non_fast_forward_the_remote_refuses_is_a_typed_rejection_of_the_remote() {
     // remote refuses it.
     repo::git(&local, &["branch", "side", "main~1"]);
     let tip = repo::commit_on(&local, "side", "beside main");
-    let u = RefUpdate {
-        force: true,
-        ..update(Some(&tip), "refs/heads/main")
-    };
+    let u = RefUpdate::force(Some(oid(&tip)), "refs/heads/main");
     let out = push_main(&w, &w.daemon.url("s.git"), u);
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     match typed(&out).1 {
@@ -143,10 +140,7 @@ fn a_stale_lease_refused_here_is_a_typed_refusal_at_the_advertisement() {
     let local = local_clone(&srv, &w.path("local.git"));
     let dev = repo::rev_parse(&srv, "refs/heads/dev").expect("dev");
     let tip = repo::commit_on(&local, "main", "x");
-    let u = RefUpdate {
-        expect: Lease::Oid(oid(&dev)),
-        ..update(Some(&tip), "refs/heads/main")
-    };
+    let u = RefUpdate::leased(oid(&tip), "refs/heads/main", oid(&dev));
     let out = push_main(&w, &w.daemon.url("s.git"), u);
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     let (e, typed) = typed(&out);
@@ -254,8 +248,8 @@ fn a_call_cancelled_during_its_attempt_carries_the_typed_cancel() {
         vec![],
     )
     .expect("scripted server");
-    let opts = quick(60_000, 30_000, 3);
-    let cancel = opts.cancel.clone();
+    let cancel = sluice_policy::CancelFlag::new();
+    let opts = quick(60_000, 30_000, 3).cancel(&cancel);
     let url = server.url("r.git");
     let lister = std::thread::spawn(move || client().ls_refs(&url, &[], &opts).expect("valid"));
     // Cancel once the server has the request (an event, not a delay).

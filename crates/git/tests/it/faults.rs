@@ -340,12 +340,15 @@ fn a_retry_after_a_cut_carries_the_first_old_value_and_never_overwrites_another_
     let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
     proxy.set_fault(Fault::CutInPushPack, 1);
     let url = proxy.url("s.git");
-    let mut opts = quick(60_000, 30_000, 3);
-    opts.bounds = opts
-        .bounds
-        .with_backoff(sluice_policy::BackoffShape::constant(
-            Duration::from_millis(1_500),
-        ));
+    let quick_opts = quick(60_000, 30_000, 3);
+    let opts = quick_opts.clone().bounds(
+        quick_opts
+            .given_bounds()
+            .expect("quick gives bounds")
+            .with_backoff(sluice_policy::BackoffShape::constant(
+                Duration::from_millis(1_500),
+            )),
+    );
     let pusher = std::thread::spawn({
         let local = local.clone();
         move || {
@@ -450,8 +453,8 @@ fn eight_leased_pushers_race_and_exactly_one_lands_each_round() {
                             &["fetch", "-q", "origin", "+refs/heads/main:refs/heads/main"],
                         );
                         let tip = repo::commit_on(local, "main", &format!("r{round} t{i}"));
-                        let mut u = update(Some(&tip), "refs/heads/main");
-                        u.expect = sluice_git::Lease::Oid(oid(&base));
+                        let u = update(Some(&tip), "refs/heads/main")
+                            .with_lease(sluice_git::Lease::Oid(oid(&base)));
                         c.push(
                             &url,
                             &[u],
@@ -496,8 +499,8 @@ fn a_push_cancelled_while_waiting_for_its_report_is_settled_by_reading() {
     let tip = repo::commit_on(&local, "main", "x");
     let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
     proxy.set_fault(Fault::StallBeforeReport, 1);
-    let opts = quick(20_000, 10_000, 3);
-    let cancel = opts.cancel.clone();
+    let cancel = sluice_policy::CancelFlag::new();
+    let opts = quick(20_000, 10_000, 3).cancel(&cancel);
     let url = proxy.url("s.git");
     let pusher = std::thread::spawn({
         let local = local.clone();

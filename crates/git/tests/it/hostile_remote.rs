@@ -247,15 +247,14 @@ impl Drop for SlowHook {
 /// `--attempt-timeout 1s --deadline <deadline>` with the default 2 s
 /// reconcile reserve.
 fn slow_opts(deadline_ms: u64) -> sluice_git::CallOptions {
-    sluice_git::CallOptions {
-        bounds: sluice_policy::Bounds::new(
+    sluice_git::CallOptions::new().bounds(
+        sluice_policy::Bounds::new(
             std::time::Duration::from_millis(deadline_ms),
             std::time::Duration::from_millis(1_000),
             3,
         )
         .with_reconcile_reserve(std::time::Duration::from_secs(2)),
-        ..sluice_git::CallOptions::default()
-    }
+    )
 }
 
 #[test]

@@ -38,11 +38,10 @@ fn backend(w: &World) -> HttpBackend {
 }
 
 fn with_token(
-    mut o: sluice_git::CallOptions,
+    o: sluice_git::CallOptions,
     source: Arc<dyn CredentialSource>,
 ) -> sluice_git::CallOptions {
-    o.credentials = Some(source);
-    o
+    o.credentials(source)
 }
 
 #[test]

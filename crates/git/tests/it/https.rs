@@ -35,12 +35,9 @@ fn https(w: &World, pki: &TestPki, cert: ServerCert) -> HttpBackend {
 }
 
 fn token(o: sluice_git::CallOptions) -> sluice_git::CallOptions {
-    sluice_git::CallOptions {
-        credentials: Some(Arc::new(StaticSource::new(SecretString::from(
-            PASSWORD.to_string(),
-        )))),
-        ..o
-    }
+    o.credentials(Arc::new(StaticSource::new(SecretString::from(
+        PASSWORD.to_string(),
+    ))))
 }
 
 /// The `TlsRefusal` the outcome's (last) error carries.

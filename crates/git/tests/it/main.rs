@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod constructors;
 mod evidence;
 mod faults;
 mod fetch_rules;

@@ -30,12 +30,9 @@ fn through(proxy: &str, pki: Option<&TestPki>) -> GitClient {
 }
 
 fn token(o: sluice_git::CallOptions) -> sluice_git::CallOptions {
-    sluice_git::CallOptions {
-        credentials: Some(Arc::new(StaticSource::new(SecretString::from(
-            PASSWORD.to_string(),
-        )))),
-        ..o
-    }
+    o.credentials(Arc::new(StaticSource::new(SecretString::from(
+        PASSWORD.to_string(),
+    ))))
 }
 
 #[test]

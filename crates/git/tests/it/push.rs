@@ -97,8 +97,7 @@ fn create_with_an_absent_lease_lands_once_and_is_stale_the_second_time() {
     let srv = w.small("s.git");
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "topic", "t");
-    let mut u = update(Some(&tip), "refs/heads/topic");
-    u.expect = Lease::Absent;
+    let u = update(Some(&tip), "refs/heads/topic").with_lease(Lease::Absent);
     let c = client();
     let url = w.daemon.url("s.git");
     let first = c
@@ -112,7 +111,7 @@ fn create_with_an_absent_lease_lands_once_and_is_stale_the_second_time() {
         .expect("valid input");
     assert_eq!(first.kind, OutcomeKind::Succeeded, "{:?}", first.error);
     let other = repo::commit_on(&local, "topic2", "u");
-    u.src = Some(oid(&other));
+    let u = sluice_git::RefUpdate::create(oid(&other), "refs/heads/topic");
     let second = c
         .push(
             &url,
@@ -173,8 +172,7 @@ fn an_atomic_push_with_one_stale_ref_changes_nothing() {
     let a = repo::commit_on(&local, "main", "a");
     let b = repo::commit_on(&local, "dev", "b");
     let main_before = repo::rev_parse(&srv, "refs/heads/main");
-    let mut stale = update(Some(&b), "refs/heads/dev");
-    stale.expect = Lease::Oid(oid(&a));
+    let stale = update(Some(&b), "refs/heads/dev").with_lease(Lease::Oid(oid(&a)));
     let out = client()
         .push(
             &w.daemon.url("s.git"),
@@ -219,12 +217,11 @@ fn a_non_fast_forward_is_refused_locally_without_a_pack_and_lands_with_force() {
         Some(RejectReason::NonFastForward)
     );
     assert_eq!(repo::rev_parse(&srv, "refs/heads/dev"), before);
-    let mut forced = update(Some(&side), "refs/heads/dev");
-    forced.force = true;
+    let forced = sluice_git::RefUpdate::force(Some(oid(&side)), "refs/heads/dev");
     let out = c
         .push(
             &url,
-            &[forced.clone()],
+            std::slice::from_ref(&forced),
             &PushOptions::default(),
             &open(&local),
             &quick(20_000, 10_000, 3),
@@ -237,7 +234,8 @@ fn a_non_fast_forward_is_refused_locally_without_a_pack_and_lands_with_force() {
     );
     // With receive.denyNonFastForwards the server's own words come back.
     repo::set_config(&srv, "receive.denyNonFastForwards", "true");
-    forced.src = Some(oid(&before.clone().expect("dev")));
+    let forced =
+        sluice_git::RefUpdate::force(Some(oid(&before.clone().expect("dev"))), "refs/heads/dev");
     let out = c
         .push(
             &url,
@@ -264,8 +262,7 @@ fn a_stale_lease_is_answered_without_a_second_connection() {
     let old = repo::rev_parse(&srv, "refs/heads/main").expect("main");
     let theirs = repo::commit_on(&srv, "main", "somebody else");
     let ours = repo::commit_on(&local, "main", "ours");
-    let mut u = update(Some(&ours), "refs/heads/main");
-    u.expect = Lease::Oid(oid(&old));
+    let u = update(Some(&ours), "refs/heads/main").with_lease(Lease::Oid(oid(&old)));
     let out = client()
         .push(
             &w.daemon.url("s.git"),

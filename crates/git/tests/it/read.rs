@@ -164,7 +164,7 @@ fn an_incremental_fetch_transfers_only_the_new_objects_and_reports_progress() {
     let seen: Arc<Mutex<Vec<sluice_git::Progress>>> = Arc::default();
     let mut opts = quick(20_000, 10_000, 3);
     let sink = Arc::clone(&seen);
-    opts.progress = Some(Arc::new(move |p: &sluice_git::Progress| {
+    opts = opts.progress(Arc::new(move |p: &sluice_git::Progress| {
         sink.lock().expect("lock").push(p.clone())
     }));
     let repo = gix::open(&dst).expect("reopen");
@@ -224,7 +224,7 @@ fn a_fetch_into_a_repository_with_many_refs_negotiates_from_its_own_refs() {
     let seen: Arc<Mutex<Vec<sluice_git::Progress>>> = Arc::default();
     let mut opts = quick(20_000, 10_000, 3);
     let sink = Arc::clone(&seen);
-    opts.progress = Some(Arc::new(move |p: &sluice_git::Progress| {
+    opts = opts.progress(Arc::new(move |p: &sluice_git::Progress| {
         sink.lock().expect("lock").push(p.clone())
     }));
     let repo = gix::open(&dst).expect("reopen");

@@ -33,11 +33,10 @@ fn count(reqs: &[HttpExchange], method: &str, path_has: &str) -> usize {
         .count()
 }
 
-fn with_token(mut o: sluice_git::CallOptions) -> sluice_git::CallOptions {
-    o.credentials = Some(Arc::new(StaticSource::new(SecretString::from(
+fn with_token(o: sluice_git::CallOptions) -> sluice_git::CallOptions {
+    o.credentials(Arc::new(StaticSource::new(SecretString::from(
         PASSWORD.to_string(),
-    ))));
-    o
+    ))))
 }
 
 /// ls-refs three times (the server side closing the kept-alive connections

@@ -96,8 +96,8 @@ fn a_push_cut_right_after_its_pack_while_a_hook_runs_is_never_pushed_again() {
         let tip = repo::commit_on(&local, "main", "x");
         let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
         proxy.set_fault(Fault::StallBeforeReport, 1);
-        let opts = quick(30_000, 20_000, 3);
-        let cancel = opts.cancel.clone();
+        let cancel = sluice_policy::CancelFlag::new();
+        let opts = quick(30_000, 20_000, 3).cancel(&cancel);
         let url = proxy.url("s.git");
         let pusher = std::thread::spawn({
             let (local, tip) = (local.clone(), tip.clone());
@@ -247,7 +247,7 @@ fn a_hanging_token_command_ends_within_the_deadline() {
     w.small("s.git");
     let http = HttpBackend::start_with_auth(&w.dir.path().join("srv"), "u", "p").expect("http");
     let mut opts = quick(2_000, 2_000, 3);
-    opts.credentials = Some(std::sync::Arc::new(CommandSource::new("sleep 8; echo tok")));
+    opts = opts.credentials(std::sync::Arc::new(CommandSource::new("sleep 8; echo tok")));
     let t0 = Instant::now();
     let out = client()
         .ls_refs(&http.url("s.git"), &[], &opts)
@@ -258,7 +258,7 @@ fn a_hanging_token_command_ends_within_the_deadline() {
     assert_eq!(out.attempts[0].phase, "credential");
     assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
 
-    opts.credentials = Some(std::sync::Arc::new(CommandSource::new(
+    opts = opts.credentials(std::sync::Arc::new(CommandSource::new(
         "/nonexistent/token-command",
     )));
     let out = client()
