@@ -656,7 +656,7 @@ fn check_one(
         (OutcomeKind::Unknown, _) if d.may_have_applied != Some(true) && holds => mismatch(
             format!("unknown without may_have_applied, but {key} holds it"),
         ),
-        (OutcomeKind::Rejected | OutcomeKind::LocalError | OutcomeKind::Running, _) => {
+        (OutcomeKind::Rejected | OutcomeKind::LocalError, _) => {
             mismatch(format!("ended {}", d.kind.as_str()))
         }
         _ => {}

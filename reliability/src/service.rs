@@ -1478,7 +1478,7 @@ impl Checked<'_> {
                         report.unknown_off += 1;
                     }
                 }
-                OutcomeKind::LocalError | OutcomeKind::Running => {
+                OutcomeKind::LocalError => {
                     report.violations.push(format!(
                         "{who}: {} in a soak with no local trouble ({:?}, {:?}, cancelled {})",
                         p.kind.as_str(),

@@ -717,7 +717,7 @@ fn check(
                     ));
                 }
             }
-            OutcomeKind::LocalError | OutcomeKind::Running => {
+            OutcomeKind::LocalError => {
                 report.violations.push(format!(
                     "{who}: {} in a soak with no local trouble ({:?}, {:?})",
                     p.kind.as_str(),

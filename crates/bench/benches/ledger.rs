@@ -49,6 +49,7 @@ fn a_run() -> PreviousRun {
             },
         )
         .summary()
+        .expect("a run that ran")
 }
 
 /// Time `iters` claim + finish pairs on fresh ids (made before the clock

@@ -8,7 +8,7 @@
 use std::fmt::Write as _;
 
 use sluice_git::{FetchedRef, PushReport, PushSpec, RefStatus, RemoteRef};
-use sluice_policy::{Outcome, OutcomeKind};
+use sluice_policy::{Outcome, OutcomeKind, PreviousResult};
 
 use crate::terminal::visible;
 
@@ -292,7 +292,7 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
                 let _ = writeln!(s, "  answer: {}", visible(&e.cause));
             }
         }
-        OutcomeKind::LocalError | OutcomeKind::Running => {
+        OutcomeKind::LocalError => {
             if let Some(e) = &outcome.error {
                 let _ = writeln!(
                     s,
@@ -333,7 +333,7 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
                 visible(&outcome.operation.id)
             );
             match &outcome.previous {
-                Some(p) if p.result == OutcomeKind::Running => {
+                Some(p) if p.result == PreviousResult::Running => {
                     let _ = writeln!(
                         s,
                         "  the earlier run has not ended (it may still be running, or its process died){}",

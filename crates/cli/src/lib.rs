@@ -96,8 +96,7 @@ pub fn exit_code(kind: OutcomeKind) -> u8 {
         OutcomeKind::Answered => EXIT_ANSWERED,
         OutcomeKind::Unknown => EXIT_UNKNOWN,
         OutcomeKind::Rejected => EXIT_REJECTED,
-        // `Running` appears only in `previous`; an outcome never has it.
-        OutcomeKind::LocalError | OutcomeKind::Running => EXIT_LOCAL_ERROR,
+        OutcomeKind::LocalError => EXIT_LOCAL_ERROR,
     }
 }
 

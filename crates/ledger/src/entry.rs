@@ -8,7 +8,7 @@ use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::{Serialize, Serializer};
-use sluice_policy::{LedgerError, PreviousRun};
+use sluice_policy::{Effect, LedgerError, PreviousRun};
 
 /// How long ids are kept by default: 7 days.
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
@@ -58,13 +58,15 @@ pub fn is_postgres_url(spec: &str) -> bool {
     lower.starts_with("postgres://") || lower.starts_with("postgresql://")
 }
 
-/// What an operation is, as a store writes it beside its id: kind, remote
-/// and the refs as JSON text (an array of strings).
+/// What an operation is, as a store writes it beside its id: kind, remote,
+/// the refs as JSON text (an array of strings) and the effect (`read` or
+/// `write`).
 #[derive(Debug, Default, Clone, PartialEq, Eq)]
 pub(crate) struct What {
     pub(crate) kind: Option<String>,
     pub(crate) remote: Option<String>,
     pub(crate) refs: Option<String>,
+    pub(crate) effect: Option<&'static str>,
 }
 
 impl What {
@@ -75,7 +77,14 @@ impl What {
             kind: kind.map(str::to_owned),
             remote: remote.map(sluice_policy::text::redact),
             refs: refs.map(|r| serde_json::to_string(r).expect("a list of strings serializes")),
+            effect: None,
         }
+    }
+
+    /// With the operation's effect.
+    pub(crate) fn effect(mut self, effect: Effect) -> What {
+        self.effect = Some(effect.as_str());
+        self
     }
 
     /// The refs column read back: `None` for NULL or text that is not a
@@ -83,6 +92,16 @@ impl What {
     /// courtesy, the run is what counts).
     pub(crate) fn parse_refs(text: Option<&str>) -> Option<Vec<String>> {
         text.and_then(|t| serde_json::from_str(t).ok())
+    }
+}
+
+/// The effect column read back (`read` or `write`); `None` for NULL (a
+/// row claimed before the store kept it) or anything else.
+pub(crate) fn parse_effect(text: &str) -> Option<Effect> {
+    match text {
+        "read" => Some(Effect::Read),
+        "write" => Some(Effect::Write),
+        _ => None,
     }
 }
 

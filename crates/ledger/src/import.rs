@@ -169,19 +169,73 @@ fn write_database(tmp: &Path, ledger: &JsonLedger) -> io::Result<()> {
     {
         let mut insert = tx
             .prepare(
-                "INSERT INTO claims (id, claimed_at, finished_at, run) VALUES (?1, ?2, ?3, ?4)",
+                "INSERT INTO claims (id, claimed_at, finished_at, run, kind, effect)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6)",
             )
             .map_err(sql)?;
-        for (id, run) in &ledger.operations {
-            let run = run.as_ref().map(|v| v.to_string());
-            let finished = run.as_ref().map(|_| now);
-            insert
-                .execute(params![id, now, finished, run])
-                .map_err(sql)?;
+        for (id, entry) in &ledger.operations {
+            match entry.as_ref().and_then(Running::of) {
+                // A claim still running: a row without a run, with what
+                // the claim recorded.
+                Some(running) => insert.execute(params![
+                    id,
+                    running.claimed_at.unwrap_or(now),
+                    None::<i64>,
+                    None::<String>,
+                    running.kind,
+                    running.effect
+                ]),
+                None => {
+                    let run = entry.as_ref().map(|v| v.to_string());
+                    let finished = run.as_ref().map(|_| now);
+                    insert.execute(params![
+                        id,
+                        now,
+                        finished,
+                        run,
+                        None::<String>,
+                        None::<String>
+                    ])
+                }
+            }
+            .map_err(sql)?;
         }
     }
     tx.commit().map_err(sql)?;
     conn.close().map_err(|(_, e)| sql(e))
+}
+
+/// A JSON ledger's entry for a claim still running, as the `FileLedger`
+/// writes one: a run of result `running` with the claim's kind,
+/// `may_have_applied` by its effect (`true`: a write; `null`: a read) and
+/// `claimed_at_ms`.
+struct Running {
+    kind: Option<String>,
+    effect: Option<&'static str>,
+    claimed_at: Option<i64>,
+}
+
+impl Running {
+    fn of(entry: &serde_json::Value) -> Option<Running> {
+        if entry.get("result")?.as_str()? != "running" {
+            return None;
+        }
+        Some(Running {
+            kind: entry
+                .get("kind")
+                .and_then(|k| k.as_str())
+                .map(str::to_owned),
+            effect: match entry.get("may_have_applied") {
+                Some(serde_json::Value::Bool(true)) => Some("write"),
+                None | Some(serde_json::Value::Null) => Some("read"),
+                Some(_) => None,
+            },
+            claimed_at: entry
+                .get("claimed_at_ms")
+                .and_then(serde_json::Value::as_u64)
+                .and_then(|ms| i64::try_from(ms).ok()),
+        })
+    }
 }
 
 fn sync_dir(path: &Path) -> io::Result<()> {

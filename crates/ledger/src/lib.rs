@@ -18,7 +18,9 @@
 //! store claims an operation id atomically when the operation starts and
 //! records how it ended; asking again for a claimed id — finished or still
 //! running — is answered [`Claim::Taken`],
-//! carrying the earlier run when there is one.
+//! carrying the earlier run: how it ended, or, while it runs (or after its
+//! process died), [`PreviousRun::running`](sluice_policy::PreviousRun::running)
+//! with the kind and effect its claim recorded.
 //!
 //! # The SQLite store
 //!
@@ -53,8 +55,8 @@
 //!   from `claim`, at most once per [`PRUNE_INTERVAL`] (PostgreSQL: batches
 //!   of [`PRUNE_BATCH`] expired rows, by an index on the claim time).
 //! - **What ran**: a claim writes the operation's kind, its remote (without
-//!   user info) and the refs it names beside the id (schema 3; an older
-//!   file is migrated when opened for writing).
+//!   user info), the refs it names (schema 3) and its effect (schema 4)
+//!   beside the id; an older file is migrated when opened for writing.
 //! - **Reading it back**: [`SqliteLedger::show`] and [`SqliteLedger::list`]
 //!   return [`LedgerEntry`] values for `ledger show` / `ledger list`;
 //!   [`SqliteLedger::open_read_only`] (and [`Store::open_read`]) open a
@@ -82,7 +84,7 @@
 //!
 //! ```
 //! use sluice_ledger::{SqliteLedger, SyncMode};
-//! use sluice_policy::{Claim, ClaimRequest, Effect, Ledger};
+//! use sluice_policy::{Claim, ClaimRequest, Effect, Ledger, PreviousResult};
 //! use std::time::Duration;
 //!
 //! # fn main() -> Result<(), sluice_policy::LedgerError> {
@@ -92,9 +94,15 @@
 //!     .retention(Duration::from_secs(7 * 24 * 3600))
 //!     .open(dir.path().join("ledger.db"))?;
 //! // The claim is bounded by what remains of the operation's deadline.
-//! let claim = ClaimRequest::new("deploy-42", Effect::Write, Duration::from_secs(20));
+//! let claim = ClaimRequest::new("deploy-42", Effect::Write, Duration::from_secs(20))
+//!     .operation("push", "git://example.com/repo.git");
 //! assert_eq!(ledger.claim(&claim)?, Claim::Claimed);
-//! assert_eq!(ledger.claim(&claim)?, Claim::Taken(None)); // still running
+//! let Claim::Taken(Some(earlier)) = ledger.claim(&claim)? else {
+//!     panic!("the id was claimed above");
+//! };
+//! assert_eq!(earlier.result, PreviousResult::Running); // still running
+//! assert_eq!(earlier.kind.as_deref(), Some("push"));
+//! assert_eq!(earlier.may_have_applied, Some(true)); // a write
 //! let entry = ledger.show("deploy-42")?.expect("claimed above");
 //! assert!(entry.run.is_none());
 //! # Ok(())
@@ -141,7 +149,12 @@ const OPEN_BOUND: Duration = Duration::from_secs(5);
 /// A ledger named by what the CLI's `--ledger` takes: a PostgreSQL URL
 /// (`postgres://…`, see [`is_postgres_url`]) or a file (SQLite). Each
 /// variant is there when its feature is (see the crate's features).
+///
+/// Not exhaustive: which variants exist depends on the features, and
+/// another store may be added; a `match` outside this crate keeps a
+/// wildcard arm (or uses the methods, which answer for every store).
 #[derive(Debug)]
+#[non_exhaustive]
 #[allow(
     clippy::large_enum_variant,
     reason = "one value per process, opened once: its size costs nothing"

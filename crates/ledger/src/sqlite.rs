@@ -9,7 +9,9 @@ use std::time::{Duration, Instant, SystemTime};
 use rusqlite::{params, Connection, OptionalExtension};
 use sluice_policy::{Claim, ClaimRequest, FinishRequest, Ledger, LedgerError, PreviousRun};
 
-use crate::entry::{error, from_ms, to_ms, LedgerEntry, What, DEFAULT_RETENTION, PRUNE_INTERVAL};
+use crate::entry::{
+    error, from_ms, parse_effect, to_ms, LedgerEntry, What, DEFAULT_RETENTION, PRUNE_INTERVAL,
+};
 use crate::import;
 use crate::sqlite_schema::{ensure_schema, read_schema, SCHEMA_VERSION};
 
@@ -34,17 +36,21 @@ pub const CHECKPOINT_EVERY: u32 = 500;
 const AUTOCHECKPOINT_BACKSTOP: u32 = 10_000;
 
 const CLAIM: &str =
-    "INSERT INTO claims (id, claimed_at, kind, remote, refs) VALUES (?1, ?2, ?3, ?4, ?5)
+    "INSERT INTO claims (id, claimed_at, kind, remote, refs, effect) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
      ON CONFLICT (id) DO NOTHING";
-const READ_RUN: &str = "SELECT run FROM claims WHERE id = ?1";
+/// What a taken id's row says of its earlier run: the run once it has
+/// ended; while it runs, what its claim recorded and when.
+const READ_CLAIM: &str = "SELECT run, kind, effect, claimed_at FROM claims WHERE id = ?1";
 /// What ran is the claim's when the claim wrote it (a generated id is
 /// never claimed: its finish writes it).
-const FINISH: &str = "INSERT INTO claims (id, claimed_at, finished_at, run, kind, remote, refs)
-     VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6)
+const FINISH: &str =
+    "INSERT INTO claims (id, claimed_at, finished_at, run, kind, remote, refs, effect)
+     VALUES (?1, ?2, ?2, ?3, ?4, ?5, ?6, ?7)
      ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, run = excluded.run,
        kind = coalesce(claims.kind, excluded.kind),
        remote = coalesce(claims.remote, excluded.remote),
-       refs = coalesce(claims.refs, excluded.refs)";
+       refs = coalesce(claims.refs, excluded.refs),
+       effect = coalesce(claims.effect, excluded.effect)";
 /// The first id past a slice of `?2` rows starting at `?1`.
 const PRUNE_SLICE_END: &str = "SELECT id FROM claims WHERE id >= ?1 ORDER BY id LIMIT 1 OFFSET ?2";
 /// The expired rows of the slice `[?1, ?2)`.
@@ -83,7 +89,11 @@ fn list_sql(schema: i32) -> String {
 /// # Default
 ///
 /// [`SyncMode::Full`].
+///
+/// Not exhaustive: SQLite has other levels (`EXTRA`, `OFF`) that may be
+/// offered; a `match` outside this crate keeps a wildcard arm.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum SyncMode {
     /// Every commit is synced before it returns (`PRAGMA synchronous=FULL`):
     /// a claim that returned survives a power cut.
@@ -222,7 +232,9 @@ impl SqliteOptions {
 /// (`{"operations": {"<id>": null | <run>}}`) and imported once, under the
 /// same `<file>.lock` lock the `FileLedger` writes under: the JSON is read,
 /// a database holding every id (claimed now; a run's JSON kept as it is,
-/// finished now) is written to a temporary file beside it and synced, the
+/// finished now; a claim still running — `null`, or a run of result
+/// `running` — without a run, with the kind, effect and claim time it
+/// records) is written to a temporary file beside it and synced, the
 /// JSON is copied to `<file>.json-imported` (replacing an earlier copy), and
 /// the database is renamed over `<file>` — so the path never disappears, and
 /// a process that dies midway leaves the JSON ledger in place. A JSON file
@@ -517,7 +529,7 @@ impl Ledger for SqliteLedger {
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
         self.writable()?;
         let id = req.id;
-        let what = What::of(req.kind, req.remote, req.refs);
+        let what = What::of(req.kind, req.remote, req.refs).effect(req.effect);
         let now = to_ms(SystemTime::now());
         let mut st = self.lock();
         self.bound(&st, req.left)?;
@@ -525,22 +537,43 @@ impl Ledger for SqliteLedger {
             let inserted = st
                 .conn
                 .prepare_cached(CLAIM)
-                .and_then(|mut s| s.execute(params![id, now, what.kind, what.remote, what.refs]))
+                .and_then(|mut s| {
+                    s.execute(params![
+                        id,
+                        now,
+                        what.kind,
+                        what.remote,
+                        what.refs,
+                        what.effect
+                    ])
+                })
                 .map_err(|e| self.err(e))?;
             if inserted == 1 {
                 committed(&mut st);
                 break Claim::Claimed;
             }
-            let run = st
+            let row = st
                 .conn
-                .prepare_cached(READ_RUN)
+                .prepare_cached(READ_CLAIM)
                 .and_then(|mut s| {
-                    s.query_row(params![id], |r| r.get::<_, Option<String>>(0))
-                        .optional()
+                    s.query_row(params![id], |r| {
+                        Ok((
+                            r.get::<_, Option<String>>(0)?,
+                            r.get::<_, Option<String>>(1)?,
+                            r.get::<_, Option<String>>(2)?,
+                            r.get::<_, i64>(3)?,
+                        ))
+                    })
+                    .optional()
                 })
                 .map_err(|e| self.err(e))?;
-            match run {
-                Some(run) => break Claim::Taken(self.parse_run(id, run.as_deref())?),
+            match row {
+                Some((Some(run), ..)) => break Claim::Taken(self.parse_run(id, Some(&run))?),
+                Some((None, kind, effect, claimed_at)) => {
+                    let since = Duration::from_millis(now.saturating_sub(claimed_at).max(0) as u64);
+                    let effect = effect.as_deref().and_then(parse_effect);
+                    break Claim::Taken(Some(PreviousRun::running(kind, effect, since)));
+                }
                 // Pruned (by another process) between the two statements:
                 // its window had passed, so the id is free again.
                 None => continue,
@@ -557,13 +590,23 @@ impl Ledger for SqliteLedger {
         self.writable()?;
         let id = req.id;
         let text = serde_json::to_string(req.run).map_err(|e| self.err(e))?;
-        let what = What::of(req.kind, req.remote, req.refs);
+        let what = What::of(req.kind, req.remote, req.refs).effect(req.effect);
         let now = to_ms(SystemTime::now());
         let mut st = self.lock();
         self.bound(&st, req.left)?;
         st.conn
             .prepare_cached(FINISH)
-            .and_then(|mut s| s.execute(params![id, now, text, what.kind, what.remote, what.refs]))
+            .and_then(|mut s| {
+                s.execute(params![
+                    id,
+                    now,
+                    text,
+                    what.kind,
+                    what.remote,
+                    what.refs,
+                    what.effect
+                ])
+            })
             .map_err(|e| self.err(e))?;
         committed(&mut st);
         Ok(())

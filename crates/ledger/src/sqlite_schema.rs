@@ -1,5 +1,5 @@
 //! The SQLite ledger's schema: created in an empty database, brought from
-//! schemas 1 and 2 to 3, and checked to be a sluice ledger of a version
+//! schemas 1, 2 and 3 to 4, and checked to be a sluice ledger of a version
 //! this crate reads. Both the store (on opening) and the JSON import (into
 //! its new database) use it; a reader ([`read_schema`]) only looks.
 
@@ -12,9 +12,12 @@ const APPLICATION_ID: i32 = 0x736c_6c67;
 ///
 /// 1 had an index on `claimed_at`; 2 dropped it (a claim then writes one
 /// page, not two); 3 added what ran (`kind`, `remote`, `refs` as a JSON
-/// array), written at the claim. An older file is brought to 3 when it is
-/// opened for writing; a reader reads it as it is (those columns NULL).
-pub(crate) const SCHEMA_VERSION: i32 = 3;
+/// array), written at the claim; 4 added its `effect` (`read` or
+/// `write`), so that a claim still running says whether it may have
+/// written. An older file is brought to 4 when it is opened for writing
+/// (the rows already there keep NULL: effect not known); a reader reads it
+/// as it is (the columns it lacks NULL).
+pub(crate) const SCHEMA_VERSION: i32 = 4;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS claims (
@@ -24,7 +27,8 @@ CREATE TABLE IF NOT EXISTS claims (
     run TEXT,
     kind TEXT,
     remote TEXT,
-    refs TEXT
+    refs TEXT,
+    effect TEXT
 ) WITHOUT ROWID;
 ";
 
@@ -35,6 +39,9 @@ const MIGRATE_1_TO_2: &str = "DROP INDEX IF EXISTS claims_claimed_at";
 const MIGRATE_2_TO_3: &str = "ALTER TABLE claims ADD COLUMN kind TEXT;
 ALTER TABLE claims ADD COLUMN remote TEXT;
 ALTER TABLE claims ADD COLUMN refs TEXT;";
+
+/// Schema 3 to 4: the effect, NULL in the rows already there.
+const MIGRATE_3_TO_4: &str = "ALTER TABLE claims ADD COLUMN effect TEXT;";
 
 /// Check that the database is a ledger of a version this crate reads, and
 /// create the schema in an empty one.
@@ -49,11 +56,15 @@ pub(crate) fn ensure_schema(
     let made = (|| -> Result<(), Box<dyn std::error::Error + Send + Sync>> {
         match schema_state(conn)? {
             SchemaState::Current => return Ok(()),
-            SchemaState::Older(1) => {
-                conn.execute_batch(MIGRATE_1_TO_2)?;
-                conn.execute_batch(MIGRATE_2_TO_3)?;
+            SchemaState::Older(v) => {
+                if v < 2 {
+                    conn.execute_batch(MIGRATE_1_TO_2)?;
+                }
+                if v < 3 {
+                    conn.execute_batch(MIGRATE_2_TO_3)?;
+                }
+                conn.execute_batch(MIGRATE_3_TO_4)?;
             }
-            SchemaState::Older(_) => conn.execute_batch(MIGRATE_2_TO_3)?,
             SchemaState::Empty => {
                 let objects: i64 =
                     conn.query_row("SELECT count(*) FROM sqlite_schema", [], |r| r.get(0))?;
@@ -82,7 +93,7 @@ pub(crate) fn ensure_schema(
 enum SchemaState {
     /// Not a ledger yet (a new file, or not ours: the caller looks).
     Empty,
-    /// A ledger of an older schema (1 or 2), brought to the current one on
+    /// A ledger of an older schema (1 to 3), brought to the current one on
     /// opening for writing.
     Older(i32),
     /// A ledger of this crate's schema.
@@ -98,7 +109,7 @@ fn schema_state(
     let version: i32 = conn.query_row("PRAGMA user_version", [], |r| r.get(0))?;
     match app {
         APPLICATION_ID if version == SCHEMA_VERSION => Ok(SchemaState::Current),
-        APPLICATION_ID if version == 1 || version == 2 => Ok(SchemaState::Older(version)),
+        APPLICATION_ID if (1..SCHEMA_VERSION).contains(&version) => Ok(SchemaState::Older(version)),
         APPLICATION_ID if version > SCHEMA_VERSION => Err(format!(
             "written by a newer sluice (ledger schema {version}; this one reads {SCHEMA_VERSION})"
         )

@@ -15,7 +15,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_ledger::{SqliteLedger, SyncMode};
 use sluice_policy::{
-    AttemptError, Claim, Effect, FileLedger, Ledger, Operation, Policy, PreviousRun,
+    AttemptError, Claim, ClaimRequest, Effect, FileLedger, Ledger, Operation, Policy,
+    PreviousResult, PreviousRun,
 };
 
 /// A run summary as the policy makes one (built through the policy, so a
@@ -30,6 +31,19 @@ fn a_run() -> PreviousRun {
             },
         )
         .summary()
+        .expect("a run that ran")
+}
+
+/// The earlier run a claim answers for an id still running (no attempts:
+/// they are recorded when it ends).
+fn running(claim: Claim) -> PreviousRun {
+    match claim {
+        Claim::Taken(Some(run)) if run.result == PreviousResult::Running => {
+            assert!(run.attempts.is_empty(), "{run:?}");
+            run
+        }
+        other => panic!("not a running earlier run: {other:?}"),
+    }
 }
 
 #[path = "children/shuffle.rs"]
@@ -225,10 +239,8 @@ fn a_json_ledger_is_imported_once_and_kept_beside_it() {
     let mut kept = path.clone().into_os_string();
     kept.push(".json-imported");
     assert_eq!(fs::read(&kept).expect("the JSON is kept"), original);
-    assert_eq!(
-        ledger.claim(&req("running")).expect("claim"),
-        Claim::Taken(None)
-    );
+    let earlier = running(ledger.claim(&req("running")).expect("claim"));
+    assert_eq!(earlier.may_have_applied, Some(true), "a write");
     assert_eq!(
         ledger.claim(&req("done")).expect("claim"),
         Claim::Taken(Some(run.clone()))
@@ -241,7 +253,7 @@ fn a_json_ledger_is_imported_once_and_kept_beside_it() {
 
     // Opened again: the database, not a second import.
     let again = SqliteLedger::open(&path).expect("reopens");
-    assert_eq!(again.claim(&req("new")).expect("claim"), Claim::Taken(None));
+    running(again.claim(&req("new")).expect("claim"));
     let leftovers: Vec<_> = fs::read_dir(dir.path())
         .expect("dir")
         .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
@@ -293,7 +305,7 @@ fn a_claimed_id_is_taken_while_running_and_carries_its_run_once_finished() {
     let ledger = SqliteLedger::open(dir.path().join("l.db")).expect("opens");
     let run = a_run();
     assert_eq!(ledger.claim(&req("x")).expect("claim"), Claim::Claimed);
-    assert_eq!(ledger.claim(&req("x")).expect("claim"), Claim::Taken(None));
+    running(ledger.claim(&req("x")).expect("claim"));
     ledger.finish(&done("x", &run)).expect("finish");
     assert_eq!(
         ledger.claim(&req("x")).expect("claim"),
@@ -420,7 +432,7 @@ fn a_schema_1_ledger_is_brought_to_the_current_schema_keeping_its_rows() {
     let version: i32 = raw
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 3);
+    assert_eq!(version, 4);
     let indexes: i64 = raw
         .query_row(
             "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'claims_claimed_at'",
@@ -647,9 +659,17 @@ fn a_schema_2_ledger_is_read_as_it_is_and_migrated_when_opened_for_writing() {
     assert_eq!(fs::read(&path).expect("read"), bytes, "not written");
     assert_eq!(user_version(&path), 2, "not migrated by a read");
 
-    // A writer brings it to schema 3: the old rows stay, new ones say what ran.
+    // A writer brings it to schema 4: the old rows stay, new ones say what
+    // ran. The old claim still running is answered so, of a kind and
+    // effect not known (a write may have applied).
     let writer = SqliteLedger::open(&path).expect("opens and migrates");
-    assert_eq!(user_version(&path), 3);
+    assert_eq!(user_version(&path), 4);
+    let old = running(writer.claim(&req("old-running")).expect("claim"));
+    assert_eq!(
+        (old.kind, old.may_have_applied),
+        (None, Some(true)),
+        "nothing says it did not write"
+    );
     assert_eq!(
         writer.claim(&req("old-done")).expect("claim"),
         Claim::Taken(Some(run))
@@ -668,6 +688,45 @@ fn a_schema_2_ledger_is_read_as_it_is_and_migrated_when_opened_for_writing() {
         .expect("kept")
         .kind
         .is_none());
+}
+
+#[test]
+fn a_schema_3_ledgers_claim_still_running_keeps_its_kind_once_migrated() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("three.db");
+    {
+        let conn = rusqlite::Connection::open(&path).expect("creates");
+        conn.execute_batch(
+            "PRAGMA journal_mode = WAL;
+             CREATE TABLE claims (id TEXT PRIMARY KEY NOT NULL, claimed_at INTEGER NOT NULL,
+                 finished_at INTEGER, run TEXT, kind TEXT, remote TEXT, refs TEXT) WITHOUT ROWID;
+             PRAGMA application_id = 1936485479;
+             PRAGMA user_version = 3;",
+        )
+        .expect("schema 3");
+        let now = SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .expect("after 1970")
+            .as_millis() as i64;
+        conn.execute(
+            "INSERT INTO claims (id, claimed_at, kind, remote) VALUES ('job', ?1, 'fetch', 'git://h/r.git')",
+            rusqlite::params![now],
+        )
+        .expect("a claim still running");
+    }
+    let ledger = SqliteLedger::open(&path).expect("opens and migrates");
+    assert_eq!(user_version(&path), 4);
+    let earlier = running(
+        ledger
+            .claim(&req("job").operation("push", "git://h/r.git"))
+            .expect("claim"),
+    );
+    assert_eq!(earlier.kind.as_deref(), Some("fetch"));
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "its effect was not recorded: nothing says it did not write"
+    );
 }
 
 #[test]
@@ -697,7 +756,8 @@ fn importing_a_json_ledger_leaves_no_lock_file_beside_it() {
     let path = dir.path().join("ledger.json");
     fs::write(&path, br#"{"operations": {"a": null}}"#).expect("write");
     let ledger = SqliteLedger::open(&path).expect("imports");
-    assert_eq!(ledger.claim(&req("a")).expect("claim"), Claim::Taken(None));
+    let a = running(ledger.claim(&req("a")).expect("claim"));
+    assert_eq!((a.kind, a.may_have_applied), (None, Some(true)));
     drop(ledger);
     assert_eq!(
         names_in(dir.path()),
@@ -706,6 +766,81 @@ fn importing_a_json_ledger_leaves_no_lock_file_beside_it() {
             "ledger.json.json-imported".to_string()
         ])
     );
+}
+
+#[test]
+fn a_claim_still_running_is_answered_with_its_kind_effect_and_age() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger.db");
+    let ledger = SqliteLedger::open(&path).expect("opens");
+    let fetch = read_req("job").operation("fetch", "git://h/r.git");
+    let push = req("job").operation("push", "git://h/r.git");
+    assert_eq!(ledger.claim(&fetch).expect("claim"), Claim::Claimed);
+    // Another value over the file (another process) asks with a push.
+    let other = SqliteLedger::open(&path).expect("opens");
+    let earlier = running(other.claim(&push).expect("claim"));
+    assert_eq!(earlier.kind.as_deref(), Some("fetch"));
+    assert_eq!(earlier.may_have_applied, None, "the earlier run is a read");
+    assert!(earlier.elapsed_ms < 60_000, "{earlier:?}");
+
+    assert_eq!(
+        ledger.claim(&with_id(push, "w")).expect("claim"),
+        Claim::Claimed
+    );
+    let earlier = running(other.claim(&with_id(fetch, "w")).expect("claim"));
+    assert_eq!(earlier.kind.as_deref(), Some("push"));
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "a write still running"
+    );
+
+    // Claimed an hour ago: the answer says how long it has not ended.
+    rusqlite::Connection::open(&path)
+        .expect("raw connection")
+        .execute(
+            "UPDATE claims SET claimed_at = claimed_at - 3600000 WHERE id = 'job'",
+            [],
+        )
+        .expect("an hour earlier");
+    let earlier = running(other.claim(&push).expect("claim"));
+    assert!(earlier.elapsed_ms >= 3_600_000, "{earlier:?}");
+    // Once it ends, its run is the answer.
+    let run = a_run();
+    ledger.finish(&done("job", &run)).expect("finish");
+    assert_eq!(other.claim(&push).expect("claim"), Claim::Taken(Some(run)));
+}
+
+#[test]
+fn a_json_ledgers_claim_still_running_is_imported_with_its_kind_and_effect() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("ledger");
+    let fetch = read_req("fetching").operation("fetch", "git://h/r.git");
+    let push = req("pushing").operation("push", "git://h/r.git");
+    let json = FileLedger::new(&path);
+    assert_eq!(json.claim(&fetch).expect("claim"), Claim::Claimed);
+    assert_eq!(json.claim(&push).expect("claim"), Claim::Claimed);
+
+    let ledger = SqliteLedger::open(&path).expect("imports");
+    let earlier = running(ledger.claim(&with_id(push, "fetching")).expect("claim"));
+    assert_eq!(earlier.kind.as_deref(), Some("fetch"));
+    assert_eq!(earlier.may_have_applied, None, "a read");
+    let earlier = running(ledger.claim(&with_id(fetch, "pushing")).expect("claim"));
+    assert_eq!(earlier.kind.as_deref(), Some("push"));
+    assert_eq!(earlier.may_have_applied, Some(true), "a write");
+    let row = ledger.show("pushing").expect("show").expect("kept");
+    assert_eq!((row.run, row.finished_at), (None, None), "still running");
+}
+
+/// A claim of `id` (a read) with [`LEFT`] left.
+fn read_req(id: &str) -> ClaimRequest<'_> {
+    ClaimRequest::new(id, Effect::Read, LEFT)
+}
+
+/// `r` for another id.
+fn with_id<'a>(mut r: ClaimRequest<'a>, id: &'a str) -> ClaimRequest<'a> {
+    r.id = id;
+    r
 }
 
 /// What remains of a deadline, in the calls these tests make outside any

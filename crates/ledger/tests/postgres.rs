@@ -20,7 +20,7 @@ use std::time::{Duration, UNIX_EPOCH};
 use sluice_ledger::{PostgresLedger, Store};
 use sluice_policy::{
     AttemptError, BackoffShape, Bounds, BudgetStore, Claim, Effect, Ledger, Operation, OutcomeKind,
-    Policy, RetryBudget, Stopped,
+    Policy, PreviousResult, RetryBudget, Stopped,
 };
 use sluice_testkit::{Capture, Postgres};
 
@@ -445,12 +445,12 @@ fn the_schema_is_created_once_and_a_newer_one_is_refused() {
     assert_eq!(a.claim(&req("x")).expect("claim"), Claim::Claimed);
     drop(a);
     let b = PostgresLedger::open(&url).expect("opens the existing schema");
-    assert_eq!(b.claim(&req("x")).expect("claim"), Claim::Taken(None));
+    assert_running(b.claim(&req("x")).expect("claim"));
     assert_eq!(
         pg.psql("SELECT version FROM sluice_schema WHERE component = 'ledger'")
             .expect("psql")
             .trim(),
-        "2"
+        "3"
     );
     pg.psql("UPDATE sluice_schema SET version = 99 WHERE component = 'ledger'")
         .expect("psql");
@@ -482,15 +482,17 @@ fn a_read_creates_no_ledger_and_a_schema_1_database_is_read_as_it_is_then_migrat
          CREATE TABLE sluice_retry_budget (host text PRIMARY KEY,
              tokens double precision NOT NULL, at timestamptz NOT NULL, spent boolean NOT NULL);
          INSERT INTO sluice_ledger VALUES ('old', (extract(epoch from now()) * 1000)::bigint, (extract(epoch from now()) * 1000)::bigint,
-             '{\"result\":\"succeeded\",\"may_have_applied\":null,\"elapsed_ms\":3,\"attempts\":[]}', 't');",
+             '{\"result\":\"succeeded\",\"may_have_applied\":null,\"elapsed_ms\":3,\"attempts\":[]}', 't');
+         INSERT INTO sluice_ledger VALUES ('old-running', (extract(epoch from now()) * 1000)::bigint - 60000,
+             NULL, NULL, 't');",
     )
     .expect("the schema of version 1");
     let reader = Store::open_read(Path::new(&url), LEFT).expect("opens to read");
     let rows = reader.list(UNIX_EPOCH).expect("list");
-    assert_eq!(rows.len(), 1);
-    assert_eq!(rows[0].id, "old");
-    assert_eq!(rows[0].run.as_ref().map(|r| r.elapsed_ms), Some(3));
-    assert_eq!((&rows[0].kind, &rows[0].refs), (&None, &None));
+    let ids: Vec<&str> = rows.iter().map(|r| r.id.as_str()).collect();
+    assert_eq!(ids, ["old-running", "old"], "oldest first");
+    assert_eq!(rows[1].run.as_ref().map(|r| r.elapsed_ms), Some(3));
+    assert_eq!((&rows[1].kind, &rows[1].refs), (&None, &None));
     assert_eq!(
         pg.psql("SELECT version FROM sluice_schema WHERE component = 'ledger'")
             .expect("psql")
@@ -503,8 +505,16 @@ fn a_read_creates_no_ledger_and_a_schema_1_database_is_read_as_it_is_then_migrat
         pg.psql("SELECT version FROM sluice_schema WHERE component = 'ledger'")
             .expect("psql")
             .trim(),
-        "2"
+        "3"
     );
+    // The old claim still running: of a kind and effect not known (a write
+    // may have applied), claimed a minute ago.
+    let Claim::Taken(Some(old)) = writer.claim(&read_req("old-running")).expect("claim") else {
+        panic!("taken, with what is known of it");
+    };
+    assert_eq!(old.result, PreviousResult::Running);
+    assert_eq!((old.kind, old.may_have_applied), (None, Some(true)));
+    assert!(old.elapsed_ms >= 60_000, "{}", old.elapsed_ms);
     let refs = vec![
         "+0123:refs/heads/main".to_string(),
         ":refs/heads/gone".to_string(),
@@ -651,10 +661,54 @@ fn prune_deletes_the_rows_past_the_window_in_batches_and_frees_their_ids() {
     assert!(ledger.show("old-7").expect("show").is_none());
     assert!(ledger.show("new").expect("show").is_some());
     assert_eq!(ledger.claim(&req("old-7")).expect("claim"), Claim::Claimed);
+    assert_running(ledger.claim(&req("new")).expect("claim"));
+}
+
+#[test]
+fn a_claim_still_running_is_answered_with_its_kind_effect_and_age() {
+    let pg = Postgres::start().expect("PostgreSQL starts");
+    let url = pg.url_with_password();
+    let a = PostgresLedger::open(&url).expect("opens");
+    let b = PostgresLedger::open(&url).expect("opens");
+    let fetch = read_req("job").operation("fetch", "git://h/r.git");
+    let push = req("job").operation("push", "git://h/r.git");
+    assert_eq!(a.claim(&fetch).expect("claim"), Claim::Claimed);
+    // Another replica asks with a push.
+    let Claim::Taken(Some(earlier)) = b.claim(&push).expect("claim") else {
+        panic!("taken, with what is known of it");
+    };
+    assert_eq!(earlier.result, PreviousResult::Running);
+    assert_eq!(earlier.kind.as_deref(), Some("fetch"));
+    assert_eq!(earlier.may_have_applied, None, "the earlier run is a read");
+    assert!(earlier.attempts.is_empty());
+
+    let mut write = push;
+    write.id = "w";
+    assert_eq!(a.claim(&write).expect("claim"), Claim::Claimed);
+    let mut read = fetch;
+    read.id = "w";
+    let Claim::Taken(Some(earlier)) = b.claim(&read).expect("claim") else {
+        panic!("taken, with what is known of it");
+    };
+    assert_eq!(earlier.kind.as_deref(), Some("push"));
     assert_eq!(
-        ledger.claim(&req("new")).expect("claim"),
-        Claim::Taken(None)
+        earlier.may_have_applied,
+        Some(true),
+        "a write still running"
     );
+
+    // Claimed an hour ago by the server's clock: the answer says so.
+    pg.psql("UPDATE sluice_ledger SET claimed_at = claimed_at - 3600000 WHERE id = 'job'")
+        .expect("psql");
+    let Claim::Taken(Some(earlier)) = b.claim(&push).expect("claim") else {
+        panic!("taken");
+    };
+    assert!(earlier.elapsed_ms >= 3_600_000, "{earlier:?}");
+}
+
+/// A claim of `id` (a read) with [`LEFT`] left.
+fn read_req(id: &str) -> sluice_policy::ClaimRequest<'_> {
+    sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Read, LEFT)
 }
 
 /// What remains of a deadline, in the calls these tests make outside any
@@ -664,4 +718,16 @@ const LEFT: std::time::Duration = std::time::Duration::from_secs(10);
 /// A claim of `id` (a write) with [`LEFT`] left.
 fn req(id: &str) -> sluice_policy::ClaimRequest<'_> {
     sluice_policy::ClaimRequest::new(id, sluice_policy::Effect::Write, LEFT)
+}
+
+/// Assert that `claim` answers a claim still running (the tests' claims
+/// are writes: it may have applied).
+fn assert_running(claim: Claim) {
+    match claim {
+        Claim::Taken(Some(run)) if run.result == sluice_policy::PreviousResult::Running => {
+            assert_eq!(run.may_have_applied, Some(true), "{run:?}");
+            assert!(run.attempts.is_empty(), "{run:?}");
+        }
+        other => panic!("not a running earlier run: {other:?}"),
+    }
 }

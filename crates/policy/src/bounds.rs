@@ -122,7 +122,12 @@ impl Default for Bounds {
 ///
 /// Writes keep back 2 s of each attempt for settling reads (at most half of
 /// what remains of the deadline).
+///
+/// Not exhaustive: a new kind of call may get a profile of its own; a
+/// `match` outside this crate keeps a wildcard arm (or asks
+/// [`Profile::bounds`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Profile {
     /// Reading through a forge outage: minutes.
     Wait,

@@ -11,6 +11,10 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// What the remote made of one attempt, as far as the client could see.
+///
+/// Closed: the design's four classes, each with its own rule of the class ×
+/// effect table; a new one would change the table, so it is not
+/// `#[non_exhaustive]` and a `match` on it needs no wildcard arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Class {
@@ -42,6 +46,8 @@ impl Class {
 }
 
 /// Whether an operation changes the remote.
+///
+/// Closed: an operation reads or writes; not `#[non_exhaustive]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Effect {
@@ -66,7 +72,12 @@ impl Effect {
 /// The policy, not the layer, decides whether it is the credential class: a
 /// [`AuthSignal::Unauthorized`] always is; a [`AuthSignal::ForbiddenOrNotFound`]
 /// only within the fresh window after the credential was bought.
+///
+/// Not exhaustive: a layer may learn another sign (a proxy's 407, a
+/// transport's own refusal); a `match` outside this crate keeps a wildcard
+/// arm.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum AuthSignal {
     /// HTTP 401.
     Unauthorized,

@@ -139,12 +139,21 @@ impl<'a> FinishRequest<'a> {
 }
 
 /// The answer to a claim.
+///
+/// Closed: an id is free or taken; there is no third answer (a store that
+/// cannot tell answers an error), so it is not `#[non_exhaustive]`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 #[must_use = "a taken id must not run: a Claim says whether the operation may start"]
 pub enum Claim {
     /// The id was free and is now ours.
     Claimed,
-    /// The id was claimed before; the earlier run when it has ended.
+    /// The id was claimed before: the earlier run, as far as the store
+    /// knows it. One that has not finished is
+    /// [`PreviousRun::running`] (its result
+    /// [`PreviousResult::Running`](crate::PreviousResult::Running)) with
+    /// the kind and effect its claim recorded. The stores of this
+    /// workspace always answer `Some`; `None` (a store that keeps nothing
+    /// of a claim) is read by the policy as running, of this call's effect.
     Taken(Option<PreviousRun>),
 }
 
@@ -190,7 +199,20 @@ pub trait Ledger: Send + Sync {
 /// call with a caller's id, and SipHash was a fifth of its cost.
 #[derive(Debug, Default)]
 pub struct MemoryLedger {
-    entries: Mutex<HashMap<String, Option<PreviousRun>, foldhash::fast::RandomState>>,
+    entries: Mutex<HashMap<String, Slot, foldhash::fast::RandomState>>,
+}
+
+/// One id in a [`MemoryLedger`].
+#[derive(Debug)]
+enum Slot {
+    /// Claimed, not finished: what the claim said, and when.
+    Running {
+        kind: Option<Box<str>>,
+        effect: Effect,
+        at: Instant,
+    },
+    /// Finished.
+    Ended(PreviousRun),
 }
 
 impl MemoryLedger {
@@ -207,9 +229,20 @@ impl Ledger for MemoryLedger {
         let mut e = self.entries.lock().expect("ledger lock poisoned");
         // One lookup: a taken id (rare) pays for its key's copy.
         match e.entry(id.to_owned()) {
-            Entry::Occupied(prev) => Ok(Claim::Taken(prev.get().clone())),
+            Entry::Occupied(prev) => Ok(Claim::Taken(Some(match prev.get() {
+                Slot::Running { kind, effect, at } => PreviousRun::running(
+                    kind.as_deref().map(str::to_owned),
+                    Some(*effect),
+                    at.elapsed(),
+                ),
+                Slot::Ended(run) => run.clone(),
+            }))),
             Entry::Vacant(slot) => {
-                slot.insert(None);
+                slot.insert(Slot::Running {
+                    kind: req.kind.map(Box::from),
+                    effect: req.effect,
+                    at: Instant::now(),
+                });
                 Ok(Claim::Claimed)
             }
         }
@@ -219,9 +252,9 @@ impl Ledger for MemoryLedger {
         let (id, run) = (req.id, req.run.clone());
         let mut e = self.entries.lock().expect("ledger lock poisoned");
         match e.get_mut(id) {
-            Some(slot) => *slot = Some(run),
+            Some(slot) => *slot = Slot::Ended(run),
             None => {
-                e.insert(id.to_string(), Some(run));
+                e.insert(id.to_string(), Slot::Ended(run));
             }
         }
         Ok(())
@@ -238,7 +271,46 @@ impl Ledger for MemoryLedger {
 
 #[derive(Serialize, Deserialize, Default)]
 struct LedgerFile {
-    operations: BTreeMap<String, Option<PreviousRun>>,
+    operations: BTreeMap<String, Option<FileEntry>>,
+}
+
+/// One id in a [`FileLedger`]'s file: its run once it has ended; while it
+/// runs, a run of result `running` saying what its claim knew (kind,
+/// `may_have_applied` by its effect, no attempts) and when it was claimed.
+/// `null` is a claim written before the file kept that: running, nothing
+/// known of it. (A process of an earlier version reads a running entry as
+/// the earlier run it is, the extra field ignored.)
+#[derive(Serialize, Deserialize)]
+struct FileEntry {
+    #[serde(flatten)]
+    run: PreviousRun,
+    /// When the claim of a run still running was made (Unix ms).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    claimed_at_ms: Option<u64>,
+}
+
+impl FileEntry {
+    /// The earlier run as a claim answers it: a running one's elapsed time
+    /// is how long ago it was claimed.
+    fn previous(entry: Option<&FileEntry>) -> PreviousRun {
+        match entry {
+            None => PreviousRun::running(None, None, Duration::ZERO),
+            Some(e) => {
+                let mut run = e.run.clone();
+                if let Some(at) = e.claimed_at_ms {
+                    run.elapsed_ms = unix_ms().saturating_sub(at);
+                }
+                run
+            }
+        }
+    }
+}
+
+/// The wall clock in Unix milliseconds (0 before the epoch).
+fn unix_ms() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// Claims in a JSON file shared by processes.
@@ -247,6 +319,12 @@ struct LedgerFile {
 /// another process's at most the request's `left`), reads the file,
 /// writes the new content to a temporary file beside it and renames it over
 /// the ledger.
+///
+/// The file is `{"operations": {"<id>": <run>}}`: an id's run once it has
+/// ended; while it runs, a run of result `running` carrying the claim's
+/// kind, `may_have_applied` by its effect and `claimed_at_ms`, so that
+/// another process asking for the id learns what it is. A `null` (written
+/// by an earlier version) reads as running, nothing known of it.
 #[derive(Debug, Clone)]
 pub struct FileLedger {
     path: PathBuf,
@@ -348,9 +426,21 @@ impl Ledger for FileLedger {
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
         let id = req.id;
         self.with_lock(req.left, |data| match data.operations.get(id) {
-            Some(prev) => (false, Claim::Taken(prev.clone())),
+            Some(prev) => (
+                false,
+                Claim::Taken(Some(FileEntry::previous(prev.as_ref()))),
+            ),
             None => {
-                data.operations.insert(id.to_string(), None);
+                let run = PreviousRun::running(
+                    req.kind.map(str::to_owned),
+                    Some(req.effect),
+                    Duration::ZERO,
+                );
+                let entry = FileEntry {
+                    run,
+                    claimed_at_ms: Some(unix_ms()),
+                };
+                data.operations.insert(id.to_string(), Some(entry));
                 (true, Claim::Claimed)
             }
         })
@@ -358,8 +448,11 @@ impl Ledger for FileLedger {
 
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
         self.with_lock(req.left, |data| {
-            data.operations
-                .insert(req.id.to_string(), Some(req.run.clone()));
+            let entry = FileEntry {
+                run: req.run.clone(),
+                claimed_at_ms: None,
+            };
+            data.operations.insert(req.id.to_string(), Some(entry));
             (true, ())
         })
     }

@@ -115,8 +115,8 @@ pub use ledger::{
     Claim, ClaimRequest, FileLedger, FinishRequest, Ledger, LedgerError, MemoryLedger, FINISH_FLOOR,
 };
 pub use outcome::{
-    AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousRun, Reconciled, SettlingRead,
-    Stopped, Verdict, SCHEMA,
+    AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousResult, PreviousRun, Reconciled,
+    RejectedIsNotARun, SettlingRead, Stopped, Verdict, SCHEMA,
 };
 pub use refusal_log::REFUSAL_LOG_INTERVAL;
 pub use secrecy;

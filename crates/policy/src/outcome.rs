@@ -3,6 +3,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::time::Duration;
 
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
@@ -13,7 +14,13 @@ use crate::class::{AttemptError, Class, Effect};
 /// (additions keep it, changes bump it).
 pub const SCHEMA: u32 = 2;
 
-/// How an operation ended.
+/// How this call ended: the `result` of an [`Outcome`].
+///
+/// Closed: the design's vocabulary of results, every one of which a caller
+/// must handle, so it is not `#[non_exhaustive]` and a `match` on it needs
+/// no wildcard arm (a new kind would be a breaking change, as it should:
+/// every caller's handling would be incomplete). An earlier run's state,
+/// which may also be `running`, is a [`PreviousResult`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum OutcomeKind {
@@ -29,10 +36,6 @@ pub enum OutcomeKind {
     /// command that cannot start, a ledger that cannot be read): never the
     /// remote's answer, never tried again.
     LocalError,
-    /// Only in [`PreviousRun`]: the earlier run of the id has not finished
-    /// — it may still be running, or its process died; nothing tells them
-    /// apart, and nothing may start it again.
-    Running,
 }
 
 impl OutcomeKind {
@@ -44,12 +47,112 @@ impl OutcomeKind {
             OutcomeKind::Unknown => "unknown",
             OutcomeKind::Rejected => "rejected",
             OutcomeKind::LocalError => "local-error",
-            OutcomeKind::Running => "running",
         }
     }
 }
 
+/// The state of an earlier run of an operation id, as a ledger keeps it:
+/// the `result` of a [`PreviousRun`], with the same kebab-case names as
+/// [`OutcomeKind`] in JSON.
+///
+/// Closed, like [`OutcomeKind`]: a `match` on it needs no wildcard arm.
+///
+/// There is no `rejected`: a ledger's row is written by the run that
+/// claimed the id, and a rejected call claimed nothing and records
+/// nothing (the policy returns before its finish step), so no earlier run
+/// can have been a rejection. [`TryFrom<OutcomeKind>`] refuses
+/// [`OutcomeKind::Rejected`] for that reason.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum PreviousResult {
+    /// It succeeded (or its unknown write was settled: landed).
+    Succeeded,
+    /// The remote answered it.
+    Answered,
+    /// It had no answer within its bounds.
+    Unknown,
+    /// It stopped on this side.
+    LocalError,
+    /// It has not finished: it may still be running, or its process died;
+    /// nothing tells them apart, and nothing may start it again.
+    Running,
+}
+
+impl PreviousResult {
+    /// The kebab-case name (the same as [`OutcomeKind::as_str`] for the
+    /// kinds both have).
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            PreviousResult::Succeeded => "succeeded",
+            PreviousResult::Answered => "answered",
+            PreviousResult::Unknown => "unknown",
+            PreviousResult::LocalError => "local-error",
+            PreviousResult::Running => "running",
+        }
+    }
+
+    /// How the earlier run ended as an [`OutcomeKind`]; `None` while it
+    /// is running.
+    pub const fn ended(self) -> Option<OutcomeKind> {
+        match self {
+            PreviousResult::Succeeded => Some(OutcomeKind::Succeeded),
+            PreviousResult::Answered => Some(OutcomeKind::Answered),
+            PreviousResult::Unknown => Some(OutcomeKind::Unknown),
+            PreviousResult::LocalError => Some(OutcomeKind::LocalError),
+            PreviousResult::Running => None,
+        }
+    }
+}
+
+/// A [`OutcomeKind::Rejected`] outcome offered as an earlier run's result:
+/// a rejection ran nothing and is never recorded (see [`PreviousResult`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("a rejected call ran nothing: it is never an earlier run's result")]
+pub struct RejectedIsNotARun;
+
+impl TryFrom<OutcomeKind> for PreviousResult {
+    type Error = RejectedIsNotARun;
+
+    fn try_from(kind: OutcomeKind) -> Result<Self, Self::Error> {
+        match kind {
+            OutcomeKind::Succeeded => Ok(PreviousResult::Succeeded),
+            OutcomeKind::Answered => Ok(PreviousResult::Answered),
+            OutcomeKind::Unknown => Ok(PreviousResult::Unknown),
+            OutcomeKind::LocalError => Ok(PreviousResult::LocalError),
+            OutcomeKind::Rejected => Err(RejectedIsNotARun),
+        }
+    }
+}
+
+/// An earlier run that ended as `kind` (never a `running` one).
+impl PartialEq<OutcomeKind> for PreviousResult {
+    fn eq(&self, kind: &OutcomeKind) -> bool {
+        self.ended() == Some(*kind)
+    }
+}
+
+/// As `PreviousResult == OutcomeKind`.
+impl PartialEq<PreviousResult> for OutcomeKind {
+    fn eq(&self, result: &PreviousResult) -> bool {
+        result == self
+    }
+}
+
+impl TryFrom<PreviousResult> for OutcomeKind {
+    /// The earlier run is still `running`.
+    type Error = PreviousResult;
+
+    fn try_from(result: PreviousResult) -> Result<Self, Self::Error> {
+        result.ended().ok_or(result)
+    }
+}
+
 /// Why the operation stopped trying.
+///
+/// Not exhaustive: a new bound or a new way to stop (a new kind of budget)
+/// adds a reason, and a caller's `match` keeps a wildcard arm for it (the
+/// outcome's kind says what to do; this says why).
+#[non_exhaustive]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Stopped {
@@ -107,6 +210,9 @@ pub struct AttemptRecord {
 }
 
 /// What settling an unknown write by reading found.
+///
+/// Closed: a read finds the write, the expected value, or something else;
+/// there is no fourth answer, so it is not `#[non_exhaustive]`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Verdict {
@@ -166,21 +272,45 @@ pub struct SettlingRead {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PreviousRun {
     /// What the earlier run was (`ls-refs`, `fetch`, `push`, `merge-pull`,
-    /// …); `None` when the store did not say (a run recorded before the
-    /// ledger kept it, or one still running whose claim a store answers
-    /// without it).
+    /// …), also while it is still running; `None` when the store did not
+    /// say (a run claimed or recorded before the ledger kept it).
     #[serde(default)]
     pub kind: Option<String>,
-    /// How it ended, or [`OutcomeKind::Running`] when it has not.
-    pub result: OutcomeKind,
+    /// How it ended, or [`PreviousResult::Running`] when it has not.
+    pub result: PreviousResult,
     /// Writes: whether the remote may hold the write (always `true` for a
-    /// write still running). Reads: `None`.
+    /// write still running). Reads: `None`. A run still running whose
+    /// effect the store does not know (claimed before the store kept it)
+    /// is `true`: nothing says it did not write.
     #[serde(default)]
     pub may_have_applied: Option<bool>,
-    /// How long it ran (ms).
+    /// How long it ran (ms); while it is running, how long ago it was
+    /// claimed, as far as the store knows (`0` when it does not).
     pub elapsed_ms: u64,
     /// Its attempt history.
     pub attempts: Vec<AttemptRecord>,
+}
+
+impl PreviousRun {
+    /// An earlier run that has not finished, as a store that holds its
+    /// claim answers it: `kind` as the claim recorded it, `effect` when the
+    /// store knows it (`may_have_applied` is `Some(true)` for a write and
+    /// when the effect is not known — nothing says it did not write —, and
+    /// `None` for a read), and how long ago it was claimed (`elapsed`, as
+    /// far as the store knows; zero when it does not). No attempts: they
+    /// are recorded when it finishes.
+    pub fn running(kind: Option<String>, effect: Option<Effect>, elapsed: Duration) -> PreviousRun {
+        PreviousRun {
+            kind,
+            result: PreviousResult::Running,
+            may_have_applied: match effect {
+                Some(Effect::Read) => None,
+                Some(Effect::Write) | None => Some(true),
+            },
+            elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+            attempts: Vec::new(),
+        }
+    }
 }
 
 /// What the operation was.
@@ -251,7 +381,8 @@ pub struct Outcome<T> {
     pub reconciled: Option<Reconciled>,
     /// Fingerprints of refused credentials.
     pub refused_credentials: Vec<String>,
-    /// With `rejected`: the earlier run (its result, or `running`).
+    /// With `rejected`: the earlier run (its result, or `running`; what
+    /// kind of operation it was when the ledger knows).
     pub previous: Option<PreviousRun>,
     /// What the server said beside the protocol (side-band 2, a hook's
     /// words), in order, one line each.
@@ -294,16 +425,18 @@ impl<T> Outcome<T> {
         }
     }
 
-    /// The summary a ledger keeps of this run.
+    /// The summary a ledger keeps of this run; `None` for a `rejected`
+    /// outcome, which ran nothing and is never recorded (the id's row
+    /// keeps the run that claimed it).
     #[must_use]
-    pub fn summary(&self) -> PreviousRun {
-        PreviousRun {
+    pub fn summary(&self) -> Option<PreviousRun> {
+        Some(PreviousRun {
             kind: Some(self.operation.kind.clone()),
-            result: self.kind,
+            result: PreviousResult::try_from(self.kind).ok()?,
             may_have_applied: self.may_have_applied,
             elapsed_ms: self.elapsed_ms,
             attempts: self.attempts.clone(),
-        }
+        })
     }
 }
 

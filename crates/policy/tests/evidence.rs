@@ -12,7 +12,8 @@ use common::*;
 use sluice_policy::secrecy::SecretString;
 use sluice_policy::{
     AttemptError, AuthSignal, Bounds, Claim, ClaimRequest, Class, Effect, FinishRequest, Ledger,
-    LedgerError, Operation, OutcomeKind, Rejection, Settlement, StaticSource, Stopped,
+    LedgerError, Operation, OutcomeKind, PreviousResult, Rejection, Settlement, StaticSource,
+    Stopped,
 };
 
 #[test]
@@ -89,7 +90,8 @@ fn a_rejection_of_an_id_still_running_says_a_write_may_have_applied() {
         );
         assert_eq!(nested.kind, OutcomeKind::Rejected);
         let previous = nested.previous.as_ref().expect("running");
-        assert_eq!(previous.result, OutcomeKind::Running);
+        assert_eq!(previous.result, PreviousResult::Running);
+        assert_eq!(previous.kind.as_deref(), Some("push"));
         assert_eq!(nested.may_have_applied, Some(true));
         assert_eq!(nested.may_have_applied, previous.may_have_applied);
         assert!(nested.error.is_none());
@@ -263,4 +265,34 @@ fn a_write_settled_by_reading_keeps_the_layers_typed_error() {
     assert_eq!(out.kind, OutcomeKind::Unknown);
     let error = out.error.as_ref().expect("the unknown attempt");
     assert_eq!(error.source_as::<CutAfterPack>(), Some(&CutAfterPack));
+}
+
+#[test]
+fn a_rejection_of_an_id_a_running_fetch_holds_says_it_is_a_fetch_that_wrote_nothing() {
+    let (policy, _clock) = manual_policy();
+    let fetch = Operation::new("fetch", Effect::Read, "git://example.test/repo");
+    let out = policy.run(fetch.id("job-8"), |_ctx| {
+        let push = policy.run(
+            write_op(Bounds::default()).id("job-8"),
+            |_ctx| -> Result<(), _> { unreachable!("the id names the fetch: the push never runs") },
+        );
+        assert_eq!(push.kind, OutcomeKind::Rejected);
+        let previous = push
+            .previous
+            .as_ref()
+            .expect("the earlier run, still running");
+        assert_eq!(previous.kind.as_deref(), Some("fetch"));
+        assert_eq!(previous.result, PreviousResult::Running);
+        assert_eq!(previous.may_have_applied, None, "the earlier run is a read");
+        assert_eq!(
+            push.may_have_applied,
+            Some(false),
+            "nothing under this id writes: the earlier run is a read"
+        );
+        let v = serde_json::to_value(&push).expect("serialises");
+        assert_eq!(v["previous"]["kind"], "fetch");
+        assert_eq!(v["previous"]["result"], "running");
+        Ok(())
+    });
+    assert!(out.is_success());
 }

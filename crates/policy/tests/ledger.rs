@@ -14,8 +14,8 @@ use std::time::Duration;
 use common::*;
 use sluice_policy::{
     AttemptError, BackoffShape, Bounds, BudgetStore, Claim, ClaimRequest, Clock, Effect,
-    FileLedger, FinishRequest, Ledger, MemoryLedger, OutcomeKind, Policy, RetryBudget,
-    FINISH_FLOOR,
+    FileLedger, FinishRequest, Ledger, MemoryLedger, OutcomeKind, Policy, PreviousResult,
+    PreviousRun, RetryBudget, FINISH_FLOOR,
 };
 
 fn exhausting_bounds() -> Bounds {
@@ -87,7 +87,7 @@ fn an_id_asked_again_while_it_still_runs_is_rejected_with_a_running_previous_run
         });
         assert_eq!(nested.kind, OutcomeKind::Rejected);
         let previous = nested.previous.expect("the earlier run, still running");
-        assert_eq!(previous.result, OutcomeKind::Running);
+        assert_eq!(previous.result, PreviousResult::Running);
         assert_eq!(previous.may_have_applied, None, "a read");
         Ok(())
     });
@@ -110,11 +110,90 @@ fn req(id: &str) -> ClaimRequest<'_> {
     ClaimRequest::new(id, Effect::Write, secs(10))
 }
 
+/// `r` for another id.
+fn with_id<'a>(mut r: ClaimRequest<'a>, id: &'a str) -> ClaimRequest<'a> {
+    r.id = id;
+    r
+}
+
+/// The earlier run a claim answers for an id still running.
+fn running(claim: Claim) -> PreviousRun {
+    match claim {
+        Claim::Taken(Some(run)) if run.result == PreviousResult::Running => {
+            assert!(run.attempts.is_empty(), "{run:?}");
+            run
+        }
+        other => panic!("not a running earlier run: {other:?}"),
+    }
+}
+
 #[test]
 fn a_memory_ledger_claims_an_id_once() {
     let ledger = MemoryLedger::new();
     assert_eq!(ledger.claim(&req("x")).unwrap(), Claim::Claimed);
-    assert_eq!(ledger.claim(&req("x")).unwrap(), Claim::Taken(None));
+    running(ledger.claim(&req("x")).unwrap());
+}
+
+#[test]
+fn a_memory_ledger_answers_a_claim_still_running_with_its_kind_and_effect() {
+    let ledger = MemoryLedger::new();
+    let fetch = ClaimRequest::new("job", Effect::Read, secs(10)).operation("fetch", "git://h/r");
+    assert_eq!(ledger.claim(&fetch).unwrap(), Claim::Claimed);
+    let push = req("job").operation("push", "git://h/r");
+    let earlier = running(ledger.claim(&push).unwrap());
+    assert_eq!(earlier.kind.as_deref(), Some("fetch"));
+    assert_eq!(earlier.may_have_applied, None, "the earlier run is a read");
+
+    assert_eq!(ledger.claim(&with_id(push, "w")).unwrap(), Claim::Claimed);
+    let earlier = running(ledger.claim(&with_id(fetch, "w")).unwrap());
+    assert_eq!(earlier.kind.as_deref(), Some("push"));
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "a write still running"
+    );
+}
+
+#[test]
+fn a_file_ledger_answers_a_claim_still_running_with_its_kind_effect_and_age() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("ledger.json");
+    let push = req("job").operation("push", "git://h/r");
+    assert_eq!(FileLedger::new(&path).claim(&push).unwrap(), Claim::Claimed);
+    // Another value over the file (another process) sees what the claim was.
+    let fetch = ClaimRequest::new("job", Effect::Read, secs(10)).operation("fetch", "git://h/r");
+    let earlier = running(FileLedger::new(&path).claim(&fetch).unwrap());
+    assert_eq!(earlier.kind.as_deref(), Some("push"));
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "a write still running"
+    );
+
+    // A claim made a minute ago says so; one an earlier version wrote
+    // (`null`) is running, nothing known of it.
+    let now_ms = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as u64;
+    let text = serde_json::json!({"operations": {
+        "a-minute-ago": {"kind": "fetch", "result": "running", "may_have_applied": null,
+                         "elapsed_ms": 0, "attempts": [], "claimed_at_ms": now_ms - 60_000},
+        "old": null,
+    }});
+    std::fs::write(&path, text.to_string()).unwrap();
+    let ledger = FileLedger::new(&path);
+    let earlier = running(ledger.claim(&with_id(push, "a-minute-ago")).unwrap());
+    assert_eq!(earlier.kind.as_deref(), Some("fetch"));
+    assert_eq!(earlier.may_have_applied, None);
+    assert!(earlier.elapsed_ms >= 60_000, "{earlier:?}");
+    let earlier = running(ledger.claim(&with_id(fetch, "old")).unwrap());
+    assert_eq!(earlier.kind, None);
+    assert_eq!(
+        earlier.may_have_applied,
+        Some(true),
+        "nothing says it did not write"
+    );
 }
 
 #[test]
@@ -268,7 +347,7 @@ type Claimed = (String, Duration, Option<String>, Option<String>);
 #[derive(Debug, Default)]
 struct Asked {
     claims: std::sync::Mutex<Vec<Claimed>>,
-    finishes: std::sync::Mutex<Vec<(String, Duration, OutcomeKind)>>,
+    finishes: std::sync::Mutex<Vec<(String, Duration, PreviousResult)>>,
     spends: std::sync::Mutex<Vec<Duration>>,
     credits: std::sync::Mutex<Vec<Duration>>,
 }
@@ -343,7 +422,11 @@ fn the_ledger_and_the_budget_are_given_what_remains_of_the_deadline() {
     assert_eq!(*asked.credits.lock().unwrap(), vec![millis(3_900)]);
     assert_eq!(
         *asked.finishes.lock().unwrap(),
-        vec![("op-left".to_string(), millis(3_900), OutcomeKind::Succeeded)]
+        vec![(
+            "op-left".to_string(),
+            millis(3_900),
+            PreviousResult::Succeeded
+        )]
     );
 }
 
@@ -360,7 +443,7 @@ fn a_finish_after_the_deadline_is_given_the_floor() {
     assert_eq!(out.recorded, Some(true));
     assert_eq!(
         *asked.finishes.lock().unwrap(),
-        vec![("op-late".to_string(), FINISH_FLOOR, OutcomeKind::Unknown)]
+        vec![("op-late".to_string(), FINISH_FLOOR, PreviousResult::Unknown)]
     );
 }
 

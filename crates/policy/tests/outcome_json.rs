@@ -9,8 +9,8 @@ use std::sync::Arc;
 use common::*;
 use serde_json::Value;
 use sluice_policy::{
-    AttemptError, BackoffShape, Bounds, Class, Effect, Operation, OutcomeKind, Policy, Profile,
-    Settlement, Stopped, Verdict,
+    AttemptError, BackoffShape, Bounds, Class, Effect, Operation, OutcomeKind, Policy,
+    PreviousResult, PreviousRun, Profile, Settlement, Stopped, Verdict,
 };
 
 fn keys(v: &Value) -> BTreeSet<&str> {
@@ -224,6 +224,87 @@ fn enum_values_serialise_as_their_kebab_case_names() {
     for e in [Effect::Read, Effect::Write] {
         assert_eq!(serde_json::to_value(e).unwrap(), e.as_str());
     }
+}
+
+/// What a caller does with each kind a call can end with: an exhaustive
+/// `match` with no wildcard and no arm for an earlier run's state (with a
+/// `running` kind in `OutcomeKind`, this does not compile).
+fn handle(kind: OutcomeKind) -> &'static str {
+    match kind {
+        OutcomeKind::Succeeded => "use the value",
+        OutcomeKind::Answered => "read the answer",
+        OutcomeKind::Unknown => "read what the remote holds",
+        OutcomeKind::Rejected => "read previous",
+        OutcomeKind::LocalError => "mend this side",
+    }
+}
+
+#[test]
+fn a_match_on_an_outcome_kind_needs_no_arm_for_an_earlier_runs_state() {
+    let kinds = [
+        OutcomeKind::Succeeded,
+        OutcomeKind::Answered,
+        OutcomeKind::Unknown,
+        OutcomeKind::Rejected,
+        OutcomeKind::LocalError,
+    ];
+    let handled: BTreeSet<&str> = kinds.into_iter().map(handle).collect();
+    assert_eq!(handled.len(), kinds.len());
+    assert!(serde_json::from_value::<OutcomeKind>(Value::from("running")).is_err());
+    // The earlier run's state has its own enum, with the same names.
+    for (r, name) in [
+        (PreviousResult::Succeeded, "succeeded"),
+        (PreviousResult::Answered, "answered"),
+        (PreviousResult::Unknown, "unknown"),
+        (PreviousResult::LocalError, "local-error"),
+        (PreviousResult::Running, "running"),
+    ] {
+        assert_eq!(serde_json::to_value(r).unwrap(), name);
+        assert_eq!(r.as_str(), name);
+        match OutcomeKind::try_from(r) {
+            Ok(kind) => {
+                assert_eq!(kind.as_str(), name);
+                assert_eq!(r, kind);
+                assert_eq!(PreviousResult::try_from(kind), Ok(r));
+            }
+            Err(still) => assert_eq!((still, name), (PreviousResult::Running, "running")),
+        }
+    }
+    assert!(PreviousResult::try_from(OutcomeKind::Rejected).is_err());
+}
+
+#[test]
+fn a_stored_running_or_answered_previous_run_reads_back_as_the_same_json() {
+    // As the ledgers store a run (JSON text in a row or the file), some
+    // written by earlier versions (the last one without `kind`).
+    let stored = [
+        r#"{"kind":"push","result":"running","may_have_applied":true,"elapsed_ms":0,"attempts":[]}"#,
+        r#"{"kind":"ls-refs","result":"answered","may_have_applied":null,"elapsed_ms":12,"attempts":[{"n":1,"phase":"connect","class":"answered","cause":"ERR no such repository","remaining_ms":20000,"timeout_ms":8000,"delay_ms":null,"elapsed_ms":12}]}"#,
+        r#"{"kind":"push","result":"unknown","may_have_applied":true,"elapsed_ms":20000,"attempts":[]}"#,
+        r#"{"result":"local-error","may_have_applied":false,"elapsed_ms":3,"attempts":[]}"#,
+    ];
+    let results: Vec<PreviousResult> = stored
+        .iter()
+        .map(|text| {
+            let run: PreviousRun = serde_json::from_str(text).expect("a stored run reads");
+            let mut want: Value = serde_json::from_str(text).expect("json");
+            want.as_object_mut()
+                .expect("an object")
+                .entry("kind")
+                .or_insert(Value::Null);
+            assert_eq!(serde_json::to_value(&run).unwrap(), want, "{text}");
+            run.result
+        })
+        .collect();
+    assert_eq!(
+        results,
+        [
+            PreviousResult::Running,
+            PreviousResult::Answered,
+            PreviousResult::Unknown,
+            PreviousResult::LocalError
+        ]
+    );
 }
 
 #[test]

@@ -72,7 +72,6 @@ fn result(k: OutcomeKind) -> &'static str {
         OutcomeKind::Unknown => "unknown",
         OutcomeKind::Rejected => "rejected",
         OutcomeKind::LocalError => "local-error",
-        OutcomeKind::Running => "running",
     }
 }
 

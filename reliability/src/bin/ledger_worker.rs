@@ -13,12 +13,12 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sluice_policy::{AttemptRecord, Claim, Class, FileLedger, Ledger, OutcomeKind, PreviousRun};
+use sluice_policy::{AttemptRecord, Claim, Class, FileLedger, Ledger, PreviousResult, PreviousRun};
 
 fn run_of(n: u64) -> PreviousRun {
     PreviousRun {
         kind: None,
-        result: OutcomeKind::Succeeded,
+        result: PreviousResult::Succeeded,
         may_have_applied: None,
         elapsed_ms: n,
         attempts: vec![AttemptRecord {

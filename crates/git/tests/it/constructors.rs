@@ -114,3 +114,31 @@ fn create_and_delete_refuse_what_they_did_not_expect() {
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     assert_eq!(repo::rev_parse(&srv, "refs/heads/fresh"), Some(main));
 }
+
+/// Options kept as a template: one call given a flag and cancelled, the
+/// next call from the same template runs. (Before, every clone of a
+/// template shared one flag that could not be lowered again, so every
+/// later call ended `cancelled` with no attempt.)
+#[test]
+fn a_cancelled_call_leaves_the_template_it_came_from_usable() {
+    let w = World::new();
+    w.small("s.git");
+    let url = w.daemon.url("s.git");
+    let template = quick(20_000, 10_000, 3);
+    let flag = sluice_policy::CancelFlag::new();
+    flag.cancel();
+    let c = client();
+    let cancelled = c
+        .ls_refs(&url, &[], &template.clone().cancel(&flag))
+        .expect("valid input");
+    assert_eq!(
+        cancelled.kind,
+        OutcomeKind::Unknown,
+        "{:?}",
+        cancelled.error
+    );
+    assert_eq!(cancelled.stopped, Some(sluice_policy::Stopped::Cancelled));
+    assert!(cancelled.attempts.is_empty());
+    let next = c.ls_refs(&url, &[], &template).expect("valid input");
+    assert_eq!(next.kind, OutcomeKind::Succeeded, "{:?}", next.error);
+}

@@ -27,4 +27,5 @@ pub fn a_run() -> PreviousRun {
             },
         )
         .summary()
+        .expect("a run that ran")
 }

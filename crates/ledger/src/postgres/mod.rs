@@ -27,7 +27,7 @@ use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::entry::{
-    from_ms, to_ms, LedgerEntry, What, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL,
+    from_ms, parse_effect, to_ms, LedgerEntry, What, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL,
 };
 use pool::Pool;
 pub use pool::MAX_CONNECTIONS;
@@ -35,10 +35,12 @@ pub use pool::MAX_CONNECTIONS;
 /// The version of the schema this crate writes, kept in `sluice_schema`.
 ///
 /// 2 added what ran (`kind`, `remote`, `refs` as a JSON array) to
-/// `sluice_ledger`; a database of schema 1 is brought to 2 when a store
-/// opens it (a replica of an earlier version then refuses it, naming the
-/// newer schema).
-pub const PG_SCHEMA_VERSION: i32 = 2;
+/// `sluice_ledger`; 3 added its `effect` (`read` or `write`), so that a
+/// claim still running says whether it may have written. A database of an
+/// older schema is brought to 3 when a store opens it (the rows already
+/// there keep NULL: not known); a replica of an earlier version then
+/// refuses it, naming the newer schema.
+pub const PG_SCHEMA_VERSION: i32 = 3;
 
 /// How long a TCP connect waits when the URL sets no `connect_timeout`:
 /// 5 s (every call is bounded by its own time left as well).
@@ -77,22 +79,32 @@ mod sql {
 
     pub(super) fn claim() -> String {
         format!(
-            "INSERT INTO sluice_ledger (id, claimed_at, token, kind, remote, refs)
-             VALUES ($1, {NOW_MS}, $2, $3, $4, $5)
+            "INSERT INTO sluice_ledger (id, claimed_at, token, kind, remote, refs, effect)
+             VALUES ($1, {NOW_MS}, $2, $3, $4, $5, $6)
              ON CONFLICT (id) DO NOTHING"
         )
     }
 
-    pub(super) const READ_CLAIM: &str = "SELECT token, run FROM sluice_ledger WHERE id = $1";
+    /// A taken id's row: its claim's token, its run once it has ended;
+    /// while it runs, what its claim recorded and how long ago (ms, by the
+    /// server's clock).
+    pub(super) fn read_claim() -> String {
+        format!(
+            "SELECT token, run, kind, effect, {NOW_MS} - claimed_at
+             FROM sluice_ledger WHERE id = $1"
+        )
+    }
 
     pub(super) fn finish() -> String {
         format!(
-            "INSERT INTO sluice_ledger AS l (id, claimed_at, finished_at, run, kind, remote, refs)
-             VALUES ($1, {NOW_MS}, {NOW_MS}, $2, $3, $4, $5)
+            "INSERT INTO sluice_ledger AS l
+               (id, claimed_at, finished_at, run, kind, remote, refs, effect)
+             VALUES ($1, {NOW_MS}, {NOW_MS}, $2, $3, $4, $5, $6)
              ON CONFLICT (id) DO UPDATE SET finished_at = excluded.finished_at, run = excluded.run,
                kind = coalesce(l.kind, excluded.kind),
                remote = coalesce(l.remote, excluded.remote),
-               refs = coalesce(l.refs, excluded.refs)"
+               refs = coalesce(l.refs, excluded.refs),
+               effect = coalesce(l.effect, excluded.effect)"
         )
     }
 
@@ -161,7 +173,8 @@ mod sql {
              token text,
              kind text,
              remote text,
-             refs text
+             refs text,
+             effect text
          );
          CREATE INDEX sluice_ledger_claimed_at ON sluice_ledger (claimed_at);
          CREATE TABLE sluice_retry_budget (
@@ -177,6 +190,11 @@ mod sql {
          ADD COLUMN IF NOT EXISTS remote text,
          ADD COLUMN IF NOT EXISTS refs text;
          UPDATE sluice_schema SET version = 2 WHERE component = 'ledger'";
+
+    /// Schema 2 to 3: the effect, NULL in the rows already there.
+    pub(super) const MIGRATE_2_TO_3: &str = "ALTER TABLE sluice_ledger
+         ADD COLUMN IF NOT EXISTS effect text;
+         UPDATE sluice_schema SET version = 3 WHERE component = 'ledger'";
 }
 
 /// Create the schema in a database that has none, or check that the one
@@ -202,7 +220,11 @@ async fn ensure_schema(c: &mut Client) -> Result<Result<(), String>, tokio_postg
         .map(|r| r.get(0));
     match version {
         Some(PG_SCHEMA_VERSION) => {}
-        Some(1) => tx.batch_execute(sql::MIGRATE_1_TO_2).await?,
+        Some(1) => {
+            tx.batch_execute(sql::MIGRATE_1_TO_2).await?;
+            tx.batch_execute(sql::MIGRATE_2_TO_3).await?;
+        }
+        Some(2) => tx.batch_execute(sql::MIGRATE_2_TO_3).await?,
         Some(v) if v > PG_SCHEMA_VERSION => {
             return Ok(Err(format!(
                 "written by a newer sluice (ledger schema {v}; this one reads {PG_SCHEMA_VERSION})"
@@ -447,6 +469,10 @@ impl PostgresLedger {
     /// Claim `id` atomically, within `left` (connecting included). An error
     /// when the database cannot answer in time: the policy ends the
     /// operation `local-error` and nothing runs.
+    ///
+    /// It records neither what ran nor its effect (the [`Ledger`] trait's
+    /// `claim` does): a claim of the id while it runs is answered running,
+    /// its kind `None` and `may_have_applied: Some(true)`.
     pub fn claim_within(&self, id: &str, left: Duration) -> Result<Claim, LedgerError> {
         self.claim_what(id, &What::default(), left)
     }
@@ -456,6 +482,7 @@ impl PostgresLedger {
         let started = Instant::now();
         let token = claim_token();
         let claim_sql = sql::claim();
+        let read_claim_sql = sql::read_claim();
         let claim = loop {
             let left_now = left.saturating_sub(started.elapsed());
             let (inserted, row) = self.pool.with(left_now, async |c: &Client| {
@@ -468,6 +495,7 @@ impl PostgresLedger {
                             (&what.kind, Type::TEXT),
                             (&what.remote, Type::TEXT),
                             (&what.refs, Type::TEXT),
+                            (&what.effect, Type::TEXT),
                         ],
                     )
                     .await?;
@@ -475,17 +503,23 @@ impl PostgresLedger {
                     return Ok((true, None));
                 }
                 let row = c
-                    .query_typed_opt(sql::READ_CLAIM, &[(&id, Type::TEXT)])
+                    .query_typed_opt(&read_claim_sql, &[(&id, Type::TEXT)])
                     .await?;
-                Ok((
-                    false,
-                    row.map(|r| (r.get::<_, Option<String>>(0), r.get::<_, Option<String>>(1))),
-                ))
+                Ok((false, row.map(|r| TakenRow::of(&r))))
             })?;
             match (inserted, row) {
                 (true, _) => break Claim::Claimed,
-                (false, Some((Some(t), _))) if t == token => break Claim::Claimed,
-                (false, Some((_, run))) => break Claim::Taken(self.parse_run(id, run.as_deref())?),
+                (false, Some(row)) if row.token.as_deref() == Some(token.as_str()) => {
+                    break Claim::Claimed
+                }
+                (false, Some(TakenRow { run: Some(run), .. })) => {
+                    break Claim::Taken(self.parse_run(id, Some(&run))?)
+                }
+                (false, Some(row)) => {
+                    let since = Duration::from_millis(row.since_ms.max(0) as u64);
+                    let effect = row.effect.as_deref().and_then(parse_effect);
+                    break Claim::Taken(Some(PreviousRun::running(row.kind, effect, since)));
+                }
                 // Pruned between the two statements: the id is free again.
                 (false, None) => continue,
             }
@@ -525,6 +559,7 @@ impl PostgresLedger {
                     (&what.kind, Type::TEXT),
                     (&what.remote, Type::TEXT),
                     (&what.refs, Type::TEXT),
+                    (&what.effect, Type::TEXT),
                 ],
             )
             .await
@@ -621,13 +656,36 @@ impl PostgresLedger {
 impl Ledger for PostgresLedger {
     /// [`PostgresLedger::claim_within`] the request's `left`.
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
-        self.claim_what(req.id, &What::of(req.kind, req.remote, req.refs), req.left)
+        let what = What::of(req.kind, req.remote, req.refs).effect(req.effect);
+        self.claim_what(req.id, &what, req.left)
     }
 
     /// [`PostgresLedger::finish_within`] the request's `left`.
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
-        let what = What::of(req.kind, req.remote, req.refs);
+        let what = What::of(req.kind, req.remote, req.refs).effect(req.effect);
         self.finish_what(req.id, req.run, &what, req.left)
+    }
+}
+
+/// A taken id's row as a claim reads it ([`sql::read_claim`]).
+struct TakenRow {
+    token: Option<String>,
+    run: Option<String>,
+    kind: Option<String>,
+    effect: Option<String>,
+    /// How long ago it was claimed (ms, the server's clock).
+    since_ms: i64,
+}
+
+impl TakenRow {
+    fn of(r: &tokio_postgres::Row) -> TakenRow {
+        TakenRow {
+            token: r.get(0),
+            run: r.get(1),
+            kind: r.get(2),
+            effect: r.get(3),
+            since_ms: r.get(4),
+        }
     }
 }
 

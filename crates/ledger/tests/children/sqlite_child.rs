@@ -46,6 +46,7 @@ fn a_run() -> PreviousRun {
             },
         )
         .summary()
+        .expect("a run that ran")
 }
 
 /// Open the ledger, wait for the parent's line on stdin, claim `id-0` to

@@ -2,6 +2,8 @@
 //! `rejected` with no call; a claim that cannot be made is `local-error`.
 
 use super::state::Run;
+use std::time::Duration;
+
 use crate::class::AttemptError;
 use crate::ledger::{Claim, ClaimRequest};
 use crate::outcome::{Outcome, OutcomeKind, PreviousRun, Stopped};
@@ -36,16 +38,14 @@ impl Run<'_> {
             Ok(Claim::Taken(previous)) => {
                 tracing::debug!(op = %id, "operation id already claimed: rejected");
                 let mut o = self.blank(OutcomeKind::Rejected, self.info.clone());
-                // A claim without a finished run is still running (or its
-                // process died): a write may have applied.
+                // The stores answer a claim still running (or whose
+                // process died) with what they know of it: its kind, and
+                // `may_have_applied` by its effect. A ledger that keeps
+                // nothing of a claim (`None`): running, kind unknown, of
+                // this call's effect (one id names one operation).
                 o.previous = previous.or_else(|| {
-                    (!known_here).then(|| PreviousRun {
-                        kind: None,
-                        result: OutcomeKind::Running,
-                        may_have_applied: self.write.then_some(true),
-                        elapsed_ms: 0,
-                        attempts: Vec::new(),
-                    })
+                    (!known_here)
+                        .then(|| PreviousRun::running(None, Some(self.info.effect), Duration::ZERO))
                 });
                 // Nothing ran, so nothing is shaped as an attempt's failure:
                 // no error, no attempts; `previous` is the evidence. A

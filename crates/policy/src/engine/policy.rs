@@ -224,7 +224,10 @@ impl Policy {
         end: Duration,
         refs: Option<&[String]>,
     ) -> bool {
-        let summary = out.summary();
+        // A run that got this far claimed its id and ran: never `rejected`.
+        let Some(summary) = out.summary() else {
+            return false;
+        };
         let info = &out.operation;
         let id = info.id.as_str();
         let mut tries = 0u32;
