@@ -58,5 +58,11 @@ for features in "--features sqlite" "--features postgres" ""; do
   # shellcheck disable=SC2086 # the feature flags are words on purpose
   cargo check --quiet -p sluice-ledger --no-default-features $features
 done
+# sluice-git's transports: git://, ssh:// and file:// only (no reqwest,
+# tokio or rustls), and plain http:// without https.
+for features in "" "--features http"; do
+  # shellcheck disable=SC2086 # the feature flags are words on purpose
+  cargo check --quiet -p sluice-git --no-default-features $features
+done
 
 exec cargo test --workspace "$@"

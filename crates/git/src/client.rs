@@ -10,6 +10,7 @@ use std::sync::Arc;
 use sluice_policy::{Bounds, CallOptions, Effect, Operation, Policy, StaticSource};
 
 use crate::connect::Connector;
+#[cfg(feature = "http")]
 use crate::ls_refs::one_request::V2Remotes;
 use crate::remote::{BadUrl, Remote, TransportKind};
 
@@ -72,6 +73,7 @@ pub struct GitClient {
     pub(crate) connector: Connector,
     pub(crate) agent: String,
     /// HTTP remotes seen speaking protocol v2 lately (one-request ls-refs).
+    #[cfg(feature = "http")]
     pub(crate) v2_http: Arc<V2Remotes>,
     /// The bounds of calls whose options name none.
     pub(crate) bounds: Bounds,
@@ -99,8 +101,9 @@ impl GitClient {
     pub fn new(policy: Arc<Policy>) -> Self {
         GitClient {
             policy,
-            connector: Connector::new(Arc::default()),
+            connector: Connector::new(),
             agent: format!("sluice-remote/{}", env!("CARGO_PKG_VERSION")),
+            #[cfg(feature = "http")]
             v2_http: Default::default(),
             bounds: Bounds::default(),
         }
@@ -127,6 +130,8 @@ impl GitClient {
     /// The default is [`sluice_https::HttpsConfig::new`]: the platform's
     /// roots (or `SSL_CERT_FILE`'s) and proxies from the environment.
     /// Connections already open are not reused by the new settings.
+    /// (With the `https` feature.)
+    #[cfg(feature = "https")]
     pub fn with_https(mut self, https: sluice_https::HttpsConfig) -> Self {
         self.connector.set_https(Arc::new(https));
         self

@@ -11,10 +11,13 @@ use std::time::{Duration, Instant};
 use gix::protocol::transport::client::blocking_io::Transport;
 use gix::protocol::transport::client::git::ConnectMode;
 use gix::protocol::transport::{Protocol, Service};
-use secrecy::{ExposeSecret, SecretString};
+#[cfg(feature = "http")]
+use secrecy::ExposeSecret;
+use secrecy::SecretString;
 use sluice_policy::{AttemptCtx, CancelFlag};
 
 use crate::error::{GitError, Phase};
+#[cfg(feature = "http")]
 use crate::http::LazyHttp;
 use crate::remote::{Remote, TransportKind};
 use crate::watchdog::{Limits, Watchdog};
@@ -117,7 +120,9 @@ pub(crate) struct Dial<'a> {
     pub limit: Duration,
     pub cancel: &'a CancelFlag,
     /// The credential's secret (http only).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub secret: Option<&'a SecretString>,
+    #[cfg(feature = "http")]
     pub http_client: &'a LazyHttp,
     /// The most read before the request is complete.
     pub advert_cap: u64,
@@ -135,8 +140,10 @@ pub(crate) struct Dial<'a> {
 #[derive(Clone)]
 pub(crate) struct Connector {
     /// Reads' client: idle connections pooled.
+    #[cfg(feature = "http")]
     pub http: LazyHttp,
     /// Writes' client: no idle connection kept.
+    #[cfg(feature = "http")]
     pub http_write: LazyHttp,
     /// The git program spawned for file:// remotes.
     pub git_program: std::path::PathBuf,
@@ -145,11 +152,15 @@ pub(crate) struct Connector {
 }
 
 impl Connector {
-    /// The defaults: clients from `https`, `git` on the PATH, the
-    /// [`crate::wire::ADVERT_CAP`].
-    pub fn new(https: Arc<sluice_https::HttpsConfig>) -> Self {
+    /// The defaults: HTTP clients from the default https settings, `git`
+    /// on the PATH, the [`crate::wire::ADVERT_CAP`].
+    pub fn new() -> Self {
+        #[cfg(feature = "http")]
+        let https = Arc::new(sluice_https::HttpsConfig::new());
         Connector {
+            #[cfg(feature = "http")]
             http: LazyHttp::new(false, Arc::clone(&https)),
+            #[cfg(feature = "http")]
             http_write: LazyHttp::new(true, https),
             git_program: "git".into(),
             advert_cap: crate::wire::ADVERT_CAP,
@@ -158,6 +169,7 @@ impl Connector {
 
     /// New HTTP clients from `https` (connections already open are not
     /// reused by them).
+    #[cfg(feature = "https")]
     pub fn set_https(&mut self, https: Arc<sluice_https::HttpsConfig>) {
         self.http = LazyHttp::new(false, Arc::clone(&https));
         self.http_write = LazyHttp::new(true, https);
@@ -171,7 +183,7 @@ impl Connector {
         service: Service,
         version: Protocol,
         ctx: &'a AttemptCtx<'_>,
-        write: bool,
+        #[cfg_attr(not(feature = "http"), allow(unused_variables))] write: bool,
     ) -> Dial<'a> {
         Dial {
             remote,
@@ -181,6 +193,7 @@ impl Connector {
             limit: ctx.limit,
             cancel: ctx.cancel_flag(),
             secret: ctx.credential().map(|c| c.secret()),
+            #[cfg(feature = "http")]
             http_client: if write { &self.http_write } else { &self.http },
             git_program: &self.git_program,
             advert_cap: self.advert_cap,
@@ -206,6 +219,7 @@ impl Connector {
             limit: timeout,
             cancel,
             secret,
+            #[cfg(feature = "http")]
             http_client: &self.http,
             git_program: &self.git_program,
             advert_cap: self.advert_cap,
@@ -261,7 +275,16 @@ impl Session {
         match d.remote.kind {
             TransportKind::Git => open_git(d),
             TransportKind::File | TransportKind::Ssh => open_process(d),
+            #[cfg(feature = "http")]
             TransportKind::Http => Ok(open_http(d)),
+            // Refused when the URL was parsed (`Remote::parse`): a build
+            // without the `http` feature never dials one.
+            #[cfg(not(feature = "http"))]
+            TransportKind::Http => Err(GitError::Local {
+                phase: crate::error::Phase::Connect,
+                detail: crate::remote::missing_feature(&d.remote.url.scheme, false, false)
+                    .unwrap_or_default(),
+            }),
         }
     }
 }
@@ -579,6 +602,7 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
     })
 }
 
+#[cfg(feature = "http")]
 fn open_http(d: Dial<'_>) -> Session {
     let version = d.version;
     // Later attempts of an operation a remote redirected start where it
@@ -598,6 +622,7 @@ fn open_http(d: Dial<'_>) -> Session {
 /// (the one-request ls-refs uses it directly). Its watchdog keeps the
 /// attempt's clock over the wire's bytes, as on every transport, and cuts
 /// the session's requests (`http::Cut`).
+#[cfg(feature = "http")]
 pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
     use base64::Engine;
     let wire = Wire::new(2);

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use sluice_policy::{AttemptError, Class};
 
+use crate::push::RejectReason;
 use crate::wire::WireState;
 
 /// A protocol milestone. `Connect` is the starting state.
@@ -54,6 +55,11 @@ impl std::fmt::Display for Phase {
 }
 
 /// Why one attempt against a git remote failed.
+///
+/// Non-exhaustive: the `Http` and `Tls` variants exist only with the
+/// `http` feature, and a feature turned on elsewhere in a build must not
+/// break a match.
+#[non_exhaustive]
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum GitError {
     /// The remote's own words: an `ERR` packet, a side-band fatal, a spawned
@@ -65,7 +71,8 @@ pub enum GitError {
         /// The remote's words.
         words: String,
     },
-    /// An HTTP status that is not success.
+    /// An HTTP status that is not success (with the `http` feature).
+    #[cfg(feature = "http")]
     #[error("HTTP {status}: {words}")]
     Http {
         /// The phase reached.
@@ -81,7 +88,9 @@ pub enum GitError {
     },
     /// The TLS handshake was refused (https): the server's certificate is
     /// not trusted, has expired, is for another name, or the server sent an
-    /// alert. Its answer: asking again cannot change it.
+    /// alert. Its answer: asking again cannot change it. (With the `http`
+    /// feature.)
+    #[cfg(feature = "http")]
     #[error("{refusal} ({host})")]
     Tls {
         /// The phase reached (`connect`).
@@ -137,13 +146,38 @@ pub enum GitError {
         /// What is missing.
         detail: String,
     },
-    /// Decided locally before sending (stale lease, non-fast-forward).
-    #[error("{detail}")]
+    /// A ref refused by this client, decided from what the remote
+    /// advertised before anything was sent (a push's stale lease or
+    /// non-fast-forward: phase `advertised`), or from git's rules for the
+    /// local refs after a fetch (a non-fast-forward without `+`, a tag
+    /// that would be clobbered: phase `done`). The remote's state stands
+    /// as it was read: asking again gets the same answer.
+    #[error("{name}: {detail}")]
     Refused {
         /// The phase reached.
         phase: Phase,
+        /// The ref refused (a push's destination, a fetch's local ref).
+        name: String,
+        /// Why, typed.
+        reason: RejectReason,
         /// The reason, in git's words.
         detail: String,
+    },
+    /// A ref the remote rejected in its report (an `ng` line: a
+    /// non-fast-forward, a hook's refusal, a protected branch; or every
+    /// ref of a push whose pack the remote could not unpack). The first
+    /// ref that is the cause ([`crate::PushReport::first_rejection`]); the
+    /// others are in the push's per-ref results.
+    #[error("{name}: {words}")]
+    Rejected {
+        /// The phase reached (`reported`).
+        phase: Phase,
+        /// The destination ref.
+        name: String,
+        /// Why, typed from the report's words.
+        reason: RejectReason,
+        /// The remote's words (`unpacker error: ...` for an unpack failure).
+        words: String,
     },
     /// The server sent a pack no valid pack is (an entry without end, an
     /// object larger than any this client holds): its fault, stopped as it
@@ -180,15 +214,16 @@ impl GitError {
     /// The phase the attempt reached.
     pub fn phase(&self) -> Phase {
         match self {
+            #[cfg(feature = "http")]
+            GitError::Http { phase, .. } | GitError::Tls { phase, .. } => *phase,
             GitError::Remote { phase, .. }
-            | GitError::Http { phase, .. }
-            | GitError::Tls { phase, .. }
             | GitError::Transport { phase, .. }
             | GitError::Timeout { phase, .. }
             | GitError::Cancelled { phase, .. }
             | GitError::Protocol { phase, .. }
             | GitError::Unsupported { phase, .. }
             | GitError::Refused { phase, .. }
+            | GitError::Rejected { phase, .. }
             | GitError::NotAdvertised { phase, .. }
             | GitError::BadPack { phase, .. }
             | GitError::Local { phase, .. } => *phase,
@@ -201,9 +236,12 @@ impl GitError {
             GitError::Remote { .. }
             | GitError::Unsupported { .. }
             | GitError::Refused { .. }
+            | GitError::Rejected { .. }
             | GitError::NotAdvertised { .. }
-            | GitError::Tls { .. }
             | GitError::BadPack { .. } => Class::Answered,
+            #[cfg(feature = "http")]
+            GitError::Tls { .. } => Class::Answered,
+            #[cfg(feature = "http")]
             GitError::Http {
                 status,
                 request_complete,
@@ -241,8 +279,10 @@ impl GitError {
     /// The error as the policy sees it; the `GitError` itself rides along
     /// as its source (`error.source_as::<GitError>()`).
     pub fn to_attempt(&self) -> AttemptError {
+        #[cfg_attr(not(feature = "http"), allow(unused_mut))]
         let mut e = AttemptError::new(self.class(), self.phase().as_str(), self.to_string())
             .with_source(self.clone());
+        #[cfg(feature = "http")]
         if let GitError::Http {
             status,
             retry_after,
@@ -302,6 +342,7 @@ fn exit_words(code: Option<i32>) -> String {
 /// 500/502/504 after the request was complete unknown, other 5xx unjudged,
 /// other 4xx answered. Smart HTTP keeps no rate-limit header but
 /// `Retry-After`.
+#[cfg(feature = "http")]
 pub(crate) fn http_class(
     status: u16,
     request_complete: bool,
@@ -336,6 +377,7 @@ pub(crate) fn from_wire(
             detail: why.clone(),
         };
     }
+    #[cfg(feature = "http")]
     if let Some((refusal, host)) = &st.tls_refusal {
         return GitError::Tls {
             phase,
@@ -343,6 +385,7 @@ pub(crate) fn from_wire(
             host: host.clone(),
         };
     }
+    #[cfg(feature = "http")]
     if let Some((status, retry_after, words)) = &st.http_status {
         return GitError::Http {
             phase,
@@ -442,8 +485,10 @@ pub(crate) fn from_wire(
 #[cfg(test)]
 mod tests {
     use super::*;
+    #[cfg(feature = "http")]
     use sluice_policy::AuthSignal;
 
+    #[cfg(feature = "http")]
     #[test]
     fn http_statuses_follow_the_table() {
         let class = |s, complete| http_class(s, complete, false).class;
@@ -468,6 +513,7 @@ mod tests {
         assert_eq!(c.auth, Some(AuthSignal::ForbiddenOrNotFound));
     }
 
+    #[cfg(feature = "http")]
     #[test]
     fn an_http_error_carries_the_tables_signal_to_the_policy() {
         let e = GitError::Http {

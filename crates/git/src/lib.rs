@@ -33,10 +33,24 @@
 //! [`PushReport`] and its parts), [`InputError`], [`GitError`] and
 //! [`Phase`], the parsers of the CLI's textual forms ([`PushSpec`],
 //! [`parse_lease`], …), [`Remote`], [`NamedRemote`] (a remote by name,
-//! [`GitClient::fetch_remote`]), [`check_trusted`], [`redact`] and
-//! [`remove_temporary_files`]. The public [`push`] module also exposes its
+//! [`GitClient::fetch_remote`]), [`check_trusted`], [`fresh_view`],
+//! [`redact`], [`remove_temporary_files`], and [`gix`] itself (the gix
+//! the signatures name). The public [`push`] module also exposes its
 //! pure parsers (`push::report`, `push::spec`) and `push::pack`'s
 //! statistics, for fuzzing and property tests; everything else is private.
+//!
+//! # Features
+//!
+//! * `https` (default): `https://` remotes, TLS through rustls by
+//!   [`sluice_https`] ([`GitClient::with_https`], [`HttpsConfig`] and the
+//!   other https re-exports); implies `http`.
+//! * `http`: plain `http://` remotes (smart HTTP on reqwest and tokio).
+//!
+//! With neither (`default-features = false`) the crate speaks `git://`,
+//! `ssh://` and `file://` only, without reqwest, tokio or rustls; an
+//! http(s) URL is refused before any call ([`InputError::Url`], naming the
+//! feature it needs). [`GitError`] is `#[non_exhaustive]`: its `Http` and
+//! `Tls` variants exist with `http` only.
 //!
 //! # Modules
 //!
@@ -74,7 +88,8 @@
 //!   a push that landed ([`NamedRemote::update_tracking_refs`]).
 //! * `pktline` — pkt-line lengths and payloads; `refspec` — a name mapped
 //!   through a refspec; `progress` — progress values and gix's sink;
-//!   `view` — a fresh view of the caller's repository per attempt, and the
+//!   `view` — a fresh view of the caller's repository ([`fresh_view`],
+//!   one per attempt, and for callers who keep a handle open), and the
 //!   ownership check every view passes first ([`check_trusted`]: git's
 //!   `safe.directory`).
 //! * `fetch::fetch_head` — `FETCH_HEAD`, written by every fetch as git
@@ -87,6 +102,7 @@ mod client;
 mod connect;
 mod error;
 mod fetch;
+#[cfg(feature = "http")]
 mod http;
 mod local;
 mod ls_refs;
@@ -114,7 +130,16 @@ pub use push::{
 };
 pub use remote::{BadUrl, Remote, TransportKind};
 pub use remote_ref::RemoteRef;
+#[cfg(feature = "https")]
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::text::redact;
 pub use sluice_policy::CallOptions;
-pub use view::{check_trusted, Untrusted};
+pub use view::{check_trusted, fresh_view, Untrusted, ViewError};
+
+/// The gix this crate is built on; use `sluice_git::gix::Repository` and
+/// `sluice_git::gix::ObjectId` (they appear in this crate's signatures), so
+/// a caller needs no gix dependency of its own, nor the same version of it.
+///
+/// A [`gix::Repository`] kept open stops seeing new packs after about 32
+/// fetches: see [`fresh_view`].
+pub use gix;

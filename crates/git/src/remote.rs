@@ -68,9 +68,32 @@ fn port_out_of_range(url: &str) -> Option<&str> {
     (digits && port.parse::<u16>().is_err()).then_some(port)
 }
 
+/// Why a build with the features `http` and `https` (on or off) cannot
+/// speak to a `scheme` remote, in words that name the feature it needs;
+/// `None` when it can. (A function of the features as given, so that its
+/// words are tested in every build.)
+pub(crate) fn missing_feature(scheme: &Scheme, http: bool, https: bool) -> Option<String> {
+    let (name, feature) = match scheme {
+        Scheme::Https if !https => ("https://", "https"),
+        Scheme::Http if !http => ("http://", "http"),
+        _ => return None,
+    };
+    let has = if http {
+        "git://, ssh://, file:// and plain http:// only"
+    } else {
+        "git://, ssh:// and file:// only"
+    };
+    Some(format!(
+        "{name} remotes need sluice-git's `{feature}` feature, which this build leaves out \
+         (it speaks {has}); build sluice-git with `features = [\"https\"]` (the default)"
+    ))
+}
+
 impl Remote {
     /// Parse `url`: `git://`, `http(s)://`, `ssh://`, `user@host:path`,
-    /// `file://` or a local path.
+    /// `file://` or a local path. An `http://` URL in a build without the
+    /// `http` feature, or an `https://` one without `https`, is refused
+    /// here, naming the feature.
     pub fn parse(url: &str) -> Result<Remote, BadUrl> {
         let bad = |reason: &str| BadUrl {
             url: redact(url),
@@ -97,6 +120,13 @@ impl Remote {
                 Ok(_) => bad("its user info cannot be parsed"),
             }
         })?;
+        if let Some(why) = missing_feature(
+            &parsed.scheme,
+            cfg!(feature = "http"),
+            cfg!(feature = "https"),
+        ) {
+            return Err(bad(&why));
+        }
         let kind = match parsed.scheme {
             Scheme::Git => TransportKind::Git,
             Scheme::Http | Scheme::Https => TransportKind::Http,
@@ -159,6 +189,7 @@ impl Remote {
     }
 
     /// The operation's redirected base as kept.
+    #[cfg(feature = "http")]
     pub(crate) fn redirected_memo(&self) -> Option<String> {
         self.redirected
             .lock()
@@ -167,6 +198,7 @@ impl Remote {
     }
 
     /// Keep `base` as the operation's redirected base.
+    #[cfg(feature = "http")]
     pub(crate) fn set_redirected_memo(&self, base: Option<String>) {
         *self.redirected.lock().unwrap_or_else(|p| p.into_inner()) = base;
     }
@@ -183,6 +215,7 @@ impl Remote {
 
     /// Where this operation's http(s) requests go: the redirected base
     /// once the remote redirected it, else the URL.
+    #[cfg(feature = "http")]
     pub(crate) fn http_base(&self) -> gix::Url {
         let memo = self
             .redirected
@@ -230,6 +263,36 @@ impl Remote {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_scheme_this_build_leaves_out_is_refused_naming_the_feature() {
+        let none = |s: &Scheme, http, https| missing_feature(s, http, https);
+        for s in [Scheme::Git, Scheme::Ssh, Scheme::File] {
+            assert_eq!(none(&s, false, false), None);
+        }
+        assert_eq!(none(&Scheme::Http, true, false), None);
+        assert_eq!(none(&Scheme::Https, true, true), None);
+        let why = none(&Scheme::Https, false, false).expect("refused");
+        assert!(
+            why.starts_with("https:// remotes need sluice-git's `https` feature"),
+            "{why}"
+        );
+        assert!(why.contains("git://, ssh:// and file:// only"), "{why}");
+        let why = none(&Scheme::Http, false, false).expect("refused");
+        assert!(
+            why.starts_with("http:// remotes need sluice-git's `http` feature"),
+            "{why}"
+        );
+        let why = none(&Scheme::Https, true, false).expect("refused");
+        assert!(why.contains("`https` feature"), "{why}");
+        assert!(why.contains("plain http:// only"), "{why}");
+        // This build's own features decide `Remote::parse`.
+        let parsed = Remote::parse("https://example.com/o/r.git");
+        assert_eq!(parsed.is_ok(), cfg!(feature = "https"), "{parsed:?}");
+        if let Err(e) = parsed {
+            assert!(e.reason.contains("`https` feature"), "{e}");
+        }
+    }
 
     #[test]
     fn the_host_keeps_a_port_that_is_not_the_default_and_never_user_info_or_a_path() {

@@ -120,30 +120,67 @@ fn is_safe(path: &Path, values: &[gix::bstr::BString]) -> bool {
     safe
 }
 
-/// A view of `repo` opened now, with the caller's options: it sees every
-/// pack on disk, however many have landed (or been repacked away by `git
-/// gc`) since the caller opened its handle. gix's object store sizes its
-/// pack slots when a repository is opened (1.1× the packs then on disk, at
-/// least 32), so a handle kept open for days stops seeing new packs; each
-/// fetch and push attempt works on a view of its own (about a millisecond;
-/// see BENCHMARKS.md).
+/// Why [`fresh_view`] could not open a view of a repository.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ViewError {
+    /// The repository could not be opened again (moved, deleted,
+    /// unreadable, no longer a repository).
+    #[error("reopening the repository: {detail}")]
+    Open {
+        /// The git directory that was opened.
+        path: PathBuf,
+        /// gix's words, with their causes.
+        detail: String,
+    },
+    /// Owned by another user, and not allowed by `safe.directory`.
+    #[error(transparent)]
+    Untrusted(#[from] Untrusted),
+}
+
+/// A view of `repo` opened now, with the options `repo` was opened with:
+/// it sees every pack on disk, however many have landed (or been repacked
+/// away by `git gc`) since `repo` was opened.
 ///
-/// A view that cannot be opened is this side's trouble: a local failure,
-/// at `connect` (nothing was dialled yet). So is a repository owned by
-/// another user that `safe.directory` does not allow ([`check_trusted`]).
-pub(crate) fn fresh_view(repo: &gix::Repository) -> Result<gix::Repository, GitError> {
-    let local = |detail: String| GitError::Local {
-        phase: Phase::Connect,
-        detail,
-    };
+/// **Why.** gix's object store sizes its pack slots when a repository is
+/// opened (1.1× the packs then on disk, at least 32), and every fetch adds
+/// a pack: a [`gix::Repository`] kept open for days or weeks stops seeing
+/// new packs (about 32 fetches after it was opened, objects the fetches
+/// brought are "missing" through it). This crate's own calls never use the
+/// caller's handle for objects: each fetch and push attempt works on a view
+/// of its own (about a millisecond; see BENCHMARKS.md). A caller that keeps
+/// a handle open and reads objects through it (merging what it fetched,
+/// resolving what it will push) should do the same: take a view for each
+/// unit of work, or open the repository again.
+///
+/// The view passes [`check_trusted`] first: a repository owned by another
+/// user that `safe.directory` does not allow is refused
+/// ([`ViewError::Untrusted`]).
+///
+/// ```no_run
+/// # fn merge(_: &sluice_git::gix::Repository) {}
+/// let kept = sluice_git::gix::open("/srv/mirror.git").expect("a repository");
+/// // ... weeks of fetches into it later:
+/// let view = sluice_git::fresh_view(&kept).expect("a view");
+/// merge(&view); // sees what the last fetch brought
+/// ```
+pub fn fresh_view(repo: &gix::Repository) -> Result<gix::Repository, ViewError> {
     let view = gix::open_opts(repo.git_dir(), repo.open_options().clone()).map_err(|e| {
-        local(format!(
-            "reopening the repository: {}",
-            sluice_policy::text::error_chain(&e)
-        ))
+        ViewError::Open {
+            path: repo.git_dir().to_path_buf(),
+            detail: sluice_policy::text::error_chain(&e),
+        }
     })?;
-    check_trusted(&view).map_err(|e| local(e.to_string()))?;
+    check_trusted(&view)?;
     Ok(view)
+}
+
+/// [`fresh_view`] for one attempt: a view that cannot be opened is this
+/// side's trouble, a local failure at `connect` (nothing was dialled yet).
+pub(crate) fn attempt_view(repo: &gix::Repository) -> Result<gix::Repository, GitError> {
+    fresh_view(repo).map_err(|e| GitError::Local {
+        phase: Phase::Connect,
+        detail: e.to_string(),
+    })
 }
 
 #[cfg(test)]

@@ -43,12 +43,14 @@ pub(crate) struct WireState {
     /// The sniffer found bytes that are not pkt-lines.
     pub garbled: bool,
     /// An HTTP failure: status and retry hint.
+    #[cfg(feature = "http")]
     pub http_status: Option<(u16, Option<std::time::Duration>, String)>,
     /// An HTTP transport failure that happened before anything was sent.
     pub http_connect_failed: bool,
     /// The TLS handshake was refused: a certificate error or an alert
     /// (classed from the `rustls::Error` in the failure's source chain),
     /// and the server (`host:port`) that refused it.
+    #[cfg(feature = "http")]
     pub tls_refusal: Option<(sluice_https::TlsRefusal, String)>,
     /// Local trouble before any request (the HTTP client could not be built).
     pub local_failure: Option<String>,

@@ -26,6 +26,14 @@
 //! # let _ = client;
 //! ```
 //!
+//! # Features
+//!
+//! `tls` (default): https through rustls, the trust roots ([`HttpsConfig::with_ca_file`],
+//! [`platform_roots`]) and the TLS table ([`refusal_of`]). Without it the
+//! crate keeps what plain http needs — the proxies, the clients' builders
+//! (no TLS backend: an `https://` request fails), [`tls_refusal`] always
+//! `None`, the status table — for sluice-git's `http` feature.
+//!
 //! # Roots
 //! The platform's: `SSL_CERT_FILE`, when set, is the only file read (as curl
 //! and git read it); otherwise the system store as `rustls-native-certs`
@@ -67,11 +75,19 @@ mod status;
 
 pub use status::{status_class, RateLimitFacts, StatusClass};
 
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, OnceLock};
+#[cfg(feature = "tls")]
+use std::path::Path;
+use std::path::PathBuf;
+#[cfg(feature = "tls")]
+use std::sync::Arc;
+#[cfg(feature = "tls")]
+use std::sync::OnceLock;
 
+#[cfg(feature = "tls")]
 use rustls::pki_types::pem::PemObject;
+#[cfg(feature = "tls")]
 use rustls::pki_types::CertificateDer;
+#[cfg(feature = "tls")]
 use rustls::{AlertDescription, CertificateError, RootCertStore};
 use sluice_policy::text::redact;
 
@@ -134,21 +150,23 @@ impl std::fmt::Debug for ProxyChoice {
 /// ([`ProxyChoice::Environment`]).
 #[derive(Clone, Default)]
 pub struct HttpsConfig {
+    #[cfg(feature = "tls")]
     extra: Arc<Vec<CertificateDer<'static>>>,
     ca_files: Vec<PathBuf>,
     /// `http.sslCAInfo`: roots that replace the platform's.
+    #[cfg(feature = "tls")]
     ca_info: Option<(PathBuf, Arc<Vec<CertificateDer<'static>>>)>,
     proxy: ProxyChoice,
 }
 
 impl std::fmt::Debug for HttpsConfig {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("HttpsConfig")
-            .field("ca_files", &self.ca_files)
-            .field("extra_roots", &self.extra.len())
-            .field("ca_info", &self.ca_info.as_ref().map(|(p, _)| p))
-            .field("proxy", &self.proxy)
-            .finish()
+        let mut d = f.debug_struct("HttpsConfig");
+        d.field("ca_files", &self.ca_files);
+        #[cfg(feature = "tls")]
+        d.field("extra_roots", &self.extra.len())
+            .field("ca_info", &self.ca_info.as_ref().map(|(p, _)| p));
+        d.field("proxy", &self.proxy).finish()
     }
 }
 
@@ -161,7 +179,9 @@ impl HttpsConfig {
     /// Trust the certificates in the PEM file at `path` as well (`--ca-file`),
     /// on top of the platform's roots (or `SSL_CERT_FILE`'s). The file is
     /// read now: one that cannot be read, or that holds no certificate, is
-    /// an error here and never a failure of a remote call later.
+    /// an error here and never a failure of a remote call later. (With the
+    /// `tls` feature.)
+    #[cfg(feature = "tls")]
     pub fn with_ca_file(mut self, path: impl AsRef<Path>) -> Result<Self, HttpsError> {
         let path = path.as_ref();
         let certs = read_pem_certs(path)?;
@@ -175,7 +195,8 @@ impl HttpsConfig {
     /// Trust only the certificates in the PEM file at `path` instead of the
     /// platform's roots (git's `http.sslCAInfo`; it wins over
     /// `SSL_CERT_FILE`); [`HttpsConfig::with_ca_file`]'s are still added.
-    /// The file is read now.
+    /// The file is read now. (With the `tls` feature.)
+    #[cfg(feature = "tls")]
     pub fn with_ca_info(mut self, path: impl AsRef<Path>) -> Result<Self, HttpsError> {
         let path = path.as_ref();
         let certs = read_pem_certs(path)?;
@@ -184,6 +205,7 @@ impl HttpsConfig {
     }
 
     /// The file given to [`HttpsConfig::with_ca_info`], if any.
+    #[cfg(feature = "tls")]
     pub fn ca_info(&self) -> Option<&Path> {
         self.ca_info.as_ref().map(|(p, _)| p.as_path())
     }
@@ -213,7 +235,8 @@ impl HttpsConfig {
     /// The rustls client configuration: the `ring` provider, TLS 1.2 and
     /// 1.3, the platform's roots plus this config's, no client certificate.
     /// Fails only when the platform's roots cannot be read (an unreadable
-    /// `SSL_CERT_FILE`).
+    /// `SSL_CERT_FILE`). (With the `tls` feature.)
+    #[cfg(feature = "tls")]
     pub fn rustls_config(&self) -> Result<rustls::ClientConfig, HttpsError> {
         let mut roots = match &self.ca_info {
             Some((_, certs)) => {
@@ -270,9 +293,10 @@ impl HttpsConfig {
         &self,
         proxies: Proxies,
     ) -> Result<reqwest::blocking::ClientBuilder, HttpsError> {
-        let mut b = reqwest::blocking::Client::builder()
-            .tls_backend_preconfigured(self.rustls_config()?)
-            .no_proxy();
+        let b = reqwest::blocking::Client::builder();
+        #[cfg(feature = "tls")]
+        let b = b.tls_backend_preconfigured(self.rustls_config()?);
+        let mut b = b.no_proxy();
         if let Some(p) = routing(proxies)? {
             b = b.proxy(p);
         }
@@ -286,9 +310,10 @@ impl HttpsConfig {
         &self,
         proxies: Proxies,
     ) -> Result<reqwest::ClientBuilder, HttpsError> {
-        let mut b = reqwest::Client::builder()
-            .tls_backend_preconfigured(self.rustls_config()?)
-            .no_proxy();
+        let b = reqwest::Client::builder();
+        #[cfg(feature = "tls")]
+        let b = b.tls_backend_preconfigured(self.rustls_config()?);
+        let mut b = b.no_proxy();
         if let Some(p) = routing(proxies)? {
             b = b.proxy(p);
         }
@@ -442,7 +467,8 @@ fn no_proxy_matches(entry: &str, host: &str) -> bool {
     host == entry || host.ends_with(&format!(".{entry}"))
 }
 
-/// The certificates of a PEM file (at least one).
+/// The certificates of a PEM file (at least one). (With the `tls` feature.)
+#[cfg(feature = "tls")]
 pub fn read_pem_certs(path: &Path) -> Result<Vec<CertificateDer<'static>>, HttpsError> {
     let err = |reason: String| HttpsError::Roots {
         path: path.to_owned(),
@@ -484,6 +510,8 @@ pub fn proxy_auth_required(e: &(dyn std::error::Error + 'static)) -> bool {
 /// in curl), else the system store. A system store that cannot be read
 /// leaves the roots empty (every server is then untrusted unless
 /// `--ca-file` names its CA); what could not be read is logged at debug.
+/// (With the `tls` feature.)
+#[cfg(feature = "tls")]
 pub fn platform_roots() -> &'static Result<Arc<RootCertStore>, HttpsError> {
     static ROOTS: OnceLock<Result<Arc<RootCertStore>, HttpsError>> = OnceLock::new();
     ROOTS.get_or_init(|| {
@@ -570,7 +598,9 @@ impl std::fmt::Display for TlsRefusal {
 
 /// The `rustls::Error` in `e`'s source chain, if any. An `io::Error`
 /// hides its inner error from `source()` (it forwards to the inner error's
-/// own source), so each one on the way is opened with `get_ref`.
+/// own source), so each one on the way is opened with `get_ref`. (With the
+/// `tls` feature.)
+#[cfg(feature = "tls")]
 pub fn find_rustls_error<'a>(
     e: &'a (dyn std::error::Error + 'static),
 ) -> Option<&'a rustls::Error> {
@@ -599,11 +629,22 @@ pub fn find_rustls_error<'a>(
 ///
 /// Only what happened while connecting is an answer: callers ask this of
 /// a connect failure.
+///
+/// Without the `tls` feature there is no TLS stack, hence no refusal:
+/// always `None`.
 pub fn tls_refusal(e: &(dyn std::error::Error + 'static)) -> Option<TlsRefusal> {
-    refusal_of(find_rustls_error(e)?)
+    #[cfg(feature = "tls")]
+    return refusal_of(find_rustls_error(e)?);
+    #[cfg(not(feature = "tls"))]
+    {
+        let _ = e;
+        None
+    }
 }
 
-/// The table: which `rustls::Error`s are the server's answer.
+/// The table: which `rustls::Error`s are the server's answer. (With the
+/// `tls` feature.)
+#[cfg(feature = "tls")]
 pub fn refusal_of(e: &rustls::Error) -> Option<TlsRefusal> {
     use rustls::Error as E;
     Some(match e {
@@ -631,6 +672,7 @@ pub fn refusal_of(e: &rustls::Error) -> Option<TlsRefusal> {
     })
 }
 
+#[cfg(feature = "tls")]
 fn alert_name(a: AlertDescription) -> String {
     // `HandshakeFailure` → `handshake failure`.
     let raw = format!("{a:?}");
@@ -655,6 +697,7 @@ pub fn proxy_name(url: &str) -> String {
 mod tests {
     use super::*;
 
+    #[cfg(feature = "tls")]
     #[test]
     fn certificate_errors_and_alerts_are_refusals_and_others_are_not() {
         let e = rustls::Error::InvalidCertificate(CertificateError::UnknownIssuer);
@@ -672,6 +715,7 @@ mod tests {
         assert_eq!(refusal_of(&rustls::Error::HandshakeNotComplete), None);
     }
 
+    #[cfg(feature = "tls")]
     #[test]
     fn the_rustls_error_is_found_inside_io_errors_and_wrappers() {
         #[derive(Debug)]
@@ -697,6 +741,7 @@ mod tests {
         assert_eq!(tls_refusal(&Wrapper(Box::new(cut))), None);
     }
 
+    #[cfg(feature = "tls")]
     #[test]
     fn a_ca_file_without_a_certificate_is_refused_at_once() {
         let dir = std::env::temp_dir().join(format!("sluice-https-{}", std::process::id()));

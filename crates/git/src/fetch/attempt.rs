@@ -22,7 +22,7 @@ use crate::connect::{ssh_config, Meta, Session};
 use crate::error::{GitError, Phase};
 use crate::progress::{Progress, Sink};
 use crate::remote::Remote;
-use crate::view::fresh_view;
+use crate::view::attempt_view;
 use sluice_policy::CallOptions;
 
 /// One fetch's arguments, as every attempt reads them.
@@ -67,6 +67,13 @@ impl GitClient {
     /// Fetch `refspecs` from `url` into `repo`: negotiates with what `repo`
     /// has, stores the pack, updates the local refs the refspecs name, and
     /// returns the tips fetched.
+    ///
+    /// **A repository kept open.** Each attempt works on a view of `repo`
+    /// opened then ([`crate::fresh_view`]), so a handle kept open for weeks
+    /// is safe to pass; but gix's handle sizes its pack list when opened,
+    /// and after about 32 more packs (a pack per fetch) `repo` itself no
+    /// longer sees new objects: read what this call brought through
+    /// [`crate::fresh_view`]`(repo)`, not through `repo`.
     pub fn fetch(
         &self,
         url: &str,
@@ -88,6 +95,13 @@ impl GitClient {
     /// every fetch writes `FETCH_HEAD` (every ref the refspecs fetched for
     /// merge, followed tags not: [`ForMerge::Given`]). A configured
     /// remote is fetched by name with [`GitClient::fetch_remote`].
+    ///
+    /// **A repository kept open.** Each attempt works on a view of `repo`
+    /// opened then ([`crate::fresh_view`]), so a handle kept open for weeks
+    /// is safe to pass; but gix's handle sizes its pack list when opened,
+    /// and after about 32 more packs (a pack per fetch) `repo` itself no
+    /// longer sees new objects: read what this call brought through
+    /// [`crate::fresh_view`]`(repo)`, not through `repo`.
     pub fn fetch_with(
         &self,
         url: &str,
@@ -186,16 +200,24 @@ impl GitClient {
             |ctx| shielded(ctx, |at| self.fetch_attempt(&job, at)).map_err(|e| e.to_attempt()),
             |refs: &Vec<FetchedRef>| {
                 let r = refs.iter().find(|r| r.is_rejected())?;
+                let (local, detail) = (
+                    r.local_ref.as_deref().unwrap_or("?"),
+                    r.reason.as_deref().unwrap_or("rejected"),
+                );
+                // Refused by git's rules for the local refs: this client's
+                // decision, kept typed beside the words.
+                let typed = GitError::Refused {
+                    phase: Phase::Done,
+                    name: local.to_string(),
+                    reason: crate::push::RejectReason::from_report(detail),
+                    detail: detail.to_string(),
+                };
                 Some(Rejection {
                     error: AttemptError::answered(
                         Phase::Done.as_str(),
-                        format!(
-                            "{} -> {}: {}",
-                            r.remote_ref,
-                            r.local_ref.as_deref().unwrap_or("?"),
-                            r.reason.as_deref().unwrap_or("rejected")
-                        ),
-                    ),
+                        format!("{} -> {local}: {detail}", r.remote_ref),
+                    )
+                    .with_source(typed),
                     may_have_applied: false,
                 })
             },
@@ -214,7 +236,7 @@ impl GitClient {
         // slots and no longer sees new packs (the soak's fetches failed in
         // negotiation once a repository held 33). The fetch works on a view
         // opened now, sized for the packs on disk.
-        let fresh = fresh_view(job.repo)?;
+        let fresh = attempt_view(job.repo)?;
         let repo = &fresh;
         let mut adv = self.fetch_advertised(job, repo, at)?;
         check_mapped(&adv, repo)?;

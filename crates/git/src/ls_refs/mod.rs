@@ -6,20 +6,26 @@
 //! ([`one_request`]); anything unexpected there goes the long way in the
 //! same attempt: gix-protocol's handshake, then its `LsRefsCommand`.
 
+#[cfg(feature = "http")]
 pub(crate) mod one_request;
 
 use std::time::Duration;
 
 use gix::bstr::{BString, ByteSlice};
-use gix::protocol::transport::{Protocol, Service};
+#[cfg(feature = "http")]
+use gix::protocol::transport::Protocol;
+use gix::protocol::transport::Service;
 use sluice_policy::{CancelFlag, Effect, Outcome};
 
 use crate::attempt::{shielded, Attempt};
 use crate::client::{no_auth, GitClient, InputError};
 use crate::connect::{Dial, Session};
 use crate::error::{GitError, Phase};
-use crate::remote::{Remote, TransportKind};
+use crate::remote::Remote;
+#[cfg(feature = "http")]
+use crate::remote::TransportKind;
 use crate::remote_ref::RemoteRef;
+#[cfg(feature = "http")]
 use one_request::{Miss, SeenV2};
 use sluice_policy::CallOptions;
 
@@ -77,8 +83,11 @@ impl GitClient {
         secret: Option<&secrecy::SecretString>,
     ) -> Result<Vec<RemoteRef>, GitError> {
         let dial = |timeout| self.connector.listing(remote, timeout, cancel, secret);
+        #[cfg_attr(not(feature = "http"), allow(unused_mut))]
         let mut timeout = timeout;
+        #[cfg(feature = "http")]
         let http = remote.kind == TransportKind::Http;
+        #[cfg(feature = "http")]
         if let Some(seen) = http.then(|| self.v2_http.get(&remote.display)).flatten() {
             let started = std::time::Instant::now();
             // The POST goes where the remote redirected last time: the
@@ -113,6 +122,7 @@ impl GitClient {
         dial: Dial<'_>,
         prefixes: &[String],
     ) -> Result<Vec<RemoteRef>, GitError> {
+        #[cfg(feature = "http")]
         let remote = dial.remote;
         let mut s = Session::open(dial)?;
         let hs = gix::protocol::handshake(
@@ -124,6 +134,7 @@ impl GitClient {
         )
         .map_err(|e| s.meta.read_fail(sluice_policy::text::error_chain(&e)))?;
         crate::error::check_format(&s.meta.wire.lock(), Phase::Advertised)?;
+        #[cfg(feature = "http")]
         if remote.kind == TransportKind::Http && hs.server_protocol_version == Protocol::V2 {
             let unborn = hs
                 .capabilities

@@ -5,15 +5,18 @@
 
 use std::cell::RefCell;
 
-use sluice_policy::{AttemptError, Effect, Outcome, Rejection};
+use sluice_policy::{Effect, Outcome, Rejection};
 
 use super::steps::{self, Decided};
-use super::{check_ref_name, PushJob, PushOptions, PushReport, PushState, RefStatus, RefUpdate};
+use super::{
+    check_ref_name, PushJob, PushOptions, PushReport, PushState, RefResult, RefStatus, RefUpdate,
+    RejectReason,
+};
 use crate::attempt::{shielded, Attempt};
 use crate::client::{GitClient, InputError};
 use crate::error::{GitError, Phase};
 use crate::remote::Remote;
-use crate::view::fresh_view;
+use crate::view::attempt_view;
 use sluice_policy::CallOptions;
 
 impl GitClient {
@@ -27,6 +30,14 @@ impl GitClient {
     /// again**: anything but every ref landed
     /// ends `unknown` with `may_have_applied: true`, each ref with its own
     /// verdict.
+    ///
+    /// **A repository kept open.** Each attempt works on a view of `repo`
+    /// opened then ([`crate::fresh_view`]), so a handle kept open for weeks
+    /// is safe to pass; but gix's handle sizes its pack list when opened,
+    /// and after about 32 more packs (a pack per fetch) `repo` itself no
+    /// longer sees new objects: resolve what you push
+    /// (new commits fetched since, [`crate::RefUpdate::resolve`]) through
+    /// [`crate::fresh_view`]`(repo)`, not through `repo`.
     pub fn push(
         &self,
         url: &str,
@@ -66,8 +77,8 @@ impl GitClient {
             |ctx| shielded(ctx, |at| self.push_attempt(&job, at)).map_err(|e| e.to_attempt()),
             |rctx| self.push_settle(&job, rctx),
             |report: &PushReport| {
-                report.first_rejection().map(|first| Rejection {
-                    error: AttemptError::answered(Phase::Reported.as_str(), first),
+                rejection(report, &job.state.borrow().decided).map(|error| Rejection {
+                    error: error.to_attempt(),
                     may_have_applied: report.refs.iter().any(|r| {
                         r.status == RefStatus::Ok && !r.is_up_to_date()
                             || r.status == RefStatus::Unknown
@@ -86,7 +97,7 @@ impl GitClient {
     ) -> Result<PushReport, GitError> {
         // A view opened now: the caller's handle may be weeks old (see
         // `fresh_view`).
-        let repo = fresh_view(job.repo)?;
+        let repo = attempt_view(job.repo)?;
         let mut session = steps::connect(&self.connector, job, &repo, at)?;
         let connected = steps::Connected::new(&mut session, &repo);
         let advertised = connected.read_advertisement(job, at)?;
@@ -101,6 +112,34 @@ impl GitClient {
     }
 }
 
+/// The push's answer as its typed error, the ref that is the cause
+/// ([`PushReport::first_rejection`]): refused by this client when the
+/// attempt decided it before sending its commands (`decided`), else
+/// rejected by the remote's report.
+fn rejection(report: &PushReport, decided: &[Option<RefResult>]) -> Option<GitError> {
+    let (i, r) = report.cause()?;
+    let (name, reason) = (r.name.clone(), r.reason.unwrap_or(RejectReason::Other));
+    let words = r.rejection_words().to_string();
+    let here = decided
+        .get(i)
+        .is_some_and(|d| d.as_ref().is_some_and(|d| d.status == RefStatus::Rejected));
+    Some(if here {
+        GitError::Refused {
+            phase: Phase::Advertised,
+            name,
+            reason,
+            detail: words,
+        }
+    } else {
+        GitError::Rejected {
+            phase: Phase::Reported,
+            name,
+            reason,
+            words,
+        }
+    })
+}
+
 /// Input refused before any call: a bad or repeated destination, a source
 /// not in the repository (as it is on disk now), a push option with a
 /// newline or NUL.
@@ -113,7 +152,7 @@ fn check_input(
         return Err(InputError::Push("nothing to push".into()));
     }
     // The input checks look at what is on disk now, too.
-    let fresh = fresh_view(repo);
+    let fresh = attempt_view(repo);
     let view = fresh.as_ref().unwrap_or(repo);
     let mut seen = std::collections::HashSet::new();
     for u in updates {

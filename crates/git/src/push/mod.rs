@@ -160,6 +160,11 @@ impl RefUpdate {
     /// with `+` and no lease is [`RefUpdate::force`]; with a lease it is
     /// leased; otherwise [`RefUpdate::fast_forward`] (or a delete of
     /// whatever the remote holds, git's `push :dst`).
+    ///
+    /// **A repository kept open.** This reads `repo` as it is: gix's handle
+    /// sizes its pack list when opened, and after about 32 more packs (a
+    /// pack per fetch) it no longer sees new objects. Pass
+    /// [`crate::fresh_view`]`(repo)` when `repo` was opened long ago.
     pub fn resolve(
         spec: &PushSpec,
         lease: Option<Lease>,
@@ -351,19 +356,32 @@ impl PushReport {
     /// ref refused for its own reason; only when every ref failed as
     /// collateral of an atomic push, the first of those.
     pub fn first_rejection(&self) -> Option<String> {
-        let rejected = || self.refs.iter().filter(|r| r.status == RefStatus::Rejected);
+        self.cause()
+            .map(|(_, r)| format!("{}: {}", r.name, r.rejection_words()))
+    }
+
+    /// The ref [`PushReport::first_rejection`] names, with its place in
+    /// the report.
+    pub(crate) fn cause(&self) -> Option<(usize, &RefResult)> {
+        let rejected = || {
+            self.refs
+                .iter()
+                .enumerate()
+                .filter(|(_, r)| r.status == RefStatus::Rejected)
+        };
         rejected()
-            .find(|r| r.reason != Some(RejectReason::AtomicPushFailed))
+            .find(|(_, r)| r.reason != Some(RejectReason::AtomicPushFailed))
             .or_else(|| rejected().next())
-            .map(|r| {
-                format!(
-                    "{}: {}",
-                    r.name,
-                    r.message
-                        .as_deref()
-                        .unwrap_or(r.reason.unwrap_or(RejectReason::Other).git_words())
-                )
-            })
+    }
+}
+
+impl RefResult {
+    /// Why it was rejected, in words: the remote's (or this client's)
+    /// message, else git's words for the reason.
+    pub(crate) fn rejection_words(&self) -> &str {
+        self.message
+            .as_deref()
+            .unwrap_or(self.reason.unwrap_or(RejectReason::Other).git_words())
     }
 }
 

@@ -49,6 +49,11 @@ pub fn check_short_name(name: &str) -> Result<(), InputError> {
 /// that name; this expansion is decided locally, before any call.) A
 /// source naming more than one local ref is refused first
 /// ([`check_unambiguous_source`]).
+///
+/// **A repository kept open.** This reads `repo` as it is: gix's handle
+/// sizes its pack list when opened, and after about 32 more packs (a
+/// pack per fetch) it no longer sees new objects. Pass
+/// [`crate::fresh_view`]`(repo)` when `repo` was opened long ago.
 pub fn expand_destination(
     dst: &str,
     src: Option<&str>,

@@ -229,6 +229,9 @@ impl<'s> Advertised<'s> {
                 let _ = encode::flush_to_write(&mut w);
                 let _ = w.flush();
             }
+            // What was decided here, for the judge: a refusal here is
+            // this client's, not the remote's.
+            job.state.borrow_mut().decided = plan.results.clone();
             return Ok(Decided::Done(finish(plan.results, job.updates, None)));
         }
         let need_pack = plan.commands.iter().any(|c| c.new.is_some());

@@ -7,6 +7,7 @@
 mod common;
 
 mod constructors;
+mod evidence;
 mod faults;
 mod fetch_rules;
 mod hostile_remote;
@@ -14,6 +15,7 @@ mod http;
 mod http_redirects;
 mod http_transfers;
 mod https;
+mod kept_handle;
 mod local_failures;
 mod long_lived;
 mod proxy;
