@@ -12,6 +12,11 @@ mod forge;
 mod help_and_progress;
 mod https;
 mod ids_and_evidence;
+// The integrator's example, compiled here and run by `integrator_loop`.
+#[path = "../../examples/integrator.rs"]
+#[allow(dead_code)]
+mod integrator;
+mod integrator_loop;
 mod json;
 mod ledger;
 mod ledger_reads;
