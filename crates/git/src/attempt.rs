@@ -1,5 +1,5 @@
 //! One attempt as the git crate runs it: the policy's [`AttemptCtx`] with
-//! the phase reached kept beside it as a [`Phase`] value, and the shield
+//! the phase reached kept beside it as a [`GitPhase`] value, and the shield
 //! that turns a panic in the protocol code into an error of that phase.
 //!
 //! The policy records phases as words (`ctx.reached("advertised")`); this
@@ -10,30 +10,30 @@ use std::ops::Deref;
 
 use sluice_policy::AttemptCtx;
 
-use crate::error::{GitError, Phase};
+use crate::error::{GitError, GitPhase};
 
 /// An attempt in progress: the policy's context and the phase reached.
 pub(crate) struct Attempt<'a, 'c> {
     ctx: &'a mut AttemptCtx<'c>,
-    phase: Phase,
+    phase: GitPhase,
 }
 
 impl<'a, 'c> Attempt<'a, 'c> {
     fn new(ctx: &'a mut AttemptCtx<'c>) -> Self {
         Attempt {
             ctx,
-            phase: Phase::Connect,
+            phase: GitPhase::Connect,
         }
     }
 
     /// Record that the attempt completed `phase`, here and for the policy.
-    pub fn reached(&mut self, phase: Phase) {
+    pub fn reached(&mut self, phase: GitPhase) {
         self.phase = phase;
         self.ctx.reached(phase.as_str());
     }
 
     /// The last phase recorded.
-    pub fn phase(&self) -> Phase {
+    pub fn phase(&self) -> GitPhase {
         self.phase
     }
 
@@ -100,8 +100,8 @@ mod tests {
         );
         let out = policy.run(op, |ctx| {
             shielded(ctx, |at| -> Result<(), GitError> {
-                at.reached(Phase::Advertised);
-                assert_eq!(at.phase(), Phase::Advertised);
+                at.reached(GitPhase::Advertised);
+                assert_eq!(at.phase(), GitPhase::Advertised);
                 panic!("a parser tripped");
             })
             .map_err(|e| e.to_attempt())
@@ -116,7 +116,7 @@ mod tests {
                 request_complete,
                 detail,
             }) => {
-                assert_eq!(*phase, Phase::Advertised);
+                assert_eq!(*phase, GitPhase::Advertised);
                 assert!(request_complete);
                 assert!(detail.contains("a parser tripped"), "{detail}");
             }

@@ -16,7 +16,7 @@ use secrecy::ExposeSecret;
 use secrecy::SecretString;
 use sluice_policy::{AttemptCtx, CancelFlag};
 
-use crate::error::{GitError, Phase};
+use crate::error::{GitError, GitPhase};
 #[cfg(feature = "http")]
 use crate::http::LazyHttp;
 use crate::remote::{Remote, TransportKind};
@@ -281,7 +281,7 @@ impl Session {
             // without the `http` feature never dials one.
             #[cfg(not(feature = "http"))]
             TransportKind::Http => Err(GitError::Local {
-                phase: crate::error::Phase::Connect,
+                phase: crate::error::GitPhase::Connect,
                 detail: crate::remote::missing_feature(&d.remote.url.scheme, false, false)
                     .unwrap_or_default(),
             }),
@@ -307,7 +307,7 @@ impl Meta {
     /// Class a failure at `phase`.
     pub fn fail(
         &self,
-        phase: Phase,
+        phase: GitPhase,
         request_complete: bool,
         detail: impl std::fmt::Display,
     ) -> GitError {
@@ -327,11 +327,11 @@ impl Meta {
         let (phase, complete) = {
             let st = self.wire.lock();
             let phase = if st.fetch_sent {
-                Phase::Negotiated
+                GitPhase::Negotiated
             } else if st.advertised {
-                Phase::Advertised
+                GitPhase::Advertised
             } else {
-                Phase::Connect
+                GitPhase::Connect
             };
             (phase, st.request_complete)
         };
@@ -368,7 +368,7 @@ fn open_git(d: Dial<'_>) -> Result<Session, GitError> {
     let port = url.port.unwrap_or(9418);
     let started = Instant::now();
     let fail = |detail: String, wire: &Wire| {
-        crate::error::from_wire(&wire.lock(), Phase::Connect, false, d.timeout, detail)
+        crate::error::from_wire(&wire.lock(), GitPhase::Connect, false, d.timeout, detail)
     };
     let addrs: Vec<_> = match (host.as_str(), port).to_socket_addrs() {
         Ok(a) => a.collect(),
@@ -552,7 +552,7 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     let mut child = cmd.spawn().map_err(|e| GitError::Transport {
-        phase: Phase::Connect,
+        phase: GitPhase::Connect,
         request_complete: false,
         detail: format!("cannot start the {program} process: {e}"),
     })?;

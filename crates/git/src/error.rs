@@ -13,7 +13,7 @@ use crate::wire::WireState;
 
 /// A protocol milestone. `Connect` is the starting state.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Phase {
+pub enum GitPhase {
     /// Nothing completed yet.
     Connect,
     /// The advertisement (refs and capabilities) was read.
@@ -32,23 +32,23 @@ pub enum Phase {
     Done,
 }
 
-impl Phase {
+impl GitPhase {
     /// The kebab-case name of the design.
     pub const fn as_str(self) -> &'static str {
         match self {
-            Phase::Connect => "connect",
-            Phase::Advertised => "advertised",
-            Phase::CommandsSent => "commands-sent",
-            Phase::PackSent => "pack-sent",
-            Phase::Reported => "reported",
-            Phase::Negotiated => "negotiated",
-            Phase::PackReceived => "pack-received",
-            Phase::Done => "done",
+            GitPhase::Connect => "connect",
+            GitPhase::Advertised => "advertised",
+            GitPhase::CommandsSent => "commands-sent",
+            GitPhase::PackSent => "pack-sent",
+            GitPhase::Reported => "reported",
+            GitPhase::Negotiated => "negotiated",
+            GitPhase::PackReceived => "pack-received",
+            GitPhase::Done => "done",
         }
     }
 }
 
-impl std::fmt::Display for Phase {
+impl std::fmt::Display for GitPhase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
     }
@@ -67,7 +67,7 @@ pub enum GitError {
     #[error("{words}")]
     Remote {
         /// The phase reached.
-        phase: Phase,
+        phase: GitPhase,
         /// The remote's words.
         words: String,
     },
@@ -76,7 +76,7 @@ pub enum GitError {
     #[error("HTTP {status}: {words}")]
     Http {
         /// The phase reached.
-        phase: Phase,
+        phase: GitPhase,
         /// The status code.
         status: u16,
         /// A `Retry-After` hint.
@@ -94,7 +94,7 @@ pub enum GitError {
     #[error("{refusal} ({host})")]
     Tls {
         /// The phase reached (`connect`).
-        phase: Phase,
+        phase: GitPhase,
         /// What was refused.
         refusal: sluice_https::TlsRefusal,
         /// The server (`host:port`) that presented it.
@@ -104,7 +104,7 @@ pub enum GitError {
     #[error("{detail} (at {phase})")]
     Transport {
         /// The phase reached.
-        phase: Phase,
+        phase: GitPhase,
         /// Whether the request was complete when it failed.
         request_complete: bool,
         /// What happened.
@@ -114,7 +114,7 @@ pub enum GitError {
     #[error("attempt timed out after {ms} ms (at {phase})")]
     Timeout {
         /// The phase reached.
-        phase: Phase,
+        phase: GitPhase,
         /// Whether the request was complete when it ran out.
         request_complete: bool,
         /// The attempt's timeout.
@@ -124,7 +124,7 @@ pub enum GitError {
     #[error("cancelled (at {phase})")]
     Cancelled {
         /// The phase reached.
-        phase: Phase,
+        phase: GitPhase,
         /// Whether the request was complete.
         request_complete: bool,
     },
@@ -132,7 +132,7 @@ pub enum GitError {
     #[error("protocol error: {detail} (at {phase})")]
     Protocol {
         /// The phase reached.
-        phase: Phase,
+        phase: GitPhase,
         /// Whether the request was complete.
         request_complete: bool,
         /// What was wrong.
@@ -142,7 +142,7 @@ pub enum GitError {
     #[error("unsupported by the remote: {detail}")]
     Unsupported {
         /// The phase reached.
-        phase: Phase,
+        phase: GitPhase,
         /// What is missing.
         detail: String,
     },
@@ -155,7 +155,7 @@ pub enum GitError {
     #[error("{name}: {detail}")]
     Refused {
         /// The phase reached.
-        phase: Phase,
+        phase: GitPhase,
         /// The ref refused (a push's destination, a fetch's local ref).
         name: String,
         /// Why, typed.
@@ -171,7 +171,7 @@ pub enum GitError {
     #[error("{name}: {words}")]
     Rejected {
         /// The phase reached (`reported`).
-        phase: Phase,
+        phase: GitPhase,
         /// The destination ref.
         name: String,
         /// Why, typed from the report's words.
@@ -185,7 +185,7 @@ pub enum GitError {
     #[error("bad pack from the server: {detail}")]
     BadPack {
         /// The phase reached.
-        phase: Phase,
+        phase: GitPhase,
         /// What was wrong.
         detail: String,
     },
@@ -194,7 +194,7 @@ pub enum GitError {
     #[error("couldn't find remote ref {name}")]
     NotAdvertised {
         /// The phase reached (`advertised`).
-        phase: Phase,
+        phase: GitPhase,
         /// The refspec's source, as given.
         name: String,
     },
@@ -204,7 +204,7 @@ pub enum GitError {
     #[error("local: {detail}")]
     Local {
         /// The phase reached.
-        phase: Phase,
+        phase: GitPhase,
         /// What failed.
         detail: String,
     },
@@ -212,7 +212,7 @@ pub enum GitError {
 
 impl GitError {
     /// The phase the attempt reached.
-    pub fn phase(&self) -> Phase {
+    pub fn phase(&self) -> GitPhase {
         match self {
             #[cfg(feature = "http")]
             GitError::Http { phase, .. } | GitError::Tls { phase, .. } => *phase,
@@ -301,7 +301,7 @@ impl GitError {
 
 /// The remote's objects are in a format this client does not read: its
 /// answer, named (nothing is written, asking again cannot change it).
-pub(crate) fn foreign_format(phase: Phase, format: &str) -> GitError {
+pub(crate) fn foreign_format(phase: GitPhase, format: &str) -> GitError {
     GitError::Unsupported {
         phase,
         detail: format!(
@@ -312,7 +312,7 @@ pub(crate) fn foreign_format(phase: Phase, format: &str) -> GitError {
 }
 
 /// The advertisement named an object format this client does not read.
-pub(crate) fn check_format(st: &WireState, phase: Phase) -> Result<(), GitError> {
+pub(crate) fn check_format(st: &WireState, phase: GitPhase) -> Result<(), GitError> {
     match st.foreign_format() {
         Some(format) => Err(foreign_format(phase, format)),
         None => Ok(()),
@@ -366,7 +366,7 @@ pub(crate) fn http_class(
 /// reported (an io error, gix's message), used only as words.
 pub(crate) fn from_wire(
     st: &WireState,
-    phase: Phase,
+    phase: GitPhase,
     request_complete: bool,
     timeout: Duration,
     detail: String,
@@ -517,7 +517,7 @@ mod tests {
     #[test]
     fn an_http_error_carries_the_tables_signal_to_the_policy() {
         let e = GitError::Http {
-            phase: Phase::Connect,
+            phase: GitPhase::Connect,
             status: 401,
             retry_after: None,
             words: "Unauthorized".into(),
@@ -535,22 +535,22 @@ mod tests {
     fn wire_facts_decide_the_class() {
         let t = Duration::from_secs(1);
         let mut st = WireState::default();
-        let e = from_wire(&st, Phase::Connect, false, t, "refused".into());
+        let e = from_wire(&st, GitPhase::Connect, false, t, "refused".into());
         assert_eq!(e.class(), Class::Unjudged);
-        let e = from_wire(&st, Phase::PackSent, true, t, "reset".into());
+        let e = from_wire(&st, GitPhase::PackSent, true, t, "reset".into());
         assert_eq!(e.class(), Class::Unknown);
         st.err_line = Some("access denied".into());
-        let e = from_wire(&st, Phase::Connect, false, t, "x".into());
+        let e = from_wire(&st, GitPhase::Connect, false, t, "x".into());
         assert_eq!(e.class(), Class::Answered);
         assert_eq!(e.to_string(), "access denied");
         let mut st = WireState::default();
         st.child_exit = Some(Some(128));
         st.stderr_tail = Some("fatal: '/x' does not appear to be a git repository".into());
-        let e = from_wire(&st, Phase::Connect, false, t, "eof".into());
+        let e = from_wire(&st, GitPhase::Connect, false, t, "eof".into());
         assert_eq!(e.class(), Class::Answered);
         st.child_exit = Some(Some(255));
         assert_eq!(
-            from_wire(&st, Phase::Connect, false, t, "eof".into()).class(),
+            from_wire(&st, GitPhase::Connect, false, t, "eof".into()).class(),
             Class::Unjudged
         );
     }

@@ -31,7 +31,7 @@
 //! [`GitClient::fetch`] / [`GitClient::fetch_with`], [`GitClient::push`]),
 //! [`CallOptions`], the values they return ([`RemoteRef`], [`FetchedRef`],
 //! [`PushReport`] and its parts), [`InputError`], [`GitError`] and
-//! [`Phase`], the parsers of the CLI's textual forms ([`PushSpec`],
+//! [`GitPhase`], the parsers of the CLI's textual forms ([`PushSpec`],
 //! [`parse_lease`], …), [`Remote`], [`NamedRemote`] (a remote by name,
 //! [`GitClient::fetch_remote`]), [`check_trusted`], [`fresh_view`],
 //! [`redact`], [`remove_temporary_files`], and [`gix`] itself (the gix
@@ -70,12 +70,12 @@
 //!   `push::pack`, `push::bitmap`, `push::delta`, `push::odb` (the object
 //!   reader `pack` and `bitmap` share).
 //! * `attempt` — an attempt's context with the phase reached as a
-//!   [`Phase`], and the shield that turns a panic into an error.
+//!   [`GitPhase`], and the shield that turns a panic into an error.
 //! * `connect` — opening one attempt's session (socket, child, `Http`)
 //!   under a watchdog; how the client dials (`Connector`).
 //! * `http` — our `Http` for gix-transport on reqwest, and the lazily
 //!   built reqwest clients.
-//! * `wire` — what the client saw on the wire; `error` — [`Phase`],
+//! * `wire` — what the client saw on the wire; `error` — [`GitPhase`],
 //!   [`GitError`] and the one table that classes a failure from the wire;
 //!   `local` — this side's failures (the object store, the disk), always
 //!   `local-error`, never classed from the wire.
@@ -118,7 +118,7 @@ mod watchdog;
 mod wire;
 
 pub use client::{GitClient, InputError};
-pub use error::{GitError, Phase};
+pub use error::{GitError, GitPhase};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
 pub use named_remote::{is_remote_name, NamedRemote};

@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 
-use crate::error::{GitError, Phase};
+use crate::error::{GitError, GitPhase};
 
 /// Reading the local object store failed.
 #[derive(Debug, thiserror::Error)]
@@ -87,7 +87,7 @@ impl DiskError {
 }
 
 /// A local failure as the attempt's error: `local-error`, never retried.
-pub(crate) fn local(phase: Phase, what: impl std::fmt::Display) -> GitError {
+pub(crate) fn local(phase: GitPhase, what: impl std::fmt::Display) -> GitError {
     GitError::Local {
         phase,
         detail: what.to_string(),

@@ -4,7 +4,7 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{GitError, Phase};
+use crate::error::{GitError, GitPhase};
 
 /// A repository owned by another user that git's `safe.directory` does not
 /// allow: git refuses it ("detected dubious ownership"), and so does this
@@ -178,7 +178,7 @@ pub fn fresh_view(repo: &gix::Repository) -> Result<gix::Repository, ViewError> 
 /// side's trouble, a local failure at `connect` (nothing was dialled yet).
 pub(crate) fn attempt_view(repo: &gix::Repository) -> Result<gix::Repository, GitError> {
     fresh_view(repo).map_err(|e| GitError::Local {
-        phase: Phase::Connect,
+        phase: GitPhase::Connect,
         detail: e.to_string(),
     })
 }

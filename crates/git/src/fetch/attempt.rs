@@ -19,7 +19,7 @@ use super::{FetchOptions, FetchStatus, FetchedRef, ForMerge, Received, TagMode};
 use crate::attempt::{shielded, Attempt};
 use crate::client::{no_auth, GitClient, InputError};
 use crate::connect::{ssh_config, Meta, Session};
-use crate::error::{GitError, Phase};
+use crate::error::{GitError, GitPhase};
 use crate::progress::{Progress, Sink};
 use crate::remote::Remote;
 use crate::view::attempt_view;
@@ -207,14 +207,14 @@ impl GitClient {
                 // Refused by git's rules for the local refs: this client's
                 // decision, kept typed beside the words.
                 let typed = GitError::Refused {
-                    phase: Phase::Done,
+                    phase: GitPhase::Done,
                     name: local.to_string(),
                     reason: crate::push::RejectReason::from_report(detail),
                     detail: detail.to_string(),
                 };
                 Some(Rejection {
                     error: AttemptError::answered(
-                        Phase::Done.as_str(),
+                        GitPhase::Done.as_str(),
                         format!("{} -> {local}: {detail}", r.remote_ref),
                     )
                     .with_source(typed),
@@ -259,7 +259,7 @@ impl GitClient {
         let refs = write_refs(job.fetch, repo, &adv)?;
         super::fetch_head::write(repo, &fetch_head).map_err(|e| {
             crate::local::local(
-                Phase::PackReceived,
+                GitPhase::PackReceived,
                 format_args!(
                     "cannot write FETCH_HEAD in {}: {e}",
                     repo.git_dir().display()
@@ -273,7 +273,7 @@ impl GitClient {
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
                     return Err(crate::local::local(
-                        Phase::PackReceived,
+                        GitPhase::PackReceived,
                         format_args!("cannot remove {}: {e}", keep.display()),
                     ))
                 }
@@ -290,9 +290,9 @@ impl GitClient {
                     bytes,
                 });
             }
-            at.reached(Phase::PackReceived);
+            at.reached(GitPhase::PackReceived);
         }
-        at.reached(Phase::Done);
+        at.reached(GitPhase::Done);
         Ok(refs)
     }
 
@@ -305,7 +305,7 @@ impl GitClient {
         at: &mut Attempt<'_, '_>,
     ) -> Result<Advertised, GitError> {
         let local = |e: &(dyn std::error::Error + 'static)| GitError::Local {
-            phase: Phase::Connect,
+            phase: GitPhase::Connect,
             detail: error_chain(e),
         };
         let mut dial =
@@ -330,7 +330,7 @@ impl GitClient {
             &mut gix::progress::Discard,
         )
         .map_err(|e| s.meta.read_fail(error_chain(&e)))?;
-        crate::error::check_format(&s.meta.wire.lock(), Phase::Advertised)?;
+        crate::error::check_format(&s.meta.wire.lock(), GitPhase::Advertised)?;
         let context = gix::protocol::fetch::refmap::init::Context {
             fetch_refspecs: specs.clone(),
             extra_refspecs: job
@@ -350,7 +350,7 @@ impl GitClient {
             )
             .and_then(|m| m.fetch_blocking(gix::progress::Discard, &mut s.transport, false))
             .map_err(|e| s.meta.read_fail(error_chain(&e)))?;
-        at.reached(Phase::Advertised);
+        at.reached(GitPhase::Advertised);
         Ok(Advertised {
             s,
             hs,
@@ -401,7 +401,7 @@ impl GitClient {
             let e = match e {
                 // The disk or the object store: this side's, never retried.
                 super::ReceiveError::Local(why) => {
-                    return crate::local::local(Phase::Negotiated, why);
+                    return crate::local::local(GitPhase::Negotiated, why);
                 }
                 super::ReceiveError::Wire(e) => e,
             };
@@ -409,13 +409,13 @@ impl GitClient {
             // stopped as it arrived; asking again gets the same pack.
             if let Some(why) = guard.tripped.borrow().clone() {
                 return GitError::BadPack {
-                    phase: Phase::Negotiated,
+                    phase: GitPhase::Negotiated,
                     detail: why,
                 };
             }
             if unsupported_before_request(&adv.s.meta, &e) {
                 return GitError::Unsupported {
-                    phase: Phase::Advertised,
+                    phase: GitPhase::Advertised,
                     detail: error_chain(&e),
                 };
             }
@@ -446,14 +446,14 @@ fn check_mapped(adv: &Advertised, repo: &gix::Repository) -> Result<(), GitError
             .any(|m| m.spec_index == SpecIndex::ExplicitInRemote(i));
         if exact && !matched {
             return Err(GitError::NotAdvertised {
-                phase: Phase::Advertised,
+                phase: GitPhase::Advertised,
                 name: src.to_string(),
             });
         }
     }
     if adv.ref_map.object_hash != repo.object_hash() {
         return Err(GitError::Unsupported {
-            phase: Phase::Advertised,
+            phase: GitPhase::Advertised,
             detail: format!(
                 "the remote uses {} object ids, the local repository {}",
                 adv.ref_map.object_hash,
@@ -496,14 +496,14 @@ fn write_refs(
         .collect();
     let pruned = if fetch.prune {
         super::prune_refs(repo, ref_map, &adv.specs).map_err(|e| GitError::Local {
-            phase: Phase::PackReceived,
+            phase: GitPhase::PackReceived,
             detail: format!("pruning the local refs: {}", error_chain(&e)),
         })?
     } else {
         Vec::new()
     };
     let outcomes = super::update_refs(repo, ref_map).map_err(|e| GitError::Local {
-        phase: Phase::PackReceived,
+        phase: GitPhase::PackReceived,
         detail: format!("updating the local refs: {}", error_chain(&e)),
     })?;
     for (m, o) in mappings.iter_mut().zip(outcomes) {

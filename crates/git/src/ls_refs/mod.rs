@@ -20,7 +20,7 @@ use sluice_policy::{CancelFlag, Effect, Outcome};
 use crate::attempt::{shielded, Attempt};
 use crate::client::{no_auth, GitClient, InputError};
 use crate::connect::{Dial, Session};
-use crate::error::{GitError, Phase};
+use crate::error::{GitError, GitPhase};
 use crate::remote::Remote;
 #[cfg(feature = "http")]
 use crate::remote::TransportKind;
@@ -68,7 +68,7 @@ impl GitClient {
             at.cancel_flag(),
             at.credential().map(|c| c.secret()),
         )?;
-        at.reached(Phase::Done);
+        at.reached(GitPhase::Done);
         Ok(refs)
     }
 
@@ -133,7 +133,7 @@ impl GitClient {
             &mut gix::progress::Discard,
         )
         .map_err(|e| s.meta.read_fail(sluice_policy::text::error_chain(&e)))?;
-        crate::error::check_format(&s.meta.wire.lock(), Phase::Advertised)?;
+        crate::error::check_format(&s.meta.wire.lock(), GitPhase::Advertised)?;
         #[cfg(feature = "http")]
         if remote.kind == TransportKind::Http && hs.server_protocol_version == Protocol::V2 {
             let unborn = hs

@@ -24,7 +24,7 @@ use gix::ObjectId;
 use gix_transport::client::blocking_io::http::{Http, PostBodyDataKind, PostResponse};
 
 use crate::connect::{self, Dial};
-use crate::error::{GitError, Phase};
+use crate::error::{GitError, GitPhase};
 use crate::pktline::FramingError;
 use crate::remote_ref::RemoteRef;
 
@@ -120,9 +120,9 @@ pub(crate) fn ls_refs(
     let fail = |detail: String| {
         let complete = meta.wire.lock().request_complete;
         let phase = if complete {
-            Phase::Advertised
+            GitPhase::Advertised
         } else {
-            Phase::Connect
+            GitPhase::Connect
         };
         Miss::Failed(meta.fail(phase, complete, detail))
     };
@@ -167,7 +167,7 @@ pub(crate) fn ls_refs(
     }
     if data.len() as u64 > MAX_LISTING {
         return Err(Miss::Failed(GitError::Protocol {
-            phase: Phase::Advertised,
+            phase: GitPhase::Advertised,
             request_complete: true,
             detail: format!("a listing larger than {} MiB", MAX_LISTING >> 20),
         }));
@@ -175,7 +175,7 @@ pub(crate) fn ls_refs(
     let st = meta.wire.lock();
     if let Some(words) = &st.err_line {
         return Err(Miss::Failed(GitError::Remote {
-            phase: Phase::Advertised,
+            phase: GitPhase::Advertised,
             words: words.clone(),
         }));
     }

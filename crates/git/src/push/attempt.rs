@@ -14,7 +14,7 @@ use super::{
 };
 use crate::attempt::{shielded, Attempt};
 use crate::client::{GitClient, InputError};
-use crate::error::{GitError, Phase};
+use crate::error::{GitError, GitPhase};
 use crate::remote::Remote;
 use crate::view::attempt_view;
 use sluice_policy::CallOptions;
@@ -125,14 +125,14 @@ fn rejection(report: &PushReport, decided: &[Option<RefResult>]) -> Option<GitEr
         .is_some_and(|d| d.as_ref().is_some_and(|d| d.status == RefStatus::Rejected));
     Some(if here {
         GitError::Refused {
-            phase: Phase::Advertised,
+            phase: GitPhase::Advertised,
             name,
             reason,
             detail: words,
         }
     } else {
         GitError::Rejected {
-            phase: Phase::Reported,
+            phase: GitPhase::Reported,
             name,
             reason,
             words,

@@ -191,7 +191,7 @@ impl PackError {
     /// classes it (the remote's side), anything else `local-error`.
     pub(crate) fn into_git(
         self,
-        phase: crate::error::Phase,
+        phase: crate::error::GitPhase,
         wire: impl FnOnce(std::io::Error) -> crate::GitError,
     ) -> crate::GitError {
         match self {

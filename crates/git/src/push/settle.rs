@@ -9,7 +9,7 @@ use sluice_policy::{AttemptError, ReconcileCtx, Settlement, Verdict};
 
 use super::{PushJob, PushReport, RefResult, RefStatus};
 use crate::client::GitClient;
-use crate::error::{GitError, Phase};
+use crate::error::{GitError, GitPhase};
 
 impl GitClient {
     /// Settle a push whose answer was not read: read the destination
@@ -26,7 +26,7 @@ impl GitClient {
         };
         let Some(expected) = expected else {
             return Err(AttemptError::answered(
-                Phase::Connect.as_str(),
+                GitPhase::Connect.as_str(),
                 "nothing was advertised: nothing to settle",
             ));
         };
@@ -45,7 +45,7 @@ impl GitClient {
         }))
         .unwrap_or_else(|_| {
             Err(GitError::Protocol {
-                phase: Phase::Connect,
+                phase: GitPhase::Connect,
                 request_complete: true,
                 detail: "the client failed on the server's answer to a settling read".into(),
             })

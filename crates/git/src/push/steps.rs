@@ -32,7 +32,7 @@ use super::report::{self, Report};
 use super::{Lease, PushJob, PushReport, RefResult, RefStatus, RefUpdate, RejectReason};
 use crate::attempt::Attempt;
 use crate::connect::{ssh_config, Connector, Meta, Session};
-use crate::error::{GitError, Phase};
+use crate::error::{GitError, GitPhase};
 use crate::progress::Progress;
 use sluice_policy::remote_text::RemoteText;
 
@@ -182,8 +182,8 @@ impl<'s> Connected<'s> {
             };
             (capabilities, adv)
         };
-        crate::error::check_format(&s.meta.wire.lock(), Phase::Advertised)?;
-        at.reached(Phase::Advertised);
+        crate::error::check_format(&s.meta.wire.lock(), GitPhase::Advertised)?;
+        at.reached(GitPhase::Advertised);
         Ok(Advertised {
             s,
             repo,
@@ -211,7 +211,7 @@ impl<'s> Advertised<'s> {
             .and_then(|c| c.value().map(|v| v.to_string()))
             .filter(|f| f != crate::wire::SHA1)
         {
-            return Err(crate::error::foreign_format(Phase::Advertised, &format));
+            return Err(crate::error::foreign_format(GitPhase::Advertised, &format));
         }
         let mut plan = self.plan(job)?;
         if plan.commands.is_empty() || job.options.dry_run {
@@ -282,7 +282,7 @@ impl<'s> Advertised<'s> {
                 results[i] = Some(RefResult::ok(u, cur));
             } else if u.src.is_none() && !caps.contains("delete-refs") {
                 return Err(GitError::Unsupported {
-                    phase: Phase::Advertised,
+                    phase: GitPhase::Advertised,
                     detail: "the remote does not allow deleting refs (no delete-refs)".into(),
                 });
             } else if u.src.is_none() && cur.is_none() {
@@ -349,11 +349,11 @@ impl<'s> Advertised<'s> {
             // cancel, not local trouble.
             if at.cancel_flag().is_cancelled() {
                 GitError::Cancelled {
-                    phase: Phase::Advertised,
+                    phase: GitPhase::Advertised,
                     request_complete: false,
                 }
             } else {
-                crate::local::local(Phase::Advertised, e)
+                crate::local::local(GitPhase::Advertised, e)
             }
         })
     }
@@ -368,7 +368,7 @@ fn wanted(
     agent: &str,
 ) -> Result<Vec<String>, GitError> {
     let unsupported = |detail: &str| GitError::Unsupported {
-        phase: Phase::Advertised,
+        phase: GitPhase::Advertised,
         detail: detail.into(),
     };
     let options = job.options;
@@ -451,12 +451,12 @@ impl<'s> Ready<'s> {
         let meta: &'s Meta = meta;
         let writer = transport
             .request(WriteMode::Binary, MessageKind::Flush, false)
-            .map_err(|e| meta.fail(Phase::Advertised, false, e))?;
+            .map_err(|e| meta.fail(GitPhase::Advertised, false, e))?;
         let (mut w, mut r) = writer.into_parts();
         w.write_all(&self.request)
             .and_then(|_| w.flush())
-            .map_err(|e| meta.fail(Phase::Advertised, false, e))?;
-        at.reached(Phase::CommandsSent);
+            .map_err(|e| meta.fail(GitPhase::Advertised, false, e))?;
+        at.reached(GitPhase::CommandsSent);
         meta.wire.lock().moving = true;
         let said = Said::default();
         if self.plan.sideband {
@@ -530,16 +530,16 @@ impl<'s> CommandsSent<'s> {
             let st = pack::write(counted, &mut sending).map_err(|e| {
                 // The sink failing is a cut before the request was
                 // complete, classed from the wire; anything else is local.
-                e.into_git(Phase::CommandsSent, |sink| {
+                e.into_git(GitPhase::CommandsSent, |sink| {
                     meta.fail(
-                        Phase::CommandsSent,
+                        GitPhase::CommandsSent,
                         false,
                         format!("writing the pack: {sink}"),
                     )
                 })
             })?;
             w.flush()
-                .map_err(|e| meta.fail(Phase::CommandsSent, false, e))?;
+                .map_err(|e| meta.fail(GitPhase::CommandsSent, false, e))?;
             tracing::debug!(objects = st.objects, bytes = st.bytes, "pack sent");
             if let Some(cb) = progress {
                 cb(&Progress {
@@ -549,7 +549,7 @@ impl<'s> CommandsSent<'s> {
                 });
             }
             stats = Some(st);
-            at.reached(Phase::PackSent);
+            at.reached(GitPhase::PackSent);
         }
         drop(w);
         // The request is complete (the pack's last byte, or the commands'
@@ -629,7 +629,7 @@ impl PackSent<'_> {
                 },
             }
         })?;
-        at.reached(Phase::Reported);
+        at.reached(GitPhase::Reported);
         Ok(Reported {
             plan,
             report,
@@ -658,7 +658,7 @@ impl Reported {
         for (name, res) in &report.refs {
             let Some(&(i, old)) = sent.get(name.as_str()) else {
                 return Err(GitError::Protocol {
-                    phase: Phase::Reported,
+                    phase: GitPhase::Reported,
                     request_complete: true,
                     detail: format!("the report names {name}, which was not pushed"),
                 });
@@ -685,7 +685,7 @@ impl Reported {
             // The remote judged the request but its report is incomplete: what
             // it did is unknown, so it is settled by reading.
             return Err(GitError::Protocol {
-                phase: Phase::Reported,
+                phase: GitPhase::Reported,
                 request_complete: true,
                 detail: format!("the report does not mention {}", updates[c.update].dst),
             });

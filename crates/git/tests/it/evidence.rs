@@ -10,7 +10,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_git::{GitError, Phase, PushOptions, RefUpdate, RejectReason};
+use sluice_git::{GitError, GitPhase, PushOptions, RefUpdate, RejectReason};
 use sluice_policy::{AttemptError, Class, OutcomeKind, Stopped, Verdict};
 use sluice_testkit::repo;
 use sluice_testkit::scripted::{Script, ScriptedServer};
@@ -67,7 +67,7 @@ fn a_ref_a_hook_declines_is_a_typed_rejection_of_the_remote() {
             reason,
             words,
         } => {
-            assert_eq!(*phase, Phase::Reported);
+            assert_eq!(*phase, GitPhase::Reported);
             assert_eq!(name, "refs/heads/main");
             assert_eq!(*reason, RejectReason::HookDeclined, "{words}");
         }
@@ -98,7 +98,7 @@ fn a_non_fast_forward_the_remote_refuses_is_a_typed_rejection_of_the_remote() {
             reason,
             ..
         } => {
-            assert_eq!(*phase, Phase::Reported);
+            assert_eq!(*phase, GitPhase::Reported);
             assert_eq!(name, "refs/heads/main");
             assert_eq!(*reason, RejectReason::NonFastForward);
         }
@@ -125,7 +125,7 @@ fn a_pack_the_remote_cannot_unpack_is_a_typed_rejection_of_the_remote() {
         GitError::Rejected {
             phase, name, words, ..
         } => {
-            assert_eq!(*phase, Phase::Reported);
+            assert_eq!(*phase, GitPhase::Reported);
             assert_eq!(name, "refs/heads/main");
             assert!(words.contains("unpack"), "{words}");
         }
@@ -151,7 +151,7 @@ fn a_stale_lease_refused_here_is_a_typed_refusal_at_the_advertisement() {
             reason,
             ..
         } => {
-            assert_eq!(*phase, Phase::Advertised);
+            assert_eq!(*phase, GitPhase::Advertised);
             assert_eq!(name, "refs/heads/main");
             assert_eq!(*reason, RejectReason::StaleInfo);
         }
@@ -186,7 +186,7 @@ fn a_ref_a_fetch_may_not_move_is_a_typed_refusal_after_the_fetch() {
             reason,
             detail,
         } => {
-            assert_eq!(*phase, Phase::Done);
+            assert_eq!(*phase, GitPhase::Done);
             assert_eq!(name, "refs/heads/dev");
             assert_eq!(*reason, RejectReason::NonFastForward, "{detail}");
         }
@@ -225,7 +225,7 @@ fn a_push_settled_by_reading_keeps_the_typed_error_of_its_attempt() {
     );
     let (e, typed) = typed(&out);
     assert_eq!(e.class, Class::Unknown);
-    assert_eq!(typed.phase(), Phase::PackSent, "{typed:?}");
+    assert_eq!(typed.phase(), GitPhase::PackSent, "{typed:?}");
     assert!(
         matches!(
             typed,
@@ -287,7 +287,7 @@ fn a_local_failure_carries_the_typed_local_error() {
     assert_eq!(out.kind, OutcomeKind::LocalError, "{:?}", out.attempts);
     match typed(&out).1 {
         GitError::Local { phase, detail } => {
-            assert_eq!(*phase, Phase::Connect);
+            assert_eq!(*phase, GitPhase::Connect);
             assert!(detail.contains("reopening the repository"), "{detail}");
         }
         other => panic!("not a local error: {other:?}"),
