@@ -1315,6 +1315,8 @@ pub fn input_error(e: &sluice_git::InputError) -> UsageError {
         E::Refspec { .. } => "<REFSPEC>",
         E::Prefix(_) => "--prefix",
         E::RefName { .. } | E::Revision { .. } | E::Push(_) => "[+]SRC:DST",
+        // A kind of bad input this CLI does not know yet: its words name it.
+        _ => "<ARGS>",
     };
     UsageError::new(arg, e.to_string())
 }

@@ -17,6 +17,7 @@ use crate::phase::ForgePhase;
 /// A forge client or credential source that cannot be built (a base URL,
 /// a GitHub App's key, the HTTP stack), or a URL that is not one.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ForgeError {
     /// A URL that is not an absolute `http(s)` URL, or a path that does not
     /// make one with the base URL.

@@ -303,6 +303,7 @@ impl CiStatus {
 /// How a pull request is merged (`merge_method`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
+#[non_exhaustive]
 pub enum MergeMethod {
     /// A merge commit (GitHub's default).
     #[default]

@@ -16,6 +16,7 @@ use crate::remote::{BadUrl, Remote, TransportKind};
 
 /// Input refused before any call to the remote.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum InputError {
     /// A URL that is not a usable remote.
     #[error(transparent)]

@@ -7,6 +7,7 @@ use sluice_policy::text::redact;
 
 /// The transport a URL names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum TransportKind {
     /// `git://`: a git daemon over TCP.
     Git,

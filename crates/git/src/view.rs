@@ -122,6 +122,7 @@ fn is_safe(path: &Path, values: &[gix::bstr::BString]) -> bool {
 
 /// Why [`fresh_view`] could not open a view of a repository.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
 pub enum ViewError {
     /// The repository could not be opened again (moved, deleted,
     /// unreadable, no longer a repository).

@@ -241,6 +241,7 @@ pub fn parse_lease(text: &str) -> Result<(String, Lease), InputError> {
 
 /// A lease as written, before it is resolved against the local repository.
 #[derive(Clone, Debug, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum LeaseSpec {
     /// `<DST>=<OID>`: 40 hex digits.
     Oid(ObjectId),
