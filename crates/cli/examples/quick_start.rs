@@ -10,6 +10,7 @@ use std::path::Path;
 use std::sync::Arc;
 
 use sluice_cli::contract;
+use sluice_git::gix;
 use sluice_git::{CallOptions, GitClient, PushOptions, PushSpec, RefUpdate};
 use sluice_ledger::SqliteLedger;
 use sluice_policy::{OutcomeKind, Policy};
@@ -38,7 +39,8 @@ pub fn quick_start(
         println!("{oid} {}", r.name);
     }
 
-    // fetch: the local refs are updated as `git fetch` updates them.
+    // fetch: the local refs are updated as `git fetch` updates them (the
+    // repository opened with the gix sluice-git re-exports).
     let repo = gix::open(repo)?;
     let refspecs = ["+refs/heads/*:refs/remotes/origin/*".to_string()];
     let fetched = client.fetch(url, &refspecs, &repo, &CallOptions::default())?;

@@ -1,7 +1,8 @@
 //! The README is true: it starts with the two commands; its library quick
 //! start is the example program `crates/cli/examples/quick_start.rs`
 //! (compiled into this test binary and run here against a `git daemon` on
-//! 127.0.0.1); its push example is `examples/push.rs`; the gix version and
+//! 127.0.0.1); its push example is `examples/push.rs` and its landing
+//! loop `examples/integrator.rs`; the gix version and
 //! MSRV it states are the workspace's; its JSON examples carry every key
 //! the program prints; `<src>` alone works as its option table says; and
 //! it names no file the repository does not hold.
@@ -63,6 +64,11 @@ fn the_readme_library_examples_are_the_example_programs() {
         rust_block(&readme, "## The library: every outcome"),
         code_of("examples/push.rs"),
         "README and examples/push.rs differ"
+    );
+    assert_eq!(
+        rust_block(&readme, "## The library: a landing loop"),
+        code_of("examples/integrator.rs"),
+        "README and examples/integrator.rs differ"
     );
 }
 
