@@ -86,6 +86,9 @@ pub fn land(
     // Reads run under generated ids: asked again freely, never recorded.
     let read = CallOptions::new().profile(Profile::Round);
     let mut last = String::new();
+    // Merges whose push ended `unknown`: each may still land, so the
+    // target at one of them is this job landed.
+    let mut unsettled: Vec<ObjectId> = Vec::new();
     for round in 1..=ROUNDS {
         // 1. What the remote holds now.
         let listed = git.ls_refs(job.url, &[target_ref.clone(), candidate_ref.clone()], &read)?;
@@ -108,6 +111,12 @@ pub fn land(
                 "the target or the candidate is missing".into(),
             ));
         };
+        if unsettled.contains(&target) {
+            return Ok(JobEnd::Landed {
+                commit: target,
+                rounds: round,
+            });
+        }
 
         // 2. The candidate's CI, from the forge.
         let ci = forge.ci_status(&job.repo, &candidate.to_string(), &read)?;
@@ -172,18 +181,15 @@ pub fn land(
             // A stale lease (somebody moved the target) or a hook's
             // refusal: the next round reads again and builds a new merge.
             OutcomeKind::Answered => last = words(&pushed),
-            // The write may have applied: never pushed again blind. The
-            // policy settled it by reading until the deadline; the next
-            // round's ls-refs decides (the target at `merge` ends the job
-            // below).
+            // The write may have applied: it is never pushed again blind.
+            // The policy settled it by reading until the deadline and found
+            // it not landed, or the target moved; the next round reads the
+            // target again, and the target at this merge is the job landed
+            // (a new merge is leased on what that round reads, so the two
+            // cannot both land).
             OutcomeKind::Unknown => {
                 last = words(&pushed);
-                if landed_meanwhile(git, job, &target_ref, merge, &read)? {
-                    return Ok(JobEnd::Landed {
-                        commit: merge,
-                        rounds: round,
-                    });
-                }
+                unsettled.push(merge);
             }
             // The id ran before (`previous` says what it was and how it
             // ended): a job re-run after a crash. Stop; an operator decides.
@@ -202,22 +208,6 @@ pub fn land(
         }
     }
     Ok(JobEnd::GaveUp(format!("{ROUNDS} rounds: {last}")))
-}
-
-/// Whether the target holds `merge` now (an unknown push that applied).
-fn landed_meanwhile(
-    git: &GitClient,
-    job: &Job<'_>,
-    target_ref: &str,
-    merge: ObjectId,
-    read: &CallOptions,
-) -> Result<bool, Box<dyn Error>> {
-    let o = git.ls_refs(job.url, &[target_ref.to_string()], read)?;
-    Ok(o.is_success()
-        && o.value
-            .unwrap_or_default()
-            .iter()
-            .any(|r| r.name == target_ref && r.oid == Some(merge)))
 }
 
 /// A merge commit of `candidate` into `target` when the candidate contains
