@@ -161,6 +161,20 @@ impl Drop for ImportLock {
 fn write_database(tmp: &Path, ledger: &JsonLedger) -> io::Result<()> {
     let sql = |e: rusqlite::Error| io::Error::other(e);
     let mut conn = Connection::open(tmp).map_err(sql)?;
+    // WAL before the file takes the ledger's name: WAL is kept in the
+    // file, so the processes that open the imported ledger together find
+    // it in WAL already. Switching a rollback-journal file to WAL takes an
+    // exclusive lock, and several openers asking at once got "database is
+    // locked" without waiting (each holding the shared lock the others
+    // need), past any busy timeout.
+    let mode: String = conn
+        .query_row("PRAGMA journal_mode = WAL", [], |r| r.get(0))
+        .map_err(sql)?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(io::Error::other(format!(
+            "cannot use WAL mode (journal mode is {mode})"
+        )));
+    }
     conn.execute_batch("PRAGMA synchronous = FULL")
         .map_err(sql)?;
     ensure_schema(&conn).map_err(io::Error::other)?;
