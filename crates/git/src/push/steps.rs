@@ -216,14 +216,22 @@ impl<'s> Advertised<'s> {
         let mut plan = self.plan(job)?;
         if plan.commands.is_empty() || job.options.dry_run {
             // Nothing to send (or a dry run: what would be sent, without
-            // sending it): end the conversation as git does, with a flush.
+            // sending it): end the conversation as git does — a flush on a
+            // connection (git://, ssh://, file://), no request at all over
+            // http(s), where a flush would be a POST of its own that
+            // carries nothing (git's send-pack sends none either).
             for c in &plan.commands {
                 plan.results[c.update] = Some(RefResult::ok(&job.updates[c.update], c.old));
             }
-            if let Ok(w) = self
-                .s
-                .transport
-                .request(WriteMode::Binary, MessageKind::Flush, false)
+            let persists = gix::protocol::transport::client::TransportWithoutIO::connection_persists_across_multiple_requests(&*self.s.transport);
+            if let Some(w) = persists
+                .then(|| {
+                    self.s
+                        .transport
+                        .request(WriteMode::Binary, MessageKind::Flush, false)
+                        .ok()
+                })
+                .flatten()
             {
                 let (mut w, _) = w.into_parts();
                 let _ = encode::flush_to_write(&mut w);
