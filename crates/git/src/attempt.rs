@@ -84,6 +84,13 @@ pub(crate) fn shielded<T>(
     }
 }
 
+/// [`fresh_view`](crate::fresh_view) for one attempt: a view that cannot be opened is this
+/// side's trouble, a local failure at `connect` (nothing was dialled yet).
+pub(crate) fn attempt_view(repo: &gix::Repository) -> Result<gix::Repository, GitError> {
+    crate::view::fresh_view(repo)
+        .map_err(|e| GitError::local(GitPhase::Connect, crate::local::LocalCause::view(e)))
+}
+
 #[cfg(test)]
 mod tests {
     use std::time::Duration;

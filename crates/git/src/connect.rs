@@ -280,11 +280,18 @@ impl Session {
             // Refused when the URL was parsed (`Remote::parse`): a build
             // without the `http` feature never dials one.
             #[cfg(not(feature = "http"))]
-            TransportKind::Http => Err(GitError::Local {
-                phase: crate::error::GitPhase::Connect,
-                detail: crate::remote::missing_feature(&d.remote.url.scheme, false, false)
-                    .unwrap_or_default(),
-            }),
+            TransportKind::Http => Err(GitError::local(
+                crate::error::GitPhase::Connect,
+                crate::local::LocalCause::missing_feature(
+                    if d.remote.url.scheme == gix::url::Scheme::Https {
+                        "https"
+                    } else {
+                        "http"
+                    },
+                    crate::remote::missing_feature(&d.remote.url.scheme, false, false)
+                        .unwrap_or_default(),
+                ),
+            )),
         }
     }
 }

@@ -4,10 +4,12 @@
 //! how far the conversation got, an `ERR` packet, an HTTP status, a spawned
 //! server's exit — never from error text.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use sluice_policy::{AttemptError, Class};
 
+use crate::local::LocalCause;
 use crate::reject::RejectReason;
 use crate::wire::WireState;
 
@@ -59,8 +61,11 @@ impl std::fmt::Display for GitPhase {
 /// Non-exhaustive: the `Http` and `Tls` variants exist only with the
 /// `http` feature, and a feature turned on elsewhere in a build must not
 /// break a match.
+///
+/// `Clone`, not `PartialEq`: a local failure keeps its typed cause (an
+/// `io::Error` among them); compare with `matches!`.
 #[non_exhaustive]
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum GitError {
     /// The remote's own words: an `ERR` packet, a side-band fatal, a spawned
     /// server that exited before advertising.
@@ -200,17 +205,28 @@ pub enum GitError {
     },
     /// Local trouble (reading objects, writing the pack or refs, a lock
     /// held by another process): never the remote's answer; the operation
-    /// stops with `local-error`.
-    #[error("local: {detail}")]
+    /// stops with `local-error`. Its cause is typed ([`LocalCause`]: a full
+    /// disk is told from a corrupt store without reading words).
+    #[error("local: {cause}")]
     Local {
         /// The phase reached.
         phase: GitPhase,
-        /// What failed.
-        detail: String,
+        /// What failed, with its source.
+        #[source]
+        cause: Arc<LocalCause>,
     },
 }
 
 impl GitError {
+    /// This side's failure at `phase` (`local-error`); the causes are built
+    /// in `local`.
+    pub(crate) fn local(phase: GitPhase, cause: LocalCause) -> GitError {
+        GitError::Local {
+            phase,
+            cause: Arc::new(cause),
+        }
+    }
+
     /// The phase the attempt reached.
     pub fn phase(&self) -> GitPhase {
         match self {
@@ -372,10 +388,7 @@ pub(crate) fn from_wire(
     detail: String,
 ) -> GitError {
     if let Some(why) = &st.local_failure {
-        return GitError::Local {
-            phase,
-            detail: why.clone(),
-        };
+        return GitError::local(phase, LocalCause::other(why.clone(), None));
     }
     #[cfg(feature = "http")]
     if let Some((refusal, host)) = &st.tls_refusal {

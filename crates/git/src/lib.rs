@@ -130,6 +130,7 @@ pub use error::{GitError, GitPhase};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
 pub use input::InputError;
+pub use local::{LocalCause, ObjectStoreError};
 pub use named_remote::{is_remote_name, NamedRemote};
 pub use progress::{Progress, ProgressCallback};
 pub use push::spec::{parse_lease_spec, LeaseSpec, PushSpec};

@@ -3,20 +3,157 @@
 //! and the local disk (creating, writing, syncing, renaming or removing a
 //! temporary pack, an index or a `.keep`).
 //!
-//! Both end as [`GitError::Local`]: the operation stops at once with
+//! Every local failure ends as [`crate::GitError::Local`] with a typed
+//! [`LocalCause`], built here: the operation stops at once with
 //! `local-error`, never tried again and never blamed on the remote. What
 //! the remote sent or was sent (the pack stream, the socket) is not here:
 //! the callers keep those as the wire's and class them from it.
+//!
+//! A floor under `error`: it names no `GitError` (the variant is assembled
+//! by `GitError::local`), so the error table can carry its causes.
 
 use std::path::{Path, PathBuf};
 
 use gix::ObjectId;
 
-use crate::error::{GitError, GitPhase};
+/// What failed on this side of a transfer, typed; each keeps its source,
+/// and its words are the ones `local-error` has always printed.
+#[non_exhaustive]
+#[derive(Debug, thiserror::Error)]
+pub enum LocalCause {
+    /// The local object store could not give an object (missing, of
+    /// another kind, unreadable).
+    #[error("{words}")]
+    ObjectStore {
+        /// What failed, in words (as printed).
+        words: String,
+        /// The store's failure.
+        #[source]
+        source: ObjectStoreError,
+    },
+    /// The local disk refused a step (creating, writing, syncing, renaming
+    /// or removing a file: a full disk, a read-only one, a permission).
+    #[error("{words}")]
+    Disk {
+        /// What failed, in words (as printed).
+        words: String,
+        /// The file system's answer (its [`std::io::Error::kind`] says
+        /// which: `StorageFull`, `PermissionDenied`, …).
+        #[source]
+        source: std::io::Error,
+    },
+    /// The local refs could not be read or written (a lock held by another
+    /// process, a ref that cannot be written).
+    #[error("{words}")]
+    Refs {
+        /// What failed, in words (as printed).
+        words: String,
+        /// The ref store's (or the configuration's) failure.
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// No fresh view of the caller's repository could be opened.
+    #[error("{source}")]
+    View {
+        /// Why.
+        #[source]
+        source: crate::view::ViewError,
+    },
+    /// This build lacks a feature the remote needs.
+    #[error("{words}")]
+    MissingFeature {
+        /// The cargo feature (`http`, `https`).
+        feature: &'static str,
+        /// What failed, in words (as printed).
+        words: String,
+    },
+    /// Anything else on this side: a pack too large for one pack, a worker
+    /// thread that panicked, an HTTP client that cannot be built, a
+    /// remote's configuration gix cannot read.
+    #[error("{words}")]
+    Other {
+        /// What failed, in words (as printed).
+        words: String,
+        /// The failure beneath, when there is one.
+        #[source]
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    },
+}
+
+impl LocalCause {
+    /// `words` about the object store's `source`.
+    pub(crate) fn object_store(words: impl Into<String>, source: ObjectStoreError) -> LocalCause {
+        LocalCause::ObjectStore {
+            words: words.into(),
+            source,
+        }
+    }
+
+    /// `words` about the file system's `source`.
+    pub(crate) fn disk(words: impl Into<String>, source: std::io::Error) -> LocalCause {
+        LocalCause::Disk {
+            words: words.into(),
+            source,
+        }
+    }
+
+    /// A step on the disk that failed, in its own words.
+    pub(crate) fn from_disk(e: DiskError) -> LocalCause {
+        LocalCause::Disk {
+            words: e.to_string(),
+            source: e.cause,
+        }
+    }
+
+    /// The object store's failure, in its own words.
+    pub(crate) fn from_object_store(e: ObjectStoreError) -> LocalCause {
+        LocalCause::ObjectStore {
+            words: e.to_string(),
+            source: e,
+        }
+    }
+
+    /// `words` about the ref store's `source`.
+    pub(crate) fn refs(
+        words: impl Into<String>,
+        source: impl std::error::Error + Send + Sync + 'static,
+    ) -> LocalCause {
+        LocalCause::Refs {
+            words: words.into(),
+            source: Box::new(source),
+        }
+    }
+
+    /// No view of the repository.
+    pub(crate) fn view(source: crate::view::ViewError) -> LocalCause {
+        LocalCause::View { source }
+    }
+
+    /// `feature` is left out of this build.
+    #[cfg(not(feature = "http"))]
+    pub(crate) fn missing_feature(feature: &'static str, words: impl Into<String>) -> LocalCause {
+        LocalCause::MissingFeature {
+            feature,
+            words: words.into(),
+        }
+    }
+
+    /// Anything else, in `words`, with the failure beneath when there is one.
+    pub(crate) fn other(
+        words: impl Into<String>,
+        source: Option<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> LocalCause {
+        LocalCause::Other {
+            words: words.into(),
+            source,
+        }
+    }
+}
 
 /// Reading the local object store failed.
 #[derive(Debug, thiserror::Error)]
-pub(crate) enum ObjectStoreError {
+#[non_exhaustive]
+pub enum ObjectStoreError {
     /// An object the transfer needs is not in the local object store.
     #[error("{} {id} is missing from the local object store", kind_name(*.kind))]
     Missing {
@@ -83,14 +220,6 @@ impl DiskError {
             dir: dir.to_path_buf(),
             cause,
         }
-    }
-}
-
-/// A local failure as the attempt's error: `local-error`, never retried.
-pub(crate) fn local(phase: GitPhase, what: impl std::fmt::Display) -> GitError {
-    GitError::Local {
-        phase,
-        detail: what.to_string(),
     }
 }
 

@@ -4,8 +4,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::error::{GitError, GitPhase};
-
 /// A repository owned by another user that git's `safe.directory` does not
 /// allow: git refuses it ("detected dubious ownership"), and so does this
 /// client, before any of its configuration is used (its `core.sshCommand`
@@ -173,15 +171,6 @@ pub fn fresh_view(repo: &gix::Repository) -> Result<gix::Repository, ViewError> 
     })?;
     check_trusted(&view)?;
     Ok(view)
-}
-
-/// [`fresh_view`] for one attempt: a view that cannot be opened is this
-/// side's trouble, a local failure at `connect` (nothing was dialled yet).
-pub(crate) fn attempt_view(repo: &gix::Repository) -> Result<gix::Repository, GitError> {
-    fresh_view(repo).map_err(|e| GitError::Local {
-        phase: GitPhase::Connect,
-        detail: e.to_string(),
-    })
 }
 
 #[cfg(test)]

@@ -17,14 +17,15 @@ use sluice_policy::{AttemptError, Effect, Outcome, Rejection};
 use super::indexer::EntryGuard;
 use super::named::Named;
 use super::{FetchOptions, FetchStatus, FetchedRef, ForMerge, Received, TagMode};
+use crate::attempt::attempt_view;
 use crate::attempt::{shielded, Attempt};
 use crate::client::{no_auth, GitClient};
 use crate::connect::{ssh_config, Meta, Session};
 use crate::error::{GitError, GitPhase};
 use crate::input::InputError;
+use crate::local::LocalCause;
 use crate::progress::{Progress, Sink};
 use crate::remote::Remote;
-use crate::view::attempt_view;
 use sluice_policy::CallOptions;
 
 /// One fetch's arguments, as every attempt reads them.
@@ -251,13 +252,11 @@ impl GitClient {
         super::refs::add_tracking(&mut adv.ref_map, &job.tracking);
         let refs = write_refs(job.fetch, repo, &adv)?;
         super::fetch_head::write(repo, &fetch_head).map_err(|e| {
-            crate::local::local(
-                GitPhase::PackReceived,
-                format_args!(
-                    "cannot write FETCH_HEAD in {}: {e}",
-                    repo.git_dir().display()
-                ),
-            )
+            let words = format!(
+                "cannot write FETCH_HEAD in {}: {e}",
+                repo.git_dir().display()
+            );
+            GitError::local(GitPhase::PackReceived, LocalCause::disk(words, e))
         })?;
         if let Some(keep) = &received.keep {
             match std::fs::remove_file(keep) {
@@ -265,10 +264,11 @@ impl GitClient {
                 // repository removed it once its refs pointed into it.
                 Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
                 Err(e) => {
-                    return Err(crate::local::local(
+                    let words = format!("cannot remove {}: {e}", keep.display());
+                    return Err(GitError::local(
                         GitPhase::PackReceived,
-                        format_args!("cannot remove {}: {e}", keep.display()),
-                    ))
+                        LocalCause::disk(words, e),
+                    ));
                 }
                 Ok(()) => {}
             }
@@ -297,9 +297,11 @@ impl GitClient {
         repo: &gix::Repository,
         at: &mut Attempt<'_, '_>,
     ) -> Result<Advertised, GitError> {
-        let local = |e: &(dyn std::error::Error + 'static)| GitError::Local {
-            phase: GitPhase::Connect,
-            detail: error_chain(e),
+        let local = |e: Box<dyn std::error::Error + Send + Sync>| {
+            GitError::local(
+                GitPhase::Connect,
+                LocalCause::other(error_chain(&*e), Some(e)),
+            )
         };
         let mut dial =
             self.connector
@@ -308,12 +310,12 @@ impl GitClient {
         let mut s = Session::open(dial)?;
         let gremote = repo
             .remote_at_without_url_rewrite(job.remote.url.to_bstring().as_bstr())
-            .map_err(|e| local(&e))?
+            .map_err(|e| local(e.into()))?
             .with_refspecs(
                 job.refspecs.iter().map(|s| s.as_bytes().as_bstr()),
                 gix::remote::Direction::Fetch,
             )
-            .map_err(|e| local(&e))?;
+            .map_err(|e| local(e.into()))?;
         let specs = gremote.refspecs(gix::remote::Direction::Fetch).to_vec();
         let mut hs = gix::protocol::handshake(
             &mut s.transport,
@@ -394,7 +396,7 @@ impl GitClient {
             let e = match e {
                 // The disk or the object store: this side's, never retried.
                 super::ReceiveError::Local(why) => {
-                    return crate::local::local(GitPhase::Negotiated, why);
+                    return GitError::local(GitPhase::Negotiated, why.into_cause());
                 }
                 super::ReceiveError::Wire(e) => e,
             };
@@ -488,16 +490,16 @@ fn write_refs(
         })
         .collect();
     let pruned = if fetch.prune {
-        super::prune_refs(repo, ref_map, &adv.specs).map_err(|e| GitError::Local {
-            phase: GitPhase::PackReceived,
-            detail: format!("pruning the local refs: {}", error_chain(&e)),
+        super::prune_refs(repo, ref_map, &adv.specs).map_err(|e| {
+            let words = format!("pruning the local refs: {}", error_chain(&e));
+            GitError::local(GitPhase::PackReceived, LocalCause::refs(words, e))
         })?
     } else {
         Vec::new()
     };
-    let outcomes = super::update_refs(repo, ref_map).map_err(|e| GitError::Local {
-        phase: GitPhase::PackReceived,
-        detail: format!("updating the local refs: {}", error_chain(&e)),
+    let outcomes = super::update_refs(repo, ref_map).map_err(|e| {
+        let words = format!("updating the local refs: {}", error_chain(&e));
+        GitError::local(GitPhase::PackReceived, LocalCause::refs(words, e))
     })?;
     for (m, o) in mappings.iter_mut().zip(outcomes) {
         m.old = o.old;

@@ -12,12 +12,12 @@ use super::{
     spec::check_ref_name, PushJob, PushOptions, PushReport, PushState, RefResult, RefStatus,
     RefUpdate, RejectReason,
 };
+use crate::attempt::attempt_view;
 use crate::attempt::{shielded, Attempt};
 use crate::client::GitClient;
 use crate::error::{GitError, GitPhase};
 use crate::input::InputError;
 use crate::remote::Remote;
-use crate::view::attempt_view;
 use sluice_policy::CallOptions;
 
 impl GitClient {

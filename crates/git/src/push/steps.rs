@@ -362,7 +362,8 @@ impl<'s> Advertised<'s> {
                     request_complete: false,
                 }
             } else {
-                crate::local::local(GitPhase::Advertised, e)
+                let words = e.to_string();
+                GitError::local(GitPhase::Advertised, e.into_cause(words))
             }
         })
     }

@@ -286,9 +286,16 @@ fn a_local_failure_carries_the_typed_local_error() {
         .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::LocalError, "{:?}", out.attempts);
     match typed(&out).1 {
-        GitError::Local { phase, detail } => {
+        GitError::Local { phase, cause } => {
             assert_eq!(*phase, GitPhase::Connect);
-            assert!(detail.contains("reopening the repository"), "{detail}");
+            assert!(
+                matches!(&**cause, sluice_git::LocalCause::View { .. }),
+                "{cause:?}"
+            );
+            assert!(
+                cause.to_string().contains("reopening the repository"),
+                "{cause}"
+            );
         }
         other => panic!("not a local error: {other:?}"),
     }

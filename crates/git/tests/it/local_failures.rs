@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::*;
-use sluice_git::{GitError, PushOptions};
+use sluice_git::{GitError, LocalCause, PushOptions};
 use sluice_policy::{Class, OutcomeKind, Stopped};
 use sluice_testkit::{repo, FaultProxy};
 
@@ -110,10 +110,16 @@ fn a_fetch_into_a_full_filesystem_is_one_local_error_that_writes_no_ref_and_leav
     assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
     assert_eq!(out.attempts[0].class, Some(Class::Local));
     let e = out.error.as_ref().expect("error");
-    assert!(
-        matches!(e.source_as::<GitError>(), Some(GitError::Local { .. })),
-        "{e:?}"
-    );
+    // Typed to the caller: the disk, and its io error says the disk is
+    // full, read without reading words.
+    let Some(GitError::Local { cause, .. }) = e.source_as::<GitError>() else {
+        panic!("not a local error: {e:?}");
+    };
+    assert!(matches!(&**cause, LocalCause::Disk { .. }), "{cause:?}");
+    let io = std::error::Error::source(&**cause)
+        .and_then(|s| s.downcast_ref::<std::io::Error>())
+        .expect("the disk's io error is the cause's source");
+    assert_eq!(io.kind(), std::io::ErrorKind::StorageFull, "{io:?}");
     assert!(
         e.cause.contains("objects/pack") && e.cause.contains("No space left on device"),
         "the cause names the directory and the disk's answer: {}",
@@ -180,7 +186,10 @@ fn a_keep_that_cannot_be_removed_after_a_fetch_is_a_local_error_not_unknown() {
     assert_eq!(out.attempts[0].class, Some(Class::Local));
     let e = out.error.as_ref().expect("error");
     assert!(
-        matches!(e.source_as::<GitError>(), Some(GitError::Local { .. })),
+        matches!(
+            e.source_as::<GitError>(),
+            Some(GitError::Local { cause, .. }) if matches!(&**cause, LocalCause::Disk { .. })
+        ),
         "{e:?}"
     );
     assert!(
@@ -221,7 +230,11 @@ fn a_push_whose_pack_cannot_read_an_object_here_is_one_local_error_and_never_sen
     assert_eq!(out.attempts[0].phase, "commands-sent");
     let e = out.error.as_ref().expect("error");
     assert!(
-        matches!(e.source_as::<GitError>(), Some(GitError::Local { .. })),
+        matches!(
+            e.source_as::<GitError>(),
+            Some(GitError::Local { cause, .. })
+                if matches!(&**cause, LocalCause::ObjectStore { .. })
+        ),
         "{e:?}"
     );
     assert!(

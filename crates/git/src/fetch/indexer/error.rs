@@ -25,6 +25,17 @@ pub(crate) enum StoreError {
 }
 
 impl StoreError {
+    /// The failure as the attempt's typed cause, in its own words: the
+    /// disk's or the object store's (the server's pack is the wire's, and
+    /// never asked for this).
+    pub(crate) fn into_cause(self) -> crate::local::LocalCause {
+        match self {
+            StoreError::Disk(e) => crate::local::LocalCause::from_disk(e),
+            StoreError::ObjectStore(e) => crate::local::LocalCause::from_object_store(e),
+            StoreError::Stream(words) => crate::local::LocalCause::other(words, None),
+        }
+    }
+
     /// Whether this side failed (the disk, the object store), not the
     /// pack the server sent.
     pub(crate) fn is_local(&self) -> bool {

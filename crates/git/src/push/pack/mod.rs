@@ -32,8 +32,8 @@
 //! the wire's, classed from it by the caller.
 //!
 //! The rooms: this file holds what counting and writing share (the pack's
-//! statistics, [`PackError`], the bases a loose object is tried against);
-//! `write` the writing (and [`write::Counted`], what it takes), with the
+//! statistics, `PackError`, the bases a loose object is tried against);
+//! `write` the writing (and `write::Counted`, what it takes), with the
 //! delta encoder both use; `walk` which commits are new; `count` the
 //! counting, on `walk` and `write`.
 
@@ -110,7 +110,22 @@ impl PackError {
     ) -> crate::GitError {
         match self {
             PackError::Sink(e) => wire(e),
-            local => crate::local::local(phase, format_args!("writing the pack: {local}")),
+            local => {
+                let words = format!("writing the pack: {local}");
+                crate::GitError::local(phase, local.into_cause(words))
+            }
+        }
+    }
+
+    /// This side's failure as the attempt's typed cause, in `words`.
+    pub(crate) fn into_cause(self, words: String) -> crate::local::LocalCause {
+        use crate::local::LocalCause;
+        match self {
+            PackError::ObjectStore(e) => LocalCause::object_store(words, e),
+            PackError::Sink(e) => LocalCause::other(words, Some(Box::new(e))),
+            PackError::Interrupted | PackError::TooMany { .. } | PackError::Panicked(_) => {
+                LocalCause::other(words, None)
+            }
         }
     }
 }
