@@ -50,7 +50,6 @@ pub(crate) struct Meta {
 /// is killed through a pidfd, which cannot name another process once it
 /// has been reaped.
 struct Spawned {
-    pid: u32,
     pidfd: Arc<Option<rustix::fd::OwnedFd>>,
     /// The exit code once the waiting thread has seen it.
     exited: Mutex<Option<Option<i32>>>,
@@ -79,7 +78,6 @@ impl Spawned {
             tracing::debug!(pid, "could not start a thread to wait on a child");
         }
         Spawned {
-            pid,
             pidfd: Arc::new(pidfd),
             exited: Mutex::new(None),
             exit_rx: Mutex::new(rx),
@@ -343,12 +341,6 @@ impl Meta {
             (phase, st.request_complete)
         };
         self.fail(phase, complete, detail)
-    }
-
-    /// The process id of a spawned server (tests check it is gone).
-    #[allow(dead_code)]
-    pub fn child_pid(&self) -> Option<u32> {
-        self.child.as_ref().map(|c| c.pid)
     }
 }
 
@@ -666,12 +658,6 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
             watchdog: Some(watchdog),
         },
     )
-}
-
-/// Read everything left in `r` (bounded), ignoring errors.
-#[allow(dead_code)]
-pub(crate) fn drain(r: &mut dyn Read) {
-    let _ = std::io::copy(&mut r.take(1 << 20), &mut std::io::sink());
 }
 
 #[cfg(test)]

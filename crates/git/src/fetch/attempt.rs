@@ -62,12 +62,10 @@ impl GitClient {
     /// has, stores the pack, updates the local refs the refspecs name, and
     /// returns the tips fetched.
     ///
-    /// **A repository kept open.** Each attempt works on a view of `repo`
-    /// opened then ([`crate::fresh_view`]), so a handle kept open for weeks
-    /// is safe to pass; but gix's handle sizes its pack list when opened,
-    /// and after about 32 more packs (a pack per fetch) `repo` itself no
-    /// longer sees new objects: read what this call brought through
-    /// [`crate::fresh_view`]`(repo)`, not through `repo`.
+    /// **A repository kept open** is safe to pass (each attempt works on a
+    /// view of its own), but read what this call brought through
+    /// [`crate::fresh_view`]`(repo)`, not through `repo`: see
+    /// [`crate::fresh_view`] for why.
     pub fn fetch(
         &self,
         url: &str,
@@ -90,12 +88,10 @@ impl GitClient {
     /// merge, followed tags not: [`ForMerge::Given`]). A configured
     /// remote is fetched by name with [`GitClient::fetch_remote`].
     ///
-    /// **A repository kept open.** Each attempt works on a view of `repo`
-    /// opened then ([`crate::fresh_view`]), so a handle kept open for weeks
-    /// is safe to pass; but gix's handle sizes its pack list when opened,
-    /// and after about 32 more packs (a pack per fetch) `repo` itself no
-    /// longer sees new objects: read what this call brought through
-    /// [`crate::fresh_view`]`(repo)`, not through `repo`.
+    /// **A repository kept open** is safe to pass (each attempt works on a
+    /// view of its own), but read what this call brought through
+    /// [`crate::fresh_view`]`(repo)`, not through `repo`: see
+    /// [`crate::fresh_view`] for why.
     pub fn fetch_with(
         &self,
         url: &str,

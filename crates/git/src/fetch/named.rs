@@ -34,12 +34,10 @@ impl GitClient {
     /// fetch marked for merge. `fetch.tags` is the caller's: give
     /// `remote.tags` (its `tagOpt`) unless the caller chose.
     ///
-    /// **A repository kept open.** Each attempt works on a view of `repo`
-    /// opened then ([`crate::fresh_view`]), so a handle kept open for weeks
-    /// is safe to pass; but gix's handle sizes its pack list when opened,
-    /// and after about 32 more packs (a pack per fetch) `repo` itself no
-    /// longer sees new objects: read what this call brought through
-    /// [`crate::fresh_view`]`(repo)`, not through `repo`.
+    /// **A repository kept open** is safe to pass (each attempt works on a
+    /// view of its own), but read what this call brought through
+    /// [`crate::fresh_view`]`(repo)`, not through `repo`: see
+    /// [`crate::fresh_view`] for why.
     ///
     /// ```no_run
     /// # fn f(client: &sluice_git::GitClient, repo: &gix::Repository) -> Result<(), Box<dyn std::error::Error>> {

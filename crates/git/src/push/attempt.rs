@@ -32,13 +32,10 @@ impl GitClient {
     /// ends `unknown` with `may_have_applied: true`, each ref with its own
     /// verdict.
     ///
-    /// **A repository kept open.** Each attempt works on a view of `repo`
-    /// opened then ([`crate::fresh_view`]), so a handle kept open for weeks
-    /// is safe to pass; but gix's handle sizes its pack list when opened,
-    /// and after about 32 more packs (a pack per fetch) `repo` itself no
-    /// longer sees new objects: resolve what you push
-    /// (new commits fetched since, [`crate::RefUpdate::resolve`]) through
-    /// [`crate::fresh_view`]`(repo)`, not through `repo`.
+    /// **A repository kept open** is safe to pass (each attempt works on a
+    /// view of its own), but resolve what you push ([`crate::RefUpdate::resolve`])
+    /// through [`crate::fresh_view`]`(repo)`, not through `repo`: see
+    /// [`crate::fresh_view`] for why.
     pub fn push(
         &self,
         url: &str,

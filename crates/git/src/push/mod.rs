@@ -161,10 +161,9 @@ impl RefUpdate {
     /// leased; otherwise [`RefUpdate::fast_forward`] (or a delete of
     /// whatever the remote holds, git's `push :dst`).
     ///
-    /// **A repository kept open.** This reads `repo` as it is: gix's handle
-    /// sizes its pack list when opened, and after about 32 more packs (a
-    /// pack per fetch) it no longer sees new objects. Pass
-    /// [`crate::fresh_view`]`(repo)` when `repo` was opened long ago.
+    /// **A repository kept open**: this reads `repo` as it is; pass
+    /// [`crate::fresh_view`]`(repo)` when it was opened long ago (see
+    /// [`crate::fresh_view`] for why).
     pub fn resolve(
         spec: &PushSpec,
         lease: Option<Lease>,

@@ -50,10 +50,9 @@ pub fn check_short_name(name: &str) -> Result<(), InputError> {
 /// source naming more than one local ref is refused first
 /// ([`check_unambiguous_source`]).
 ///
-/// **A repository kept open.** This reads `repo` as it is: gix's handle
-/// sizes its pack list when opened, and after about 32 more packs (a
-/// pack per fetch) it no longer sees new objects. Pass
-/// [`crate::fresh_view`]`(repo)` when `repo` was opened long ago.
+/// **A repository kept open**: this reads `repo` as it is; pass
+/// [`crate::fresh_view`]`(repo)` when it was opened long ago (see
+/// [`crate::fresh_view`] for why).
 pub fn expand_destination(
     dst: &str,
     src: Option<&str>,
