@@ -52,6 +52,11 @@ pub struct ClaimRequest<'a> {
     /// (none: every ref), fetch its refspecs, push one `[+]<new>:<dst>`
     /// per ref (`:<dst>` deletes).
     pub refs: Option<&'a [String]>,
+    /// The host the claim is made on (see [`this_host`]), when given: a
+    /// store keeps it so that a run whose process died can be found.
+    pub host: Option<&'a str>,
+    /// The process id making the claim, when given.
+    pub pid: Option<u32>,
 }
 
 impl<'a> ClaimRequest<'a> {
@@ -64,6 +69,8 @@ impl<'a> ClaimRequest<'a> {
             kind: None,
             remote: None,
             refs: None,
+            host: None,
+            pid: None,
         }
     }
 
@@ -80,6 +87,57 @@ impl<'a> ClaimRequest<'a> {
         self.refs = Some(refs);
         self
     }
+
+    /// With the host and process that claim (the policy gives
+    /// [`this_host`] and [`std::process::id`]).
+    pub const fn origin(mut self, host: Option<&'a str>, pid: u32) -> Self {
+        self.host = host;
+        self.pid = Some(pid);
+        self
+    }
+
+    /// The operation's deadline as a store records it: what remains of it
+    /// at the claim (`left`). A claim without a finish is abandoned once
+    /// this plus [`FINISH_FLOOR`] has passed since it was made.
+    pub const fn deadline(&self) -> Duration {
+        self.left
+    }
+}
+
+/// What a progress call asks of a [`Ledger`]: record that the run of `id`
+/// is about to take the step that completes `phase` (a push's pack, a forge
+/// write's request), within `left`. Best effort: a failure is logged by
+/// the policy and never stops the operation.
+///
+/// Built with [`ProgressRequest::new`] (fields may be added).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProgressRequest<'a> {
+    /// The operation id (claimed by this run).
+    pub id: &'a str,
+    /// The phase the run is entering.
+    pub phase: &'a str,
+    /// The bound of the whole call.
+    pub left: Duration,
+}
+
+impl<'a> ProgressRequest<'a> {
+    /// Record that `id` is entering `phase`, within `left`.
+    pub const fn new(id: &'a str, phase: &'a str, left: Duration) -> Self {
+        ProgressRequest { id, phase, left }
+    }
+}
+
+/// This machine's host name as a claim records it (the kernel's node
+/// name), or `None` when it cannot be read. Read once per process.
+pub fn this_host() -> Option<&'static str> {
+    static HOST: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let name = rustix::system::uname();
+        let name = name.nodename().to_string_lossy().trim().to_owned();
+        (!name.is_empty()).then_some(name)
+    })
+    .as_deref()
 }
 
 /// What a finish asks of a [`Ledger`]: record `run` as how the operation
@@ -180,6 +238,16 @@ pub trait Ledger: Send + Sync {
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError>;
     /// Record how the operation with `req.id` ended, within `req.left`.
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError>;
+    /// Record that the run of `req.id` (claimed by this process) is about
+    /// to take the step that completes `req.phase`, within `req.left`: an
+    /// abandoned run's entry shows the furthest phase it reached. Best
+    /// effort: the policy logs a failure and goes on. An id the store
+    /// never saw claimed, or one already finished, is left as it is.
+    /// Default: nothing is recorded.
+    fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
+        let _ = req;
+        Ok(())
+    }
     /// Whether the outcomes of writes under ids the policy generates are
     /// recorded here too (default: yes). A generated id is unique by
     /// construction, so it needs no claim; a ledger that outlives the
