@@ -273,11 +273,14 @@ pub struct MemoryLedger {
 /// One id in a [`MemoryLedger`].
 #[derive(Debug)]
 enum Slot {
-    /// Claimed, not finished: what the claim said, and when.
+    /// Claimed, not finished: what the claim said, and when; the phase
+    /// its run recorded last.
     Running {
         kind: Option<Box<str>>,
         effect: Effect,
         at: Instant,
+        deadline: Duration,
+        phase: Option<Box<str>>,
     },
     /// Finished.
     Ended(PreviousRun),
@@ -298,11 +301,25 @@ impl Ledger for MemoryLedger {
         // One lookup: a taken id (rare) pays for its key's copy.
         match e.entry(id.to_owned()) {
             Entry::Occupied(prev) => Ok(Claim::Taken(Some(match prev.get() {
-                Slot::Running { kind, effect, at } => PreviousRun::running(
+                Slot::Running {
+                    kind,
+                    effect,
+                    at,
+                    deadline,
+                    phase,
+                } => PreviousRun::running(
                     kind.as_deref().map(str::to_owned),
                     Some(*effect),
                     at.elapsed(),
-                ),
+                )
+                // One process: the host and pid are this process's.
+                .claimed_by(
+                    Some(*deadline),
+                    this_host().map(str::to_owned),
+                    Some(std::process::id()),
+                )
+                .at_phase(phase.as_deref().map(str::to_owned))
+                .judged_at(at.elapsed()),
                 Slot::Ended(run) => run.clone(),
             }))),
             Entry::Vacant(slot) => {
@@ -310,6 +327,8 @@ impl Ledger for MemoryLedger {
                     kind: req.kind.map(Box::from),
                     effect: req.effect,
                     at: Instant::now(),
+                    deadline: req.deadline(),
+                    phase: None,
                 });
                 Ok(Claim::Claimed)
             }
@@ -324,6 +343,14 @@ impl Ledger for MemoryLedger {
             None => {
                 e.insert(id.to_string(), Slot::Ended(run));
             }
+        }
+        Ok(())
+    }
+
+    fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
+        let mut e = self.entries.lock().expect("ledger lock poisoned");
+        if let Some(Slot::Running { phase, .. }) = e.get_mut(req.id) {
+            *phase = Some(Box::from(req.phase));
         }
         Ok(())
     }
@@ -355,6 +382,11 @@ struct FileEntry {
     /// When the claim of a run still running was made (Unix ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     claimed_at_ms: Option<u64>,
+    /// The operation's deadline as its claim recorded it (ms from the
+    /// claim); absent in an entry written before the file kept it (such a
+    /// run reads as running, never abandoned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deadline_ms: Option<u64>,
 }
 
 impl FileEntry {
@@ -365,8 +397,12 @@ impl FileEntry {
             None => PreviousRun::running(None, None, Duration::ZERO),
             Some(e) => {
                 let mut run = e.run.clone();
+                run.deadline_ms = e.deadline_ms;
                 if let Some(at) = e.claimed_at_ms {
                     run.elapsed_ms = unix_ms().saturating_sub(at);
+                    // Judged by the reader's clock.
+                    let elapsed = Duration::from_millis(run.elapsed_ms);
+                    run = run.judged_at(elapsed);
                 }
                 run
             }
@@ -503,10 +539,14 @@ impl Ledger for FileLedger {
                     req.kind.map(str::to_owned),
                     Some(req.effect),
                     Duration::ZERO,
-                );
+                )
+                .claimed_by(None, req.host.map(str::to_owned), req.pid);
                 let entry = FileEntry {
                     run,
                     claimed_at_ms: Some(unix_ms()),
+                    deadline_ms: Some(
+                        u64::try_from(req.deadline().as_millis()).unwrap_or(u64::MAX),
+                    ),
                 };
                 data.operations.insert(id.to_string(), Some(entry));
                 (true, Claim::Claimed)
@@ -516,12 +556,30 @@ impl Ledger for FileLedger {
 
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
         self.with_lock(req.left, |data| {
+            // The claim's host and pid stay with the run.
+            let mut run = req.run.clone();
+            if let Some(Some(claimed)) = data.operations.get(req.id) {
+                run.host = run.host.take().or_else(|| claimed.run.host.clone());
+                run.pid = run.pid.or(claimed.run.pid);
+            }
             let entry = FileEntry {
-                run: req.run.clone(),
+                run,
                 claimed_at_ms: None,
+                deadline_ms: None,
             };
             data.operations.insert(req.id.to_string(), Some(entry));
             (true, ())
+        })
+    }
+
+    /// Rewrites the file under its lock: the phase of a run still running.
+    fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
+        self.with_lock(req.left, |data| match data.operations.get_mut(req.id) {
+            Some(Some(e)) if e.run.result == crate::outcome::PreviousResult::Running => {
+                e.run.phase = Some(req.phase.to_owned());
+                (true, ())
+            }
+            _ => (false, ()),
         })
     }
 }
