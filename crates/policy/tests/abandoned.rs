@@ -38,7 +38,11 @@ fn claim_then_die(ledger: &dyn Ledger) {
         .origin(Some("builder-1"), 4242);
     assert_eq!(ledger.claim(&long).unwrap(), Claim::Claimed);
     ledger
-        .progress(&ProgressRequest::new("far", "pack-sent", Duration::from_secs(1)))
+        .progress(&ProgressRequest::new(
+            "far",
+            "pack-sent",
+            Duration::from_secs(1),
+        ))
         .unwrap();
     let run = taken(ledger, "far");
     assert_eq!(run.result, PreviousResult::Running);
@@ -53,7 +57,11 @@ fn claim_then_die(ledger: &dyn Ledger) {
         .origin(Some("builder-1"), 4242);
     assert_eq!(ledger.claim(&short).unwrap(), Claim::Claimed);
     ledger
-        .progress(&ProgressRequest::new("dead", "pack-sent", Duration::from_secs(1)))
+        .progress(&ProgressRequest::new(
+            "dead",
+            "pack-sent",
+            Duration::from_secs(1),
+        ))
         .unwrap();
     past(claimed, deadline);
     let run = taken(ledger, "dead");
@@ -90,7 +98,11 @@ fn claim_then_die(ledger: &dyn Ledger) {
         ))
         .unwrap();
     ledger
-        .progress(&ProgressRequest::new("dead", "reported", Duration::from_secs(1)))
+        .progress(&ProgressRequest::new(
+            "dead",
+            "reported",
+            Duration::from_secs(1),
+        ))
         .unwrap();
     let run = taken(ledger, "dead");
     assert_eq!(run.result, PreviousResult::Unknown);
@@ -118,7 +130,10 @@ fn a_file_claim_without_a_finish_is_abandoned_after_its_deadline_with_its_phase(
     assert_eq!(run.pid, Some(4242));
     // The finished run keeps its claim's host and pid.
     let run = taken(&ledger, "dead");
-    assert_eq!((run.host.as_deref(), run.pid), (Some("builder-1"), Some(4242)));
+    assert_eq!(
+        (run.host.as_deref(), run.pid),
+        (Some("builder-1"), Some(4242))
+    );
 }
 
 #[test]
