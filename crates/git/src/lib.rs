@@ -118,7 +118,7 @@ mod watchdog;
 mod wire;
 
 pub use client::{GitClient, InputError};
-pub use error::{GitError, GitPhase};
+pub use error::{GitError, GitPhase, TimeoutLimit};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
 pub use named_remote::{is_remote_name, NamedRemote};

@@ -335,6 +335,14 @@ fn profile_names_parse_and_their_figures_are_as_documented() {
         ("round", Profile::Round, 30, 10, 5, jittered(200, 5_000)),
         ("submit", Profile::Submit, 60, 20, 5, jittered(500, 10_000)),
         ("command", Profile::Command, 20, 8, 4, jittered(200, 5_000)),
+        (
+            "transfer",
+            Profile::Transfer,
+            900,
+            30,
+            4,
+            jittered(200, 5_000),
+        ),
     ];
     for (name, profile, deadline, timeout, attempts, backoff) in table {
         assert_eq!(name.parse::<Profile>().unwrap(), profile);
@@ -346,15 +354,16 @@ fn profile_names_parse_and_their_figures_are_as_documented() {
         assert_eq!(b.backoff, backoff, "{name}");
         assert_eq!(b.reconcile_reserve, secs(2), "{name}");
     }
-    assert_eq!(Profile::ALL.len(), 4);
+    assert_eq!(Profile::ALL.len(), 5);
     assert_eq!(
         Bounds::default(),
         Profile::Command.bounds(),
-        "the CLI's default"
+        "the library's default (and the CLI's, but for fetch and push)"
     );
     let err = "Wait".parse::<Profile>().unwrap_err();
     assert!(
-        err.to_string().contains("wait, round, submit, command"),
+        err.to_string()
+            .contains("wait, round, submit, command, transfer"),
         "{err}"
     );
     assert!("".parse::<Profile>().is_err());
