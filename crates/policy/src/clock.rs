@@ -122,13 +122,9 @@ impl Sleeper for ManualClock {
 /// The CLI raises the first level on the first SIGINT or SIGTERM and the
 /// second on the next.
 #[derive(Debug, Clone, Default)]
-pub struct CancelFlag(Arc<Levels>);
-
-/// The two levels of a [`CancelFlag`].
-#[derive(Debug, Default)]
-struct Levels {
-    cancelled: AtomicBool,
-    stopped: AtomicBool,
+pub struct CancelFlag {
+    cancelled: Arc<AtomicBool>,
+    stopped: Arc<AtomicBool>,
 }
 
 impl CancelFlag {
@@ -139,38 +135,48 @@ impl CancelFlag {
 
     /// Raise the flag (the first level).
     pub fn cancel(&self) {
-        self.0.cancelled.store(true, Ordering::SeqCst);
+        self.cancelled.store(true, Ordering::SeqCst);
     }
 
     /// Raise the second level: stop at once, settling reads included. A
     /// stop is a cancel too.
     pub fn stop(&self) {
-        self.0.stopped.store(true, Ordering::SeqCst);
-        self.0.cancelled.store(true, Ordering::SeqCst);
+        self.stopped.store(true, Ordering::SeqCst);
+        self.cancelled.store(true, Ordering::SeqCst);
     }
 
     /// Whether the flag is raised (by [`cancel`](Self::cancel) or
     /// [`stop`](Self::stop)).
     pub fn is_cancelled(&self) -> bool {
-        self.0.cancelled.load(Ordering::SeqCst)
+        self.cancelled.load(Ordering::SeqCst)
     }
 
     /// Whether the second level is raised: nothing more is read, the
     /// outcome is what stands.
     pub fn is_stopped(&self) -> bool {
-        self.0.stopped.load(Ordering::SeqCst)
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// A flag that reads as cancelled only once this one is stopped: what
+    /// a settling read watches (a cancel leaves it alone, a stop cuts it).
+    /// Raising it stops this one.
+    pub fn stops_only(&self) -> CancelFlag {
+        CancelFlag {
+            cancelled: Arc::clone(&self.stopped),
+            stopped: Arc::clone(&self.stopped),
+        }
     }
 
     /// The underlying atomic of the first level, for sleepers and
     /// watchdogs (raised by a cancel and by a stop).
     pub fn as_atomic(&self) -> &AtomicBool {
-        &self.0.cancelled
+        &self.cancelled
     }
 
     /// The underlying atomic of the second level (raised by a stop only),
     /// for a settling read's watchdog.
     pub fn stop_atomic(&self) -> &AtomicBool {
-        &self.0.stopped
+        &self.stopped
     }
 }
 
@@ -189,5 +195,12 @@ mod cancel_tests {
         g.stop();
         assert!(seen.is_cancelled() && seen.is_stopped());
         assert!(seen.as_atomic().load(std::sync::atomic::Ordering::SeqCst));
+        // What a settling read watches: a cancel leaves it, a stop cuts it.
+        let h = CancelFlag::new();
+        let read = h.stops_only();
+        h.cancel();
+        assert!(!read.is_cancelled());
+        h.stop();
+        assert!(read.is_cancelled() && read.is_stopped());
     }
 }
