@@ -19,6 +19,7 @@ mod git_run;
 mod ledger_cmd;
 mod progress;
 mod session;
+mod stdout;
 mod summary;
 
 use std::io::IsTerminal;

@@ -4,7 +4,6 @@
 //! printed as one JSON document or as text and a summary, its exit code
 //! returned.
 
-use std::io::Write;
 use std::sync::Arc;
 
 use serde::Serialize;
@@ -15,7 +14,7 @@ use sluice_policy::{
     Policy, Stopped,
 };
 
-use crate::{ledger_cmd, progress};
+use crate::{ledger_cmd, progress, stdout};
 
 /// The policy of this process: the ledger file and settle pause given.
 pub(crate) fn policy(common: &Common) -> Arc<Policy> {
@@ -130,7 +129,8 @@ pub(crate) fn refuse_untrusted(
     emit(common, out, None, true)
 }
 
-/// Print the outcome and return its exit code. With `--json`, exactly one
+/// Print the outcome and return its exit code (the outcome's, whether or
+/// not stdout could be written: see [`stdout::write`]). With `--json`, exactly one
 /// document on stdout; otherwise the value's text on stdout and the summary
 /// on stderr (always for fetch and push; for reads only when there was
 /// more than one attempt or the read did not succeed).
@@ -141,10 +141,8 @@ pub(crate) fn emit<T: Serialize>(
     always_summary: bool,
 ) -> u8 {
     let code = sluice_cli::exit_code(out.kind);
-    let stdout = std::io::stdout();
-    let mut stdout = stdout.lock();
     if common.json {
-        let _ = writeln!(stdout, "{}", contract::document(&out));
+        stdout::write(format!("{}\n", contract::document(&out)).as_bytes());
         if out.kind == OutcomeKind::LocalError {
             // Nothing in the document may carry it (no attempt ran): the
             // local cause, in the caller's terms, on stderr.
@@ -154,14 +152,13 @@ pub(crate) fn emit<T: Serialize>(
         }
     } else {
         if let Some(t) = text {
-            let _ = stdout.write_all(t.as_bytes());
+            stdout::write(t.as_bytes());
         }
         let notable = out.kind != OutcomeKind::Succeeded || out.attempts.len() > 1;
         if always_summary || notable {
             eprint!("{}", human::summary(&out));
         }
     }
-    let _ = stdout.flush();
     code
 }
 
