@@ -39,7 +39,7 @@ pub(crate) fn fetch(
         Ok(r) => r,
         Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
         Err(sluice_cli::RepoError::Untrusted(e)) => {
-            return Ok(refuse_untrusted(common, "fetch", Effect::Read, url, &e))
+            return Ok(refuse_untrusted(common, "fetch", Effect::Read, url, e))
         }
     };
     let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Fetch)?;
@@ -99,7 +99,7 @@ pub(crate) fn push(
             } else {
                 Effect::Write
             };
-            return Ok(refuse_untrusted(common, "push", effect, url, &e));
+            return Ok(refuse_untrusted(common, "push", effect, url, e));
         }
     };
     let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;

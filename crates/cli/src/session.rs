@@ -10,8 +10,7 @@ use serde::Serialize;
 use sluice_cli::{contract, human, Common};
 use sluice_git::CallOptions;
 use sluice_policy::{
-    AttemptError, CommandSource, CredentialSource, Effect, OperationInfo, Outcome, OutcomeKind,
-    Policy, Stopped,
+    CommandSource, CredentialSource, Effect, OperationInfo, Outcome, OutcomeKind, Policy,
 };
 
 use crate::{ledger_cmd, progress, stdout};
@@ -98,34 +97,19 @@ pub(crate) fn refuse_untrusted(
     kind: &str,
     effect: Effect,
     remote: &str,
-    e: &sluice_git::Untrusted,
+    e: sluice_git::Untrusted,
 ) -> u8 {
-    let out: Outcome<()> = Outcome {
-        kind: OutcomeKind::LocalError,
-        value: None,
-        error: Some(AttemptError::local("connect", e.to_string())),
-        operation: OperationInfo {
-            id: common
-                .operation_id
-                .clone()
-                .unwrap_or_else(|| format!("op-{}-refused", std::process::id())),
-            kind: kind.to_string(),
-            effect,
-            remote: sluice_git::redact(remote),
-            redirected: None,
-        },
-        deadline_ms: u64::try_from(common.bounds.deadline.as_millis()).unwrap_or(u64::MAX),
-        elapsed_ms: 0,
-        may_have_applied: (effect == Effect::Write).then_some(false),
-        stopped: Some(Stopped::LocalError),
-        attempts: Vec::new(),
-        reconciled: None,
-        refused_credentials: Vec::new(),
-        previous: None,
-        remote_messages: Vec::new(),
-        remote_messages_dropped: Default::default(),
-        recorded: None,
+    let info = OperationInfo {
+        id: common
+            .operation_id
+            .clone()
+            .unwrap_or_else(|| format!("op-{}-refused", std::process::id())),
+        kind: kind.to_string(),
+        effect,
+        remote: sluice_git::redact(remote),
+        redirected: None,
     };
+    let out: Outcome<()> = Outcome::local_error(info, e, common.bounds.deadline);
     emit(common, out, None, true)
 }
 
