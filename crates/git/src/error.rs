@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sluice_policy::{AttemptError, Class};
 
-use crate::push::RejectReason;
+use crate::reject::RejectReason;
 use crate::wire::WireState;
 
 /// A protocol milestone. `Connect` is the starting state.

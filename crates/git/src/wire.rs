@@ -333,8 +333,9 @@ impl<R: Read> Read for TrackedRead<R> {
     }
 }
 
-/// A buffered writer: every request leaves in one write (no Nagle stall,
-/// see GIX-NOTES), and each flush is noted on the [`Wire`].
+/// A buffered writer: every request leaves in one write (no Nagle stall:
+/// small pkt-lines written apart would wait on delayed acknowledgements),
+/// and each flush is noted on the [`Wire`].
 pub(crate) struct TrackedWrite<W: Write> {
     inner: W,
     buf: Vec<u8>,

@@ -489,6 +489,56 @@ pub struct Outcome<T> {
 }
 
 impl<T> Outcome<T> {
+    /// An operation refused on this side before any attempt (a repository
+    /// that may not be used, say): `local-error`, stopped `local-error`,
+    /// no attempt and no value, `cause` kept as the error (class `local`,
+    /// phase `connect`: nothing got further, its typed error beside its
+    /// words), `may_have_applied: Some(false)` for a write (`None` for a
+    /// read), nothing recorded, `elapsed_ms: 0`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sluice_policy::{Effect, OperationInfo, Outcome, OutcomeKind};
+    ///
+    /// let info = OperationInfo {
+    ///     id: "op-1".into(),
+    ///     kind: "push".into(),
+    ///     effect: Effect::Write,
+    ///     remote: "git://127.0.0.1/r.git".into(),
+    ///     redirected: None,
+    /// };
+    /// let cause = std::io::Error::other("the repository may not be used");
+    /// let out: Outcome<()> = Outcome::local_error(info, cause, Duration::from_secs(20));
+    /// assert_eq!(out.kind, OutcomeKind::LocalError);
+    /// assert_eq!(out.may_have_applied, Some(false));
+    /// assert!(out.attempts.is_empty());
+    /// assert_eq!(out.deadline_ms, 20_000);
+    /// ```
+    pub fn local_error(
+        operation: OperationInfo,
+        cause: impl std::error::Error + Send + Sync + 'static,
+        deadline: Duration,
+    ) -> Self {
+        let write = operation.effect == Effect::Write;
+        Outcome {
+            kind: OutcomeKind::LocalError,
+            value: None,
+            error: Some(AttemptError::local("connect", cause.to_string()).with_source(cause)),
+            operation,
+            deadline_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+            elapsed_ms: 0,
+            may_have_applied: write.then_some(false),
+            stopped: Some(Stopped::LocalError),
+            attempts: Vec::new(),
+            reconciled: None,
+            refused_credentials: Vec::new(),
+            previous: None,
+            remote_messages: Vec::new(),
+            remote_messages_dropped: Default::default(),
+            recorded: None,
+        }
+    }
+
     /// Whether the operation succeeded.
     #[must_use]
     pub fn is_success(&self) -> bool {
