@@ -35,7 +35,9 @@ use reqwest::{Method, Url};
 use serde_json::Value;
 use sluice_policy::{AttemptCtx, AttemptError, Credential, Outcome, Settlement};
 
-use crate::client::{decode, judge, Answer, ForgeClient, Prepared, Reading};
+use crate::client::ForgeClient;
+use crate::exchange::{decode, judge, Answer, Prepared};
+use crate::reading::Reading;
 use crate::error::ForgeInputError;
 use crate::input;
 use crate::pages::Pages;

@@ -64,15 +64,19 @@
 
 mod app;
 mod base;
+mod builder;
 mod calls;
 mod classify;
 mod client;
 mod error;
 mod etag;
+mod exchange;
 mod gate;
 mod input;
+mod local;
 mod pages;
 mod phase;
+mod reading;
 mod types;
 
 pub use app::{AppClaims, GitHubAppSource, JWT_BACKDATE, JWT_LIFETIME};
@@ -81,8 +85,11 @@ pub use classify::{
     api_message, classify, documentation_url, failed, is_secondary_rate_limit, retry_hint,
     Exchange, SECONDARY_LIMIT_WAIT,
 };
-pub use client::{effect_of, ForgeClient, ForgeClientBuilder, HttpResponse, Reading};
-pub use error::{ForgeError, ForgeFailure, ForgeInputError};
+pub use builder::ForgeClientBuilder;
+pub use client::ForgeClient;
+pub use exchange::{effect_of, HttpResponse};
+pub use reading::Reading;
+pub use error::{ForgeError, ForgeFailure, ForgeInputError, LocalCause};
 pub use etag::CAPACITY as KEPT_ANSWERS;
 pub use pages::next_page;
 pub use phase::ForgePhase;

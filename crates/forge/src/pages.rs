@@ -12,7 +12,9 @@ use reqwest::{Method, Url};
 use sluice_policy::{AttemptCtx, AttemptError, Credential, Effect};
 
 use crate::classify;
-use crate::client::{judge, Answer, ForgeClient, Prepared, Reading};
+use crate::client::ForgeClient;
+use crate::exchange::{judge, Answer, Prepared};
+use crate::reading::Reading;
 use crate::error::ForgeFailure;
 
 /// The URL of the next page named by a list answer's `Link` headers, if
