@@ -76,6 +76,16 @@ pub enum ForgeInputError {
         /// What is wrong with it.
         why: String,
     },
+    /// A check name (required or excluded) that is empty.
+    #[error("{0:?} is not a check name: empty")]
+    CheckName(String),
+    /// A check name both required and excluded: its runs would be left
+    /// out, so it could never report.
+    #[error("{name:?} is both required and excluded")]
+    RequiredAndExcluded {
+        /// The name.
+        name: String,
+    },
     /// Not a repository: an owner or a name that is empty, `.` or `..`, or
     /// holds anything but ASCII letters, digits, `-`, `_` and `.`.
     #[error("{repo:?} is not owner/name: {why}")]
