@@ -35,16 +35,16 @@ use reqwest::{Method, Url};
 use serde_json::Value;
 use sluice_policy::{AttemptCtx, AttemptError, Class, Credential, Outcome, Settlement};
 
-use crate::client::ForgeClient;
-use crate::exchange::{decode, judge, Answer, Prepared};
-use crate::reading::Reading;
 use crate::ci::{protection_names, ruleset_names, CiQuery, CiStatus};
+use crate::client::ForgeClient;
 use crate::error::{ForgeFailure, ForgeInputError};
+use crate::exchange::{decode, judge, Answer, Prepared};
 use crate::input;
 use crate::pages::Pages;
+use crate::reading::Reading;
 use crate::types::{
-    CheckRun, CheckRunList, CheckRunUpdate, CombinedStatus, GitRef, IssueComment,
-    MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullRequest, RepoRef,
+    CheckRun, CheckRunList, CheckRunUpdate, CombinedStatus, GitRef, IssueComment, MergeMethod,
+    MergeResult, NewCheckRun, NewPullRequest, PullRequest, RepoRef,
 };
 use sluice_policy::CallOptions;
 use sluice_policy::Effect;

@@ -12,8 +12,8 @@ use reqwest::{Method, Url};
 use secrecy::SecretString;
 use serde::de::DeserializeOwned;
 use sluice_policy::{
-    AttemptCtx, AttemptError, Bounds, CallOptions, Credential, CredentialSource, Effect,
-    Operation, Outcome, OutcomeKind, Policy, Settlement, StaticSource,
+    AttemptCtx, AttemptError, Bounds, CallOptions, Credential, CredentialSource, Effect, Operation,
+    Outcome, OutcomeKind, Policy, Settlement, StaticSource,
 };
 
 use sluice_policy::text::redact;

@@ -40,7 +40,6 @@ pub struct HttpResponse {
     pub body: String,
 }
 
-
 /// One HTTP request of an attempt, ready to send.
 pub(crate) struct Prepared<'a> {
     pub(crate) method: Method,
@@ -327,7 +326,6 @@ impl Wire {
     }
 }
 
-
 /// `host:port` of a URL: the key of its pacing gate.
 fn host_key(url: &Url) -> String {
     format!(
@@ -484,7 +482,10 @@ mod tests {
         assert!(std::error::Error::source(&**cause).is_some());
         assert_eq!(
             f.to_string(),
-            format!("credential {} is not a valid HTTP header value", c.fingerprint())
+            format!(
+                "credential {} is not a valid HTTP header value",
+                c.fingerprint()
+            )
         );
         let e = classify::failed(f, Effect::Read, &HeaderMap::new(), SystemTime::now());
         assert_eq!(e.class, sluice_policy::Class::Local);

@@ -84,25 +84,25 @@ mod types;
 
 pub use app::{AppClaims, GitHubAppSource, JWT_BACKDATE, JWT_LIFETIME};
 pub use base::{split_user_info, API_VERSION, DEFAULT_USER_AGENT};
+pub use builder::ForgeClientBuilder;
 pub use ci::{CiQuery, CiState, CiStatus};
 pub use classify::{
     api_message, classify, documentation_url, failed, is_secondary_rate_limit, retry_hint,
     Exchange, SECONDARY_LIMIT_WAIT,
 };
-pub use builder::ForgeClientBuilder;
 pub use client::ForgeClient;
-pub use exchange::{effect_of, HttpResponse};
-pub use reading::Reading;
 pub use error::{ForgeError, ForgeFailure, ForgeInputError, LocalCause};
 pub use etag::CAPACITY as KEPT_ANSWERS;
+pub use exchange::{effect_of, HttpResponse};
 pub use pages::next_page;
 pub use phase::ForgePhase;
+pub use reading::Reading;
 pub use reqwest::header::HeaderMap;
 pub use reqwest::{Method, Url};
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::CallOptions;
 pub use types::{
-    CheckRun, CheckRunList, CheckRunUpdate, CombinedStatus, GitRef,
-    IssueComment, MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullEnd, PullRequest,
-    RefTarget, RepoRef, StatusContext,
+    CheckRun, CheckRunList, CheckRunUpdate, CombinedStatus, GitRef, IssueComment, MergeMethod,
+    MergeResult, NewCheckRun, NewPullRequest, PullEnd, PullRequest, RefTarget, RepoRef,
+    StatusContext,
 };

@@ -32,11 +32,7 @@ pub(super) fn list_check_runs(st: &State, req: &Request, repo: &str, git_ref: &s
         let id = |r: &Value| r["id"].as_u64().unwrap_or(0);
         let newest: Vec<bool> = runs
             .iter()
-            .map(|r| {
-                !runs
-                    .iter()
-                    .any(|o| o["name"] == r["name"] && id(o) > id(r))
-            })
+            .map(|r| !runs.iter().any(|o| o["name"] == r["name"] && id(o) > id(r)))
             .collect();
         let mut keep = newest.into_iter();
         runs.retain(|_| keep.next().unwrap_or(true));
