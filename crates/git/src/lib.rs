@@ -126,7 +126,7 @@ mod watchdog;
 mod wire;
 
 pub use client::GitClient;
-pub use error::{GitError, GitPhase};
+pub use error::{GitError, GitPhase, TimeoutLimit};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
 pub use input::InputError;
