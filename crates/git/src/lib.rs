@@ -121,12 +121,13 @@ mod refspec;
 mod reject;
 mod remote;
 mod remote_ref;
+mod timeout;
 mod view;
 mod watchdog;
 mod wire;
 
 pub use client::GitClient;
-pub use error::{GitError, GitPhase, TimeoutLimit};
+pub use error::{GitError, GitPhase};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
 pub use input::InputError;
@@ -144,6 +145,7 @@ pub use remote_ref::RemoteRef;
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::text::redact;
 pub use sluice_policy::CallOptions;
+pub use timeout::TimeoutLimit;
 pub use view::{check_trusted, fresh_view, Untrusted, ViewError};
 
 /// The gix this crate is built on; use `sluice_git::gix::Repository` and

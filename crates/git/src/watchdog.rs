@@ -18,12 +18,8 @@ use std::time::{Duration, Instant};
 
 use sluice_policy::CancelFlag;
 
-use crate::error::TimeoutLimit;
+use crate::timeout::{TimeoutLimit, LOW_SPEED_FLOOR};
 use crate::wire::Wire;
-
-/// The least a moving transfer keeps: 1 KiB/s averaged over the attempt
-/// timeout.
-pub(crate) const LOW_SPEED_FLOOR: u64 = 1024;
 
 /// How often the watchdog looks at the wire.
 const TICK: Duration = Duration::from_millis(25);
