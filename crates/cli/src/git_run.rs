@@ -103,7 +103,7 @@ pub(crate) fn push(
         }
     };
     let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;
-    let updates = sluice_cli::resolve_updates(specs, leases, url, &repo)?;
+    let updates = sluice_cli::resolve_updates(specs, leases, &target, &repo)?;
     let https = sluice_cli::https_for_repo(common, &repo)?;
     let client = GitClient::new(policy(common)).with_https(https);
     let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
@@ -154,10 +154,9 @@ pub(crate) fn push(
 }
 
 /// After a push, the remote-tracking refs of the refs that landed, as git
-/// updates them: for the remote named, or else the configured remote whose
-/// URL names the same repository (the one a value-less `--lease` reads).
-/// A tracking ref that cannot be written is said on stderr; the push's
-/// outcome stands.
+/// updates them, of the target's configured remote (the one a value-less
+/// `--lease` read; its configuration not read again). A tracking ref that
+/// cannot be written is said on stderr; the push's outcome stands.
 pub(crate) fn update_tracking(
     target: &sluice_cli::Target,
     repo: &gix::Repository,
@@ -166,11 +165,7 @@ pub(crate) fn update_tracking(
     let Some(report) = report else {
         return;
     };
-    let remote = target
-        .remote
-        .clone()
-        .or_else(|| sluice_git::NamedRemote::for_url(repo, &target.url));
-    let Some(remote) = remote else {
+    let Some(remote) = &target.remote else {
         return;
     };
     let Some(view) = view_after(repo) else {

@@ -73,14 +73,17 @@ pub fn open_repo(path: Option<&Path>) -> Result<gix::Repository, RepoError> {
     Ok(repo)
 }
 
-/// Where `<URL|REMOTE>` leads: the URL to call, and the configured remote
-/// when the argument named one.
+/// Where `<URL|REMOTE>` leads: the URL to call, and the configured remote,
+/// its configuration read once for the whole command.
 #[derive(Debug)]
 pub struct Target {
     /// The URL called (a remote's, rewritten as git rewrites it; user info
     /// kept for the call, removed from every output).
     pub url: String,
-    /// The configured remote the argument named.
+    /// The configured remote the argument named; for a push to a URL, the
+    /// remote configured with a URL naming the same repository (as git
+    /// normalises URLs), when there is one. A push's value-less leases read
+    /// its remote-tracking refs, and its landing moves them.
     pub remote: Option<sluice_git::NamedRemote>,
 }
 
@@ -88,19 +91,25 @@ pub struct Target {
 /// remote (its `url` to fetch, its `pushurl` or `url` to push, each
 /// rewritten by `url.<base>.insteadOf` / `pushInsteadOf`); anything else
 /// is a URL or a path. The URL is then checked (and `--token-command`
-/// against its transport).
+/// against its transport). A push to a URL takes the remote configured
+/// with that URL ([`sluice_git::NamedRemote::for_url`]) for its
+/// remote-tracking refs, as git does.
 pub fn resolve_remote(
     common: &Common,
     arg: &str,
     repo: &gix::Repository,
     direction: gix::remote::Direction,
 ) -> Result<Target, UsageError> {
-    let remote = sluice_git::NamedRemote::find(repo, arg).map_err(|e| input_error(&e))?;
-    let url = remote
+    let named = sluice_git::NamedRemote::find(repo, arg).map_err(|e| input_error(&e))?;
+    let url = named
         .as_ref()
         .map_or_else(|| arg.to_string(), |r| r.url(direction).to_string());
     let kind = check_git_url(&url)?;
     check_token_transport(common, &url, kind)?;
+    let remote = match (named, direction) {
+        (None, gix::remote::Direction::Push) => sluice_git::NamedRemote::for_url(repo, &url),
+        (named, _) => named,
+    };
     Ok(Target { url, remote })
 }
 
@@ -147,12 +156,13 @@ pub fn https_for_repo(
 /// Resolve the push specs against `repo` — sources, short destinations
 /// (by the kind of the source) — with their leases, each matched to the
 /// spec whose destination it names (short or full) and resolved for a push
-/// to `url` (an abbreviated id in `repo`; a lease without a value from the
-/// remote-tracking ref of the remote configured with `url`).
+/// to `target` (an abbreviated id in `repo`; a lease without a value from
+/// the remote-tracking ref of the target's configured remote, whose
+/// configuration is not read again).
 pub fn resolve_updates(
     specs: &[PushSpec],
     leases: &BTreeMap<String, LeaseSpec>,
-    url: &str,
+    target: &Target,
     repo: &gix::Repository,
 ) -> Result<Vec<RefUpdate>, UsageError> {
     let mut updates = specs
@@ -211,12 +221,14 @@ pub fn resolve_updates(
             }
         };
         let full = updates[i].dst().to_string();
-        let resolved = lease.resolve(&full, url, repo).map_err(|e| {
-            UsageError::new(
-                "--lease",
-                format!("{:?}: {}", shown(), strip_invalid_prefix(&e.to_string())),
-            )
-        })?;
+        let resolved = lease
+            .resolve_with(&full, &target.url, target.remote.as_ref(), repo)
+            .map_err(|e| {
+                UsageError::new(
+                    "--lease",
+                    format!("{:?}: {}", shown(), strip_invalid_prefix(&e.to_string())),
+                )
+            })?;
         updates[i] = updates[i].clone().with_lease(resolved);
     }
     Ok(updates)

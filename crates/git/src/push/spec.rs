@@ -296,6 +296,31 @@ impl LeaseSpec {
         remote: &str,
         repo: &gix::Repository,
     ) -> Result<Lease, InputError> {
+        let tracking = match self {
+            LeaseSpec::Tracking => match NamedRemote::find(repo, remote)? {
+                Some(r) => Some(r),
+                None => NamedRemote::for_url(repo, remote),
+            },
+            _ => None,
+        };
+        self.resolve_with(dst, remote, tracking.as_ref(), repo)
+    }
+
+    /// [`LeaseSpec::resolve`] with the push's configured remote read once
+    /// by the caller: `tracking` is the remote named, or the one configured
+    /// with a URL naming the same repository as `remote`
+    /// ([`NamedRemote::find`], else [`NamedRemote::for_url`]), `None` when
+    /// there is none — the remote whose tracking refs a `Tracking` lease
+    /// reads, and whose tracking refs the caller moves once the push landed
+    /// ([`NamedRemote::update_tracking_refs`]). `remote` (the name or URL
+    /// pushed to) only names it in an error.
+    pub fn resolve_with(
+        &self,
+        dst: &str,
+        remote: &str,
+        tracking: Option<&NamedRemote>,
+        repo: &gix::Repository,
+    ) -> Result<Lease, InputError> {
         match self {
             LeaseSpec::Oid(o) => Ok(Lease::Oid(*o)),
             LeaseSpec::Absent => Ok(Lease::Absent),
@@ -321,31 +346,32 @@ impl LeaseSpec {
                     }),
                 }
             }
-            LeaseSpec::Tracking => tracking_value(dst, remote, repo),
+            LeaseSpec::Tracking => tracking_value(dst, remote, tracking, repo),
         }
     }
 }
 
-/// What the remote-tracking ref of `dst` holds, for the remote of `repo`
-/// named `remote`, or else the one whose URL names the same repository as
-/// `remote` (compared as git normalises URLs: [`NamedRemote::for_url`]).
-fn tracking_value(dst: &str, remote: &str, repo: &gix::Repository) -> Result<Lease, InputError> {
+/// What the remote-tracking ref of `dst` of `found` (the push's configured
+/// remote) holds; `remote` names the push's remote when there is none.
+fn tracking_value(
+    dst: &str,
+    remote: &str,
+    found: Option<&NamedRemote>,
+    repo: &gix::Repository,
+) -> Result<Lease, InputError> {
     let refuse = |reason: String| InputError::RefName {
         name: dst.to_string(),
         reason,
     };
     let shown = sluice_policy::text::redact(remote);
-    let found = match NamedRemote::find(repo, remote)? {
-        Some(r) => r,
-        None => NamedRemote::for_url(repo, remote).ok_or_else(|| InputError::Remote {
-            name: shown.clone(),
-            reason: format!(
-                "a lease without a value ({dst}) reads the remote-tracking ref of the remote \
+    let found = found.ok_or_else(|| InputError::Remote {
+        name: shown.clone(),
+        reason: format!(
+            "a lease without a value ({dst}) reads the remote-tracking ref of the remote \
                  pushed to, and no remote is configured with this URL: name the remote, or \
                  give {dst}=<OID>"
-            ),
-        })?,
-    };
+        ),
+    })?;
     let tracking = found.tracking_ref(dst).ok_or_else(|| {
         refuse(format!(
             "no fetch refspec of remote {:?} maps {dst} to a remote-tracking ref; give {dst}=<OID>",
