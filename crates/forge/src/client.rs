@@ -320,6 +320,9 @@ impl ForgeClient {
         let cred = ctx.credential().cloned();
         last_cred.replace(cred.clone());
         let cancel = ctx.cancel_flag().clone();
+        // A write's ledger entry says its request may have gone out before
+        // it does (a no-op for a read operation).
+        ctx.entering(ForgePhase::RequestSent.as_str());
         self.exchange(p, cred.as_ref(), deadline, &cancel, &mut |ph| {
             ctx.reached(ph.as_str())
         })
