@@ -22,6 +22,7 @@ use crate::app::GitHubAppSource;
 use crate::base::resolve;
 use crate::error::{ForgeFailure, ForgeInputError};
 use crate::exchange::{decode, judge, Answer, HttpResponse, Prepared, Wire};
+use crate::phase::ForgePhase;
 use crate::reading::Reading;
 
 /// Where a client buys its credentials.
@@ -378,7 +379,7 @@ impl ForgeClient {
         credential: Option<&Credential>,
         deadline: Instant,
         cancel: &sluice_policy::CancelFlag,
-        reached: &mut dyn FnMut(crate::phase::ForgePhase),
+        reached: &mut dyn FnMut(ForgePhase),
     ) -> Result<Answer, AttemptError> {
         self.inner
             .wire
