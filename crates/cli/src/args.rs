@@ -326,8 +326,10 @@ pub enum ForgeArgs {
         #[arg(long)]
         force: bool,
     },
-    /// A ref's CI: the combined status and every check run, all pages.
-    #[command(after_help = help_with_examples!("  sluice-remote forge ci-status octo/repo 0123456789abcdef0123456789abcdef01234567 --json"))]
+    /// A ref's CI and its verdict (success, pending, failure): the combined
+    /// status, every check run of all pages (the latest of each name), the
+    /// names required and those missing.
+    #[command(after_help = help_with_examples!("  sluice-remote forge ci-status octo/repo 0123456789abcdef0123456789abcdef01234567 --base main --exclude sluice --json"))]
     CiStatus {
         /// `owner/name`.
         #[arg(value_name = "OWNER/REPO")]
@@ -335,6 +337,18 @@ pub enum ForgeArgs {
         /// A sha, branch or tag.
         #[arg(value_name = "REF")]
         git_ref: String,
+        /// Require this status context or check run name (repeatable): until
+        /// one reports it, the verdict is pending.
+        #[arg(long = "require", value_name = "NAME")]
+        require: Vec<String>,
+        /// Also require what this base branch requires (its protection's
+        /// and its rulesets' required checks): `main`, not `refs/heads/main`.
+        #[arg(long, value_name = "BRANCH")]
+        base: Option<String>,
+        /// Leave the check runs of this name out before judging (the
+        /// caller's own; repeatable).
+        #[arg(long = "exclude", value_name = "NAME")]
+        exclude: Vec<String>,
     },
     /// Create a check run; a lost answer is settled by finding its
     /// external id among the head's check runs.

@@ -14,7 +14,7 @@
 //! | forge get-pull | the pull request as the forge sent it |
 //! | forge merge-pull | `{ merged, sha }` |
 //! | forge update-ref | the ref object |
-//! | forge ci-status | `{ combined, check_runs: [ every check run of every page ] }` |
+//! | forge ci-status | `{ state, required, missing, combined, check_runs: [ every check run of every page, less --exclude's ] }` |
 //! | forge create-check-run, update-check-run | the check run |
 
 use serde::Serialize;
@@ -158,9 +158,16 @@ pub fn http_value(r: &HttpResponse) -> HttpGet {
     }
 }
 
-/// ci-status' `value`: the combined-status document and every check run.
+/// ci-status' `value`: the verdict, the names required and missing, the
+/// combined-status document and every check run.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct CiStatusValue {
+    /// The verdict: `success`, `pending` or `failure`.
+    pub state: &'static str,
+    /// The names required (given and the base branch's), sorted.
+    pub required: Vec<String>,
+    /// The required names nothing reported, sorted.
+    pub missing: Vec<String>,
     /// The combined commit status.
     pub combined: serde_json::Value,
     /// Every check run of every page.
@@ -171,6 +178,9 @@ pub struct CiStatusValue {
 pub fn ci_status_value(ci: &sluice_forge::CiStatus) -> CiStatusValue {
     let whole = serde_json::to_value(ci).unwrap_or(serde_json::Value::Null);
     CiStatusValue {
+        state: ci.state.as_str(),
+        required: ci.required.clone(),
+        missing: ci.missing.clone(),
         combined: whole["combined"].clone(),
         check_runs: whole["check_runs"].clone(),
     }

@@ -6,7 +6,7 @@
 //! | `get-pull <OWNER>/<REPO> <N>` | `get-pull` | read |
 //! | `merge-pull <OWNER>/<REPO> <N> --sha <OID> [--method M]` | `merge-pull` | write |
 //! | `update-ref <OWNER>/<REPO> <REF> --sha <OID> [--force]` | `update-ref` | write |
-//! | `ci-status <OWNER>/<REPO> <REF>` | `ci-status` | read |
+//! | `ci-status <OWNER>/<REPO> <REF> [--require NAME]... [--base BRANCH] [--exclude NAME]...` | `ci-status` | read |
 //! | `create-check-run <OWNER>/<REPO> --name S --head-sha OID --external-id S` | `create-check-run` | write |
 //! | `update-check-run <OWNER>/<REPO> <ID> [--status S] [--conclusion S]` | `update-check-run` | write |
 //!
@@ -73,6 +73,8 @@ pub enum ForgeCall {
         repo: RepoRef,
         /// A sha, branch or tag.
         git_ref: String,
+        /// The names required, the base branch, the runs left out.
+        query: sluice_forge::CiQuery,
     },
     /// `create-check-run`.
     CreateCheckRun {
@@ -104,6 +106,47 @@ impl ForgeCall {
             ForgeCall::UpdateCheckRun { .. } => "update-check-run",
         }
     }
+}
+
+/// `ci-status`'s query: a base branch given by its short name (a
+/// `refs/…` value is refused), no name both required and excluded.
+fn ci_query(
+    require: Vec<String>,
+    base: Option<String>,
+    exclude: Vec<String>,
+) -> Result<sluice_forge::CiQuery, UsageError> {
+    let mut q = sluice_forge::CiQuery::new();
+    if let Some(b) = base {
+        if b.is_empty() || b.starts_with("refs/") || b.starts_with('/') {
+            return Err(UsageError::new(
+                "--base",
+                format!("{b:?} is not a branch name such as main (give it without refs/heads/)"),
+            ));
+        }
+        q = q.base(b);
+    }
+    for name in &require {
+        if exclude.contains(name) {
+            return Err(UsageError::new(
+                "--exclude",
+                format!("{name:?} is both required (--require) and excluded (--exclude)"),
+            ));
+        }
+    }
+    for name in require.iter().chain(&exclude) {
+        if name.trim().is_empty() {
+            return Err(UsageError::new(
+                if require.contains(name) {
+                    "--require"
+                } else {
+                    "--exclude"
+                },
+                "an empty check name".to_string(),
+            ));
+        }
+    }
+    q = require.into_iter().fold(q, |q, n| q.require(n));
+    Ok(exclude.into_iter().fold(q, |q, n| q.exclude(n)))
 }
 
 fn repo(text: &str) -> Result<RepoRef, UsageError> {
@@ -210,7 +253,13 @@ pub fn validate_forge(args: ForgeArgs) -> Result<ForgeCall, UsageError> {
                 force,
             }
         }
-        ForgeArgs::CiStatus { repo: r, git_ref } => {
+        ForgeArgs::CiStatus {
+            repo: r,
+            git_ref,
+            require,
+            base,
+            exclude,
+        } => {
             if git_ref.is_empty() || git_ref.contains("..") {
                 return Err(UsageError::new(
                     "<REF>",
@@ -220,6 +269,7 @@ pub fn validate_forge(args: ForgeArgs) -> Result<ForgeCall, UsageError> {
             ForgeCall::CiStatus {
                 repo: repo(&r)?,
                 git_ref,
+                query: ci_query(require, base, exclude)?,
             }
         }
         ForgeArgs::CreateCheckRun {

@@ -50,8 +50,14 @@ pub(crate) fn run(common: &Common, api: &str, call: &ForgeCall) -> anyhow::Resul
             let text = out.value.as_ref().map(human::forge_ref);
             write(common, out, text)
         }
-        ForgeCall::CiStatus { repo, git_ref } => {
-            let out = client.ci_status(repo, git_ref, opts).map_err(refused)?;
+        ForgeCall::CiStatus {
+            repo,
+            git_ref,
+            query,
+        } => {
+            let out = client
+                .ci_status_with(repo, git_ref, query, opts)
+                .map_err(refused)?;
             let text = out.value.as_ref().map(human::forge_ci);
             emit(
                 common,
@@ -113,6 +119,8 @@ fn refused(e: ForgeInputError) -> UsageError {
         ForgeInputError::Sha(_) => "--sha",
         ForgeInputError::RefName { .. } => "<REF>",
         ForgeInputError::Number { .. } => "<N>",
+        ForgeInputError::RequiredAndExcluded { .. } => "--exclude",
+        ForgeInputError::CheckName(_) => "--require",
         _ => "<ARGS>",
     };
     UsageError::new(arg, e.to_string())

@@ -284,3 +284,77 @@ fn bad_forge_arguments_exit_2_naming_the_argument() {
         assert!(run.first_err_line().contains(named), "{args:?}: {run:?}");
     }
 }
+
+#[test]
+fn ci_status_requires_the_names_given_and_the_base_branchs_and_leaves_the_callers_run_out() {
+    let f = FakeForge::start().expect("fake forge");
+    f.set_commit_statuses(REPO, HEAD, &[("lint", "success")]);
+    f.add_check_run(REPO, "sluice", HEAD, "in_progress", None, Some("land-1"));
+    f.set_required_status_checks(REPO, "main", &[], &["build"]);
+    let args = [
+        "ci-status",
+        REPO,
+        HEAD,
+        "--base",
+        "main",
+        "--require",
+        "lint",
+        "--exclude",
+        "sluice",
+    ];
+    let mut json = args.to_vec();
+    json.push("--json");
+    let run = forge(&f, &json);
+    assert_eq!(run.code, 0, "{run:?}");
+    let doc = run.json();
+    check_document(&doc, "ci-status", "read");
+    assert_eq!(doc["value"]["state"], "pending", "{doc}");
+    assert_eq!(
+        doc["value"]["required"],
+        serde_json::json!(["build", "lint"])
+    );
+    assert_eq!(doc["value"]["missing"], serde_json::json!(["build"]));
+    assert_eq!(
+        doc["value"]["check_runs"],
+        serde_json::json!([]),
+        "the caller's own run is left out"
+    );
+    let human = forge(&f, &args);
+    assert_eq!(human.code, 0, "{human:?}");
+    assert_eq!(
+        human.stdout,
+        "pending, missing: build (1 statuses, 0 check runs)\n  status lint: success\n",
+        "{human:?}"
+    );
+    // The required build reports green: the head passes.
+    let id = f.add_check_run(REPO, "build", HEAD, "completed", Some("success"), None);
+    let human = forge(&f, &args);
+    assert_eq!(human.code, 0, "{human:?}");
+    assert_eq!(
+        human.stdout,
+        format!(
+            "success (1 statuses, 1 check runs)\n  status lint: success\n  check run {id} build: completed success\n"
+        ),
+        "{human:?}"
+    );
+    // Bad input: exit 2, nothing on stdout, the argument named, nothing sent.
+    let before = f.all_arrivals().len();
+    for (bad, arg) in [
+        (vec!["--base", "refs/heads/main"], "--base"),
+        (
+            vec!["--require", "sluice", "--exclude", "sluice"],
+            "--exclude",
+        ),
+    ] {
+        let mut line = vec!["ci-status", REPO, HEAD];
+        line.extend(bad);
+        let run = forge(&f, &line);
+        assert_eq!(run.code, 2, "{run:?}");
+        assert!(run.stdout.is_empty(), "{run:?}");
+        assert!(
+            run.stderr.lines().next().is_some_and(|l| l.contains(arg)),
+            "{run:?}"
+        );
+    }
+    assert_eq!(f.all_arrivals().len(), before, "nothing sent on bad input");
+}
