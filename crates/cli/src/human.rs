@@ -520,6 +520,22 @@ pub fn forge_ci(ci: &sluice_forge::CiStatus) -> String {
     s
 }
 
+/// What a claim recorded of a run that did not finish, in words: `,
+/// reached pack-sent, on build-7 pid 4242` (what is known of it).
+pub fn origin(phase: Option<&str>, host: Option<&str>, pid: Option<u32>) -> String {
+    let mut s = String::new();
+    if let Some(phase) = phase {
+        s.push_str(&format!(", reached {}", visible(phase)));
+    }
+    match (host, pid) {
+        (Some(h), Some(p)) => s.push_str(&format!(", on {} pid {p}", visible(h))),
+        (Some(h), None) => s.push_str(&format!(", on {}", visible(h))),
+        (None, Some(p)) => s.push_str(&format!(", pid {p}")),
+        (None, None) => {}
+    }
+    s
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -550,20 +566,4 @@ mod tests {
              89abcdef0123456789abcdef0123456789abcdef\trefs/tags/v1^{}\n"
         );
     }
-}
-
-/// What a claim recorded of a run that did not finish, in words: `,
-/// reached pack-sent, on build-7 pid 4242` (what is known of it).
-pub fn origin(phase: Option<&str>, host: Option<&str>, pid: Option<u32>) -> String {
-    let mut s = String::new();
-    if let Some(phase) = phase {
-        s.push_str(&format!(", reached {}", visible(phase)));
-    }
-    match (host, pid) {
-        (Some(h), Some(p)) => s.push_str(&format!(", on {} pid {p}", visible(h))),
-        (Some(h), None) => s.push_str(&format!(", on {}", visible(h))),
-        (None, Some(p)) => s.push_str(&format!(", pid {p}")),
-        (None, None) => {}
-    }
-    s
 }
