@@ -111,6 +111,7 @@ mod fetch;
 #[cfg(feature = "http")]
 mod http;
 mod input;
+mod limit;
 mod local;
 mod ls_refs;
 mod named_remote;

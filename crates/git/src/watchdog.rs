@@ -18,12 +18,10 @@ use std::time::{Duration, Instant};
 
 use sluice_policy::CancelFlag;
 
-use crate::error::TimeoutLimit;
+use crate::limit::TimeoutLimit;
 use crate::wire::Wire;
 
-/// The least a moving transfer keeps: 1 KiB/s averaged over the attempt
-/// timeout.
-pub(crate) const LOW_SPEED_FLOOR: u64 = 1024;
+pub(crate) use crate::limit::LOW_SPEED_FLOOR;
 
 /// How often the watchdog looks at the wire.
 const TICK: Duration = Duration::from_millis(25);
