@@ -14,10 +14,15 @@ have landed: see may_have_applied) · 4 rejected (the operation id was claimed b
 · 5 local-error (this side failed: a repository, a ledger, a token command).
 
 Profiles (--profile; explicit --deadline/--attempt-timeout/--max-attempts override):
-  command  20s deadline, 8s per attempt, 4 attempts (the default)
+  transfer 15m deadline, 30s per attempt, 4 attempts (the default for fetch and push)
+  command  20s deadline, 8s per attempt, 4 attempts (the default for the rest)
   round    30s deadline, 10s per attempt, 5 attempts
   submit   60s deadline, 20s per attempt, 5 attempts
-  wait     5m deadline, 30s per attempt, 40 attempts (reading through an outage)"
+  wait     5m deadline, 30s per attempt, 40 attempts (reading through an outage)
+
+Interrupted: the first SIGINT or SIGTERM stops the operation (a push whose request was \
+complete is settled by reading), the second ends that settling too, the third exits at \
+once; the outcome is printed and recorded, then the process dies by the signal (130, 143)."
     };
 }
 
@@ -60,7 +65,8 @@ pub struct GlobalArgs {
     /// The most attempts (not retries), at least 1.
     #[arg(long, global = true, value_name = "N", allow_negative_numbers = true)]
     pub max_attempts: Option<String>,
-    /// Named bounds: wait, round, submit or command (the default).
+    /// Named bounds: transfer (the default for fetch and push), command
+    /// (the default for the rest), round, submit or wait.
     #[arg(long, global = true, value_name = "NAME")]
     pub profile: Option<String>,
     /// The operation id (generated when not given); asked again with the

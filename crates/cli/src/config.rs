@@ -281,7 +281,12 @@ fn check_fetch_refspec(spec: &str) -> Result<(), UsageError> {
 /// arguments, each command by a function of its own.
 pub fn validate(cli: Cli) -> Result<Config, UsageError> {
     let g = cli.global;
-    let common = validate_common(&g)?;
+    // A person's fetch or push of a large repository takes minutes.
+    let default_profile = match cli.command {
+        CommandArgs::Fetch { .. } | CommandArgs::Push { .. } => Profile::Transfer,
+        _ => Profile::Command,
+    };
+    let common = validate_common(&g, default_profile)?;
     if g.api.is_some() && !matches!(cli.command, CommandArgs::Forge { .. }) {
         return Err(UsageError::new(
             "--api",
@@ -368,12 +373,12 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
 /// The flags every command takes: the profile and the explicit figures
 /// over it, the settle pause, the operation id, the ledger, the token
 /// command, the https settings, the outputs.
-fn validate_common(g: &GlobalArgs) -> Result<Common, UsageError> {
+fn validate_common(g: &GlobalArgs, default_profile: Profile) -> Result<Common, UsageError> {
     let profile = match &g.profile {
         Some(p) => p
             .parse::<Profile>()
             .map_err(|e| UsageError::new("--profile", e.to_string()))?,
-        None => Profile::Command,
+        None => default_profile,
     };
     let mut bounds = profile.bounds();
     if let Some(d) = &g.deadline {

@@ -336,7 +336,19 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
                 Some(p) if p.result == PreviousResult::Running => {
                     let _ = writeln!(
                         s,
-                        "  the earlier run has not ended (it may still be running, or its process died){}",
+                        "  the earlier run has not ended (its deadline has not passed: it may still be running){}",
+                        if p.may_have_applied == Some(true) {
+                            "; the write MAY HAVE APPLIED"
+                        } else {
+                            ""
+                        }
+                    );
+                }
+                Some(p) if p.result == PreviousResult::Abandoned => {
+                    let _ = writeln!(
+                        s,
+                        "  the earlier run was abandoned (its deadline passed without a finish: its process died){}{}",
+                        origin(p.phase.as_deref(), p.host.as_deref(), p.pid),
                         if p.may_have_applied == Some(true) {
                             "; the write MAY HAVE APPLIED"
                         } else {
@@ -502,6 +514,22 @@ pub fn forge_ci(ci: &sluice_forge::CiStatus) -> String {
     }
     for r in &ci.check_runs {
         let _ = write!(s, "  {}", forge_check_run(r));
+    }
+    s
+}
+
+/// What a claim recorded of a run that did not finish, in words: `,
+/// reached pack-sent, on build-7 pid 4242` (what is known of it).
+pub fn origin(phase: Option<&str>, host: Option<&str>, pid: Option<u32>) -> String {
+    let mut s = String::new();
+    if let Some(phase) = phase {
+        s.push_str(&format!(", reached {}", visible(phase)));
+    }
+    match (host, pid) {
+        (Some(h), Some(p)) => s.push_str(&format!(", on {} pid {p}", visible(h))),
+        (Some(h), None) => s.push_str(&format!(", on {}", visible(h))),
+        (None, Some(p)) => s.push_str(&format!(", pid {p}")),
+        (None, None) => {}
     }
     s
 }

@@ -8,10 +8,10 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use sluice_cli::Common;
+use sluice_cli::{human, Common};
 
 use crate::stdout;
-use sluice_ledger::{LedgerEntry, Store};
+use sluice_ledger::{EntryState, LedgerEntry, Store};
 use sluice_policy::{
     BudgetStore, Claim, ClaimRequest, FinishRequest, Ledger, LedgerError, OutcomeKind,
 };
@@ -167,9 +167,18 @@ fn entry_line(e: &LedgerEntry) -> String {
                 _ => "",
             }
         ),
-        None => format!(
-            "{}\t{claimed}\t{what}\trunning (not finished: still running, or its process died)\n",
-            e.id
-        ),
+        None => {
+            let state = match e.state {
+                EntryState::Abandoned => {
+                    "abandoned (its deadline passed without a finish: its process died)"
+                }
+                _ => "running (not finished; its deadline has not passed)",
+            };
+            format!(
+                "{}\t{claimed}\t{what}\t{state}{}\n",
+                e.id,
+                human::origin(e.phase.as_deref(), e.host.as_deref(), e.pid)
+            )
+        }
     }
 }

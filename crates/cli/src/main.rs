@@ -3,7 +3,8 @@
 //! under the policy, prints the outcome (one JSON document with `--json`,
 //! a short human summary otherwise) and exits with the outcome's code:
 //! 0 succeeded · 1 answered · 2 usage or bad input · 3 unknown · 4 rejected
-//! · 5 local-error.
+//! · 5 local-error; after SIGINT or SIGTERM, the outcome printed and recorded,
+//! it dies by the signal (130, 143).
 #![forbid(unsafe_code)]
 
 // `demo` runs against the test kit's daemon and fault proxy, so it is
@@ -19,6 +20,7 @@ mod git_run;
 mod ledger_cmd;
 mod progress;
 mod session;
+mod signals;
 mod stdout;
 mod summary;
 
@@ -67,6 +69,8 @@ fn main() -> ExitCode {
     if let Some(text) = metrics.map(|m| m.render()).filter(|t| !t.is_empty()) {
         eprint!("metrics:\n{text}");
     }
+    // Printed and recorded: a process a signal stopped dies by it.
+    signals::die_if_signalled();
     code
 }
 

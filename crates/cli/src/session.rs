@@ -39,25 +39,9 @@ pub(crate) fn credentials(common: &Common) -> Option<Arc<dyn CredentialSource>> 
         .map(|c| Arc::new(CommandSource::new(c.clone())) as Arc<dyn CredentialSource>)
 }
 
-/// Raised by the first SIGINT or SIGTERM (what a service manager sends):
-/// the operation stops trying, a push whose answer was not read is settled
-/// by reading, and the document is still printed. A second signal exits at
-/// once (130), removing the temporary pack files first.
+/// The cancel flag the signals raise (see [`crate::signals`]).
 pub(crate) fn cancel_flag() -> &'static sluice_policy::CancelFlag {
-    static FLAG: std::sync::OnceLock<sluice_policy::CancelFlag> = std::sync::OnceLock::new();
-    FLAG.get_or_init(|| {
-        let flag = sluice_policy::CancelFlag::new();
-        let raised = flag.clone();
-        let _ = ctrlc::set_handler(move || {
-            if raised.is_cancelled() {
-                sluice_git::remove_temporary_files();
-                std::process::exit(130);
-            }
-            eprintln!("interrupted: stopping (a push whose request was complete is settled by reading first)");
-            raised.cancel();
-        });
-        flag
-    })
+    crate::signals::cancel_flag()
 }
 
 pub(crate) fn git_options(common: &Common) -> CallOptions {

@@ -10,8 +10,8 @@ use std::time::Duration;
 use sluice_policy::{AttemptError, Class};
 
 use crate::local::LocalCause;
+pub use crate::limit::TimeoutLimit;
 use crate::reject::RejectReason;
-use crate::timeout::TimeoutLimit;
 use crate::wire::WireState;
 
 /// A protocol milestone. `Connect` is the starting state.

@@ -111,6 +111,7 @@ mod fetch;
 #[cfg(feature = "http")]
 mod http;
 mod input;
+mod limit;
 mod local;
 mod ls_refs;
 mod named_remote;
@@ -121,7 +122,6 @@ mod refspec;
 mod reject;
 mod remote;
 mod remote_ref;
-mod timeout;
 mod view;
 mod watchdog;
 mod wire;
@@ -145,7 +145,7 @@ pub use remote_ref::RemoteRef;
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::text::redact;
 pub use sluice_policy::CallOptions;
-pub use timeout::TimeoutLimit;
+pub use limit::TimeoutLimit;
 pub use view::{check_trusted, fresh_view, Untrusted, ViewError};
 
 /// The gix this crate is built on; use `sluice_git::gix::Repository` and

@@ -18,8 +18,10 @@ use std::time::{Duration, Instant};
 
 use sluice_policy::CancelFlag;
 
-use crate::timeout::{TimeoutLimit, LOW_SPEED_FLOOR};
+use crate::limit::TimeoutLimit;
 use crate::wire::Wire;
+
+pub(crate) use crate::limit::LOW_SPEED_FLOOR;
 
 /// How often the watchdog looks at the wire.
 const TICK: Duration = Duration::from_millis(25);

@@ -39,7 +39,7 @@ pub(crate) struct WireState {
     /// The attempt's watchdog fired.
     pub timed_out: bool,
     /// Which limit it fired at, and that limit's figure.
-    pub timed_out_by: Option<(crate::timeout::TimeoutLimit, std::time::Duration)>,
+    pub timed_out_by: Option<(crate::limit::TimeoutLimit, std::time::Duration)>,
     /// The caller cancelled during the attempt.
     pub cancelled: bool,
     /// The sniffer found bytes that are not pkt-lines.

@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::{Deserialize, Serialize};
 
 use crate::class::Effect;
-use crate::outcome::PreviousRun;
+use crate::outcome::{PreviousResult, PreviousRun};
 
 /// The least time the policy gives a ledger's finish, even when the
 /// operation's deadline has passed (or is closer than this): 250 ms. An
@@ -26,6 +26,28 @@ use crate::outcome::PreviousRun;
 /// answers within this; one that cannot be is `recorded: false` at most
 /// this long after the deadline.
 pub const FINISH_FLOOR: Duration = Duration::from_millis(250);
+
+/// The judgement of a run without a finish, beside the floor it uses.
+impl PreviousRun {
+    /// A run still `running` judged at `elapsed` since its claim: once its
+    /// recorded deadline plus the finish's floor has passed, it is
+    /// [`PreviousResult::Abandoned`] (its process died without a finish).
+    /// A run whose deadline the store did not record stays running, as
+    /// does any run that ended. A store that judges by another clock (a
+    /// database's) uses [`PreviousRun::abandon`].
+    #[must_use]
+    pub fn judged_at(self, elapsed: Duration) -> Self {
+        match self.deadline_ms {
+            Some(d)
+                if self.result == PreviousResult::Running
+                    && elapsed > Duration::from_millis(d) + FINISH_FLOOR =>
+            {
+                self.abandon()
+            }
+            _ => self,
+        }
+    }
+}
 
 /// What a claim asks of a [`Ledger`]: the operation's id and effect, and
 /// what remains of the operation's deadline, which bounds the whole claim
@@ -575,7 +597,7 @@ impl Ledger for FileLedger {
     /// Rewrites the file under its lock: the phase of a run still running.
     fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
         self.with_lock(req.left, |data| match data.operations.get_mut(req.id) {
-            Some(Some(e)) if e.run.result == crate::outcome::PreviousResult::Running => {
+            Some(Some(e)) if e.run.result == PreviousResult::Running => {
                 e.run.phase = Some(req.phase.to_owned());
                 (true, ())
             }

@@ -371,25 +371,6 @@ impl PreviousRun {
         self
     }
 
-    /// A run still `running` judged at `elapsed` since its claim: once its
-    /// recorded deadline plus the finish's floor has passed, it is
-    /// [`PreviousResult::Abandoned`] (its process died without a finish).
-    /// A run whose deadline the store did not record stays running, as
-    /// does any run that ended. A store that judges by another clock (a
-    /// database's) uses [`PreviousRun::abandon`].
-    #[must_use]
-    pub fn judged_at(self, elapsed: Duration) -> Self {
-        match self.deadline_ms {
-            Some(d)
-                if self.result == PreviousResult::Running
-                    && elapsed > Duration::from_millis(d) + crate::ledger::FINISH_FLOOR =>
-            {
-                self.abandon()
-            }
-            _ => self,
-        }
-    }
-
     /// This run, which never finished, as abandoned. A write's (and one of
     /// unknown effect) `may_have_applied` stays `true`: what it recorded is
     /// best effort, so no recorded phase proves that no request of it was

@@ -369,7 +369,14 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
         assert!(
             one_of(
                 &prev["result"],
-                &["succeeded", "answered", "unknown", "rejected"]
+                &[
+                    "succeeded",
+                    "answered",
+                    "unknown",
+                    "local-error",
+                    "running",
+                    "abandoned"
+                ]
             ),
             "{doc}"
         );

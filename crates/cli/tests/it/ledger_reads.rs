@@ -391,7 +391,10 @@ fn each_entry_says_what_ran_kind_remote_and_refs_and_previous_is_unchanged() {
             "result",
             "may_have_applied",
             "elapsed_ms",
-            "attempts"
+            "attempts",
+            "phase",
+            "host",
+            "pid"
         ]),
         "{previous}"
     );

@@ -17,6 +17,7 @@ mod ids_and_evidence;
 #[allow(dead_code)]
 mod integrator;
 mod integrator_loop;
+mod interrupts;
 mod json;
 mod ledger;
 mod ledger_reads;

@@ -1,12 +1,10 @@
-//! Which time limit ended an attempt ([`TimeoutLimit`]) and the transfer's
-//! floor: a leaf, so the wire's facts, the watchdog and the error table
-//! all stand on it.
+//! The time limits that end an attempt, as a cause names them.
 
 /// The least a moving transfer keeps: 1 KiB/s averaged over the attempt
 /// timeout.
 pub(crate) const LOW_SPEED_FLOOR: u64 = 1024;
 
-/// Which time limit ended an attempt ([`crate::GitError::Timeout`]).
+/// Which time limit ended an attempt ([`GitError::Timeout`](crate::GitError::Timeout)).
 ///
 /// Not exhaustive: a new bound may be added.
 #[non_exhaustive]
