@@ -34,7 +34,8 @@
 //! [`GitPhase`], the parsers of the CLI's textual forms ([`PushSpec`],
 //! [`parse_lease`], …), [`Remote`], [`NamedRemote`] (a remote by name,
 //! [`GitClient::fetch_remote`]), [`check_trusted`], [`fresh_view`],
-//! [`redact`], [`remove_temporary_files`], and [`gix`] itself (the gix
+//! [`redact`], [`remove_temporary_files`], [`maintain`] (packs
+//! consolidated, as git's `gc --auto`), and [`gix`] itself (the gix
 //! the signatures name). The public [`push`] module also exposes its
 //! pure parsers (`push::report`, `push::spec`) and `push::pack`'s
 //! statistics, for fuzzing and property tests; everything else is private.
@@ -94,6 +95,8 @@
 //!   `safe.directory`).
 //! * `fetch::fetch_head` — `FETCH_HEAD`, written by every fetch as git
 //!   writes it ([`ForMerge`]).
+//! * `maintenance` — packs consolidated in-process after a fetch, as
+//!   git's `gc --auto` and `repack --geometric=2` would ([`maintain`]).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -106,6 +109,7 @@ mod fetch;
 mod http;
 mod local;
 mod ls_refs;
+mod maintenance;
 mod named_remote;
 mod pktline;
 mod progress;
@@ -121,6 +125,7 @@ pub use client::{GitClient, InputError};
 pub use error::{GitError, GitPhase};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
+pub use maintenance::{maintain, AfterFetch, Maintained, MaintenanceError};
 pub use named_remote::{is_remote_name, NamedRemote};
 pub use progress::{Progress, ProgressCallback};
 pub use push::{
