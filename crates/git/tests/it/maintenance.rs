@@ -277,6 +277,78 @@ fn a_gc_pid_held_by_git_gc_makes_maintenance_skip_and_a_stale_one_does_not() {
     assert_every_ref_resolves(&path, &all);
 }
 
+#[test]
+fn a_consolidation_is_one_info_event_in_its_span_and_counted_by_result() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let w = World::new();
+    let srv = served(&w);
+    let path = w.path("local.git");
+    let local = empty_repo(&path);
+    repo::set_config(&path, "gc.autoPackLimit", "4");
+    let off = FetchOptions {
+        maintenance: AfterFetch::Off,
+        ..FetchOptions::default()
+    };
+    for n in 0..5 {
+        one_more(&w, &srv, &local, n, &off);
+    }
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let capture = sluice_testkit::Capture::new();
+    let results = tracing::subscriber::with_default(capture.subscriber(), || {
+        metrics::with_local_recorder(&recorder, || {
+            [
+                sluice_git::maintain(&local).expect("maintain"),
+                sluice_git::maintain(&local).expect("maintain"),
+            ]
+        })
+    });
+    assert!(matches!(
+        results[0],
+        Maintained::Consolidated {
+            taken: 5,
+            packs: 1,
+            ..
+        }
+    ));
+    assert_eq!(results[1], Maintained::NotNeeded { packs: 1, limit: 4 });
+    let values: std::collections::BTreeMap<String, DebugValue> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .map(|(key, _, _, value)| {
+            let key = key.key();
+            let labels: Vec<String> = key
+                .labels()
+                .map(|l| format!("{}={}", l.key(), l.value()))
+                .collect();
+            (format!("{}{{{}}}", key.name(), labels.join(",")), value)
+        })
+        .collect();
+    let total = |r: &str| values.get(&format!("sluice_remote_maintenance_total{{result={r}}}"));
+    assert_eq!(total("consolidated"), Some(&DebugValue::Counter(1)));
+    assert_eq!(total("not-needed"), Some(&DebugValue::Counter(1)));
+    match values.get("sluice_remote_maintenance_seconds{result=consolidated}") {
+        Some(DebugValue::Histogram(v)) => assert_eq!(v.len(), 1),
+        other => panic!("no histogram: {other:?}"),
+    }
+    let infos: Vec<_> = capture
+        .events()
+        .into_iter()
+        .filter(|e| e.level == tracing::Level::INFO)
+        .collect();
+    assert_eq!(infos.len(), 1, "{infos:?}");
+    assert_eq!(
+        infos[0].fields.get("result").map(String::as_str),
+        Some("consolidated")
+    );
+    assert!(
+        infos[0].span("maintenance").is_some(),
+        "{:?}",
+        infos[0].spans
+    );
+}
+
 const CHILD_URL: &str = "SLUICE_TEST_MAINT_URL";
 const CHILD_REPO: &str = "SLUICE_TEST_MAINT_REPO";
 const CHILD_CHAIN: &str = "SLUICE_TEST_MAINT_CHAIN";
