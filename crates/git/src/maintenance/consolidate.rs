@@ -13,8 +13,8 @@ use std::sync::atomic::AtomicBool;
 use gix::ObjectId;
 use gix_pack::data::output;
 
+use super::error::MaintenanceError;
 use super::select::Pack;
-use super::MaintenanceError;
 
 /// What one consolidation did.
 #[derive(Debug)]
