@@ -121,9 +121,13 @@ pub fn main(args: &[String]) -> Result<()> {
         // Alternating which goes first.
         if n % 2 == 0 {
             t_ours.push(timed(|| fetch_ours(&repo))?);
-            t_theirs.push(timed(|| ops::run(&mut ops::git_fetch_into(&theirs, &url, spec)))?);
+            t_theirs.push(timed(|| {
+                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
+            })?);
         } else {
-            t_theirs.push(timed(|| ops::run(&mut ops::git_fetch_into(&theirs, &url, spec)))?);
+            t_theirs.push(timed(|| {
+                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
+            })?);
             t_ours.push(timed(|| fetch_ours(&repo))?);
         }
         if (n + 1) % 100 == 0 {
@@ -145,25 +149,43 @@ pub fn main(args: &[String]) -> Result<()> {
     let (mut n_ours, mut n_theirs) = (Vec::new(), Vec::new());
     for _ in 0..11 {
         n_ours.push(timed(|| fetch_ours(&repo))?);
-        n_theirs.push(timed(|| ops::run(&mut ops::git_fetch_into(&theirs, &url, spec)))?);
+        n_theirs.push(timed(|| {
+            ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
+        })?);
     }
     // One-commit pushes, each a new commit on a branch of its own per side.
     let (mut p_ours, mut p_theirs) = (Vec::new(), Vec::new());
     for (local, branch) in [(&ours, "work-sluice"), (&theirs, "work-git")] {
         sluice_testkit::repo::git(
             local,
-            &["update-ref", &format!("refs/heads/{branch}"), "refs/remotes/origin/main"],
+            &[
+                "update-ref",
+                &format!("refs/heads/{branch}"),
+                "refs/remotes/origin/main",
+            ],
         );
     }
     for n in 0..11 {
         sluice_testkit::repo::commit_on(&ours, "work-sluice", &format!("push {n}"));
         sluice_testkit::repo::commit_on(&theirs, "work-git", &format!("push {n}"));
         p_ours.push(timed(|| {
-            ops::sluice_push_in(&client, &url, &repo, "work-sluice", "refs/heads/work-sluice", &opts)
-                .map(|_| ())
+            ops::sluice_push_in(
+                &client,
+                &url,
+                &repo,
+                "work-sluice",
+                "refs/heads/work-sluice",
+                &opts,
+            )
+            .map(|_| ())
         })?);
         p_theirs.push(timed(|| {
-            ops::run(&mut ops::git_push(&theirs, &url, "work-git", "refs/heads/work-git"))
+            ops::run(&mut ops::git_push(
+                &theirs,
+                &url,
+                "work-git",
+                "refs/heads/work-git",
+            ))
         })?);
     }
     let fsck = |p: &Path| {
@@ -172,7 +194,10 @@ pub fn main(args: &[String]) -> Result<()> {
             .unwrap_or_else(|e| format!("NOT CLEAN: {e}"))
     };
     println!();
-    println!("| after {} fetches of one commit | git | **sluice** | sluice / git |", a.fetches);
+    println!(
+        "| after {} fetches of one commit | git | **sluice** | sluice / git |",
+        a.fetches
+    );
     println!("|---|---|---|---|");
     println!(
         "| packs left (git: and loose objects) | {} packs, {} loose | **{} packs** | — |",
@@ -199,8 +224,14 @@ pub fn main(args: &[String]) -> Result<()> {
     );
     println!(
         "| slowest fetch (a consolidation's, for sluice) | {:.1} ms | **{:.1} ms** | — |",
-        t_theirs.iter().max().map_or(0.0, |d| d.as_secs_f64() * 1000.0),
-        t_ours.iter().max().map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+        t_theirs
+            .iter()
+            .max()
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+        t_ours
+            .iter()
+            .max()
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
     );
     println!(
         "| a fetch that brings nothing, at the end (median of 11) | {:.1} ms | **{:.1} ms** | {:.2}× |",

@@ -124,6 +124,27 @@ impl Drop for TempPack {
     }
 }
 
+/// git's `pack.depth`: the longest delta chain a consolidated pack holds.
+const MAX_DEPTH: u16 = 50;
+
+/// Object `id` as a whole (undeltified) pack entry.
+fn whole(db: &Db, id: ObjectId, buf: &mut Vec<u8>) -> Result<output::Entry, gix::Error> {
+    use gix_pack::Find;
+    let (data, _) = db.try_find(&id, buf)?.ok_or_else(|| {
+        gix::Error::from_error(std::io::Error::other(format!(
+            "object {id} is in no pack any more"
+        )))
+    })?;
+    output::Entry::from_data(
+        &output::Count {
+            id,
+            entry_pack_location: output::count::PackLocation::LookedUp(None),
+        },
+        &data,
+        Default::default(),
+    )
+}
+
 /// Write `ids` as one pack with its index into `pack_dir`; the index's path.
 fn write_pack(
     repo: &gix::Repository,
@@ -149,7 +170,7 @@ fn write_pack(
         .collect();
     let entries = output::entry::iter_from_counts(
         counts,
-        db,
+        db.clone(),
         Box::new(gix::progress::Discard),
         output::entry::iter_from_counts::Options {
             thread_limit: Some(threads),
@@ -162,14 +183,35 @@ fn write_pack(
     )
     .map_err(|e| pack_err("resolving the objects to copy", &e))?;
     // An object no pack holds any more is never left out: the whole
-    // consolidation stops, nothing removed.
-    let entries = gix::parallel::InOrderIter::from(entries).map(|chunk| {
-        let chunk = chunk?;
-        if let Some(gone) = chunk.iter().find(|e| e.is_invalid()) {
-            return Err(gix::Error::from_error(std::io::Error::other(format!(
-                "object {} is in no pack any more",
-                gone.id
-            ))));
+    // consolidation stops, nothing removed. A delta deeper than git's
+    // `pack.depth` (50) in its chain is written whole: copied deltas keep
+    // their bases, and packs rolled up again and again would otherwise
+    // chain every version of a tree behind the last (each fetch then
+    // reads the whole chain to resolve its thin pack's base).
+    let mut depth: Vec<u16> = Vec::with_capacity(expected);
+    let mut buf = Vec::new();
+    let entries = gix::parallel::InOrderIter::from(entries).map(move |chunk| {
+        let mut chunk = chunk?;
+        for e in &mut chunk {
+            if e.is_invalid() {
+                return Err(gix::Error::from_error(std::io::Error::other(format!(
+                    "object {} is in no pack any more",
+                    e.id
+                ))));
+            }
+            let d = match e.kind {
+                output::entry::Kind::DeltaRef { object_index } => {
+                    depth.get(object_index).copied().unwrap_or(0) + 1
+                }
+                _ => 0,
+            };
+            let d = if d > MAX_DEPTH {
+                *e = whole(&db, e.id, &mut buf)?;
+                0
+            } else {
+                d
+            };
+            depth.push(d);
         }
         Ok(chunk)
     });

@@ -94,6 +94,32 @@ fn sixty_fetches_with_a_pack_limit_of_eight_leave_at_most_nine_packs_and_lose_no
     };
     assert_eq!(count(&path), count(&srv));
     assert!(!path.join("gc.pid").exists(), "gc.pid is left behind");
+    // Delta chains no deeper than git's pack.depth (50): each tree is a
+    // delta of the one before, and rolled-up packs would chain them all.
+    let mut deepest = 0;
+    for idx in packs(&path) {
+        let v = repo::git(
+            &path,
+            &[
+                "verify-pack",
+                "-v",
+                &idx.with_extension("idx").display().to_string(),
+            ],
+        );
+        for line in v.lines() {
+            if let Some(rest) = line.strip_prefix("chain length = ") {
+                let n: usize = rest
+                    .split(':')
+                    .next()
+                    .expect("n")
+                    .trim()
+                    .parse()
+                    .expect("a number");
+                deepest = deepest.max(n);
+            }
+        }
+    }
+    assert!(deepest <= 50, "a delta chain of {deepest}");
 }
 
 #[test]
@@ -176,6 +202,54 @@ fn a_fetch_with_maintenance_off_leaves_its_packs_to_maintain_called_later() {
         sluice_git::maintain(&local).expect("maintain"),
         Maintained::NotNeeded { packs: 1, limit: 8 }
     );
+    repo::fsck(&path).expect("fsck");
+    assert_every_ref_resolves(&path, &tips);
+}
+
+#[test]
+fn packs_with_a_keep_or_a_promisor_stay_and_a_multi_pack_index_naming_a_taken_pack_goes_first() {
+    let w = World::new();
+    let srv = served(&w);
+    let path = w.path("local.git");
+    let local = empty_repo(&path);
+    repo::set_config(&path, "gc.autoPackLimit", "4");
+    let off = FetchOptions {
+        maintenance: AfterFetch::Off,
+        ..FetchOptions::default()
+    };
+    let tips: Vec<String> = (0..8)
+        .map(|n| one_more(&w, &srv, &local, n, &off))
+        .collect();
+    let all = packs(&path);
+    assert_eq!(all.len(), 8);
+    let (kept, promised) = (all[0].clone(), all[1].clone());
+    std::fs::write(kept.with_extension("keep"), "").expect("keep");
+    std::fs::write(promised.with_extension("promisor"), "").expect("promisor");
+    repo::git(&path, &["multi-pack-index", "write"]);
+    let midx = path.join("objects/pack/multi-pack-index");
+    assert!(midx.exists());
+    match sluice_git::maintain(&local).expect("maintain") {
+        // Seven counted (the kept one is not), six taken (nor the promisor).
+        Maintained::Consolidated { taken, packs, .. } => {
+            assert_eq!(taken, 6);
+            assert_eq!(packs, 2, "the promisor pack and the new one");
+        }
+        other => panic!("expected a consolidation: {other:?}"),
+    }
+    assert!(kept.exists() && kept.with_extension("idx").exists());
+    assert!(promised.exists() && promised.with_extension("idx").exists());
+    assert!(!midx.exists(), "the multi-pack-index names removed packs");
+    let left = std::fs::read_dir(path.join("objects/pack"))
+        .expect("dir")
+        .filter(|e| {
+            e.as_ref()
+                .expect("entry")
+                .path()
+                .extension()
+                .is_some_and(|x| x == "pack")
+        })
+        .count();
+    assert_eq!(left, 3);
     repo::fsck(&path).expect("fsck");
     assert_every_ref_resolves(&path, &tips);
 }
