@@ -19,6 +19,8 @@
 //!   many `git` processes.
 //! * [`rows`] — the rows: fixtures, servers, rounds, results.
 //! * [`stats`] — medians, ranges and formatting.
+//! * [`maintenance`] — a repository fetched into a thousand times, beside
+//!   git: packs left, fetch times first and last.
 //! * [`experiment`] — the push's counting step with and without a
 //!   delta-base cache and threads (sizing a change to `crates/git`).
 //!
@@ -35,6 +37,7 @@ pub mod floor;
 pub mod forge;
 pub mod history;
 pub mod https;
+pub mod maintenance;
 pub mod measure;
 pub mod ops;
 pub mod polls;
@@ -53,6 +56,7 @@ usage: sluice-bench [--large] [--forge] [--forge-refs N,...] [--commits N] [--ru
        sluice-bench build-large [--commits N]
        sluice-bench https [--runs N] [--rows push-1,push-48,push-48-throttled,fetch-48-throttled,push-200,fetch-200]
        sluice-bench count-experiment <repo> <rev> [<hidden rev>]
+       sluice-bench maintenance [--fetches N] [--window N]
        sluice-bench child <sluice|libgit2> fetch <url> <dest>
        sluice-bench child <sluice|libgit2> push <url> <local> <branch> <dst>
 
@@ -188,6 +192,7 @@ pub fn main_with_args(args: &[String]) -> Result<()> {
         Some("poll-points") => return polls::main(&args[1..]),
         Some("https") => return https::main(&args[1..]),
         Some("https-child") => return https::child_main(&args[1..]),
+        Some("maintenance") => return maintenance::main(&args[1..]),
         _ => {}
     }
     let a = parse(args)?;

@@ -319,7 +319,11 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
                 url,
                 refspecs,
                 repo,
-                options: sluice_git::FetchOptions { prune, tags },
+                options: sluice_git::FetchOptions {
+                    prune,
+                    tags,
+                    ..Default::default()
+                },
                 tags_given,
             }
         }

@@ -35,8 +35,8 @@
 //! [`TrackingRefError`]), the CLI's textual forms of a push ([`PushSpec`],
 //! [`LeaseSpec`], [`parse_lease_spec`]), [`Remote`], [`NamedRemote`] (a
 //! remote by name, [`GitClient::fetch_remote`]), [`check_trusted`],
-//! [`fresh_view`], [`redact`], [`remove_temporary_files`], and [`gix`]
-//! itself (the gix the signatures name). The public [`push`] module also
+//! [`fresh_view`], [`redact`], [`remove_temporary_files`], [`maintain`]
+//! (packs consolidated, as git's `gc --auto`), and [`gix`] itself (the gix the signatures name). The public [`push`] module also
 //! exposes its pure parsers (`push::report`, `push::spec`: the ref-name
 //! checks, `parse_lease`, `parse_oid`, `expand_destination`) and
 //! `push::pack`'s statistics, for fuzzing and property tests; everything
@@ -100,6 +100,8 @@
 //!   `safe.directory`).
 //! * `fetch::fetch_head` — `FETCH_HEAD`, written by every fetch as git
 //!   writes it ([`ForMerge`]).
+//! * `maintenance` — packs consolidated in-process after a fetch, as
+//!   git's `gc --auto` and `repack --geometric=2` would ([`maintain`]).
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
@@ -114,6 +116,7 @@ mod input;
 mod limit;
 mod local;
 mod ls_refs;
+mod maintenance;
 mod named_remote;
 mod pktline;
 mod progress;
@@ -132,6 +135,7 @@ pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
 pub use input::InputError;
 pub use local::{LocalCause, ObjectStoreError};
+pub use maintenance::{maintain, AfterFetch, Maintained, MaintenanceError};
 pub use named_remote::{is_remote_name, NamedRemote};
 pub use progress::{Progress, ProgressCallback};
 pub use push::spec::{parse_lease_spec, LeaseSpec, PushSpec};

@@ -44,8 +44,25 @@ pub fn not_modified(host: &str) {
     metrics::counter!(NOT_MODIFIED_TOTAL, "host" => host.to_string()).increment(1);
 }
 
+/// Histogram `{result}`, seconds: one maintenance run of a repository
+/// (packs consolidated after a fetch, or `maintain` called), by its result:
+/// `consolidated`, `not-needed`, `skipped` (another process held
+/// `gc.pid`), `off` (turned off by the configuration) or `failed`.
+pub const MAINTENANCE_SECONDS: &str = "sluice_remote_maintenance_seconds";
+/// Counter `{result}`: maintenance runs ended, by result (as
+/// [`MAINTENANCE_SECONDS`]).
+pub const MAINTENANCE_TOTAL: &str = "sluice_remote_maintenance_total";
+
+/// Count one maintenance run that ended with `result` after `elapsed`
+/// ([`MAINTENANCE_SECONDS`], [`MAINTENANCE_TOTAL`]): for the git layer,
+/// which records no metric of its own.
+pub fn maintenance(result: &'static str, elapsed: std::time::Duration) {
+    metrics::counter!(MAINTENANCE_TOTAL, "result" => result).increment(1);
+    metrics::histogram!(MAINTENANCE_SECONDS, "result" => result).record(elapsed.as_secs_f64());
+}
+
 /// Every metric name, in the order above.
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 10] = [
     OPERATIONS_TOTAL,
     ATTEMPTS_TOTAL,
     OPERATION_DURATION_SECONDS,
@@ -54,6 +71,8 @@ pub const ALL: [&str; 8] = [
     UNKNOWN_WRITES_TOTAL,
     CREDENTIAL_REFUSALS_TOTAL,
     NOT_MODIFIED_TOTAL,
+    MAINTENANCE_SECONDS,
+    MAINTENANCE_TOTAL,
 ];
 
 /// Describe every metric (unit and words) to the recorder installed now.
@@ -99,5 +118,15 @@ pub fn describe() {
         NOT_MODIFIED_TOTAL,
         Unit::Count,
         "forge reads answered 304 Not Modified, by host"
+    );
+    describe_histogram!(
+        MAINTENANCE_SECONDS,
+        Unit::Seconds,
+        "one maintenance run of a repository (packs consolidated), by result"
+    );
+    describe_counter!(
+        MAINTENANCE_TOTAL,
+        Unit::Count,
+        "maintenance runs of repositories, by result"
     );
 }

@@ -45,6 +45,8 @@ struct FetchJob<'a> {
     /// its own: the remote-tracking refs they map are updated too.
     tracking: Vec<gix::refspec::RefSpec>,
     opts: &'a CallOptions,
+    /// Set once an attempt stored a pack: maintenance may follow the call.
+    stored: std::sync::atomic::AtomicBool,
 }
 
 /// Advertised: the session, gix's handshake and the ref map (what each
@@ -179,13 +181,14 @@ impl GitClient {
             first_given: parsed.first().cloned(),
             tracking,
             opts,
+            stored: std::sync::atomic::AtomicBool::new(false),
         };
         let op = self
             .operation("fetch", Effect::Read, &remote, opts)
             .refs(refspecs);
         // A ref refused by git's rules is the fetch's answer (exit 1), the
         // others still updated: decided by the policy, so its events say so.
-        Ok(remote.note_redirect(self.policy.run_judged(
+        let outcome = remote.note_redirect(self.policy.run_judged(
             op,
             |ctx| shielded(ctx, |at| self.fetch_attempt(&job, at)).map_err(|e| e.to_attempt()),
             |refs: &Vec<FetchedRef>| {
@@ -211,7 +214,16 @@ impl GitClient {
                     may_have_applied: false,
                 })
             },
-        )))
+        ));
+        // The outcome and the ledger's finish are fixed: maintenance runs
+        // now, outside every attempt and the deadline, and never changes
+        // the outcome (a failure is logged, left for the next fetch).
+        if fetch.maintenance == crate::AfterFetch::Auto
+            && job.stored.load(std::sync::atomic::Ordering::Relaxed)
+        {
+            crate::maintenance::after_fetch(repo);
+        }
+        Ok(outcome)
     }
 
     /// One attempt, step by step.
@@ -231,6 +243,9 @@ impl GitClient {
         let mut adv = self.fetch_advertised(job, repo, at)?;
         check_mapped(&adv, repo)?;
         let received = self.fetch_receive(job, repo, &mut adv, at)?;
+        if received.pack {
+            job.stored.store(true, std::sync::atomic::Ordering::Relaxed);
+        }
         // Following tags (git's default): a tag comes along only when what
         // it points to is here now — the history fetched reached it, or the
         // server sent the tag object with `include-tag`. A tag on history

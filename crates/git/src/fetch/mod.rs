@@ -225,7 +225,11 @@ pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transpor
     let shallow = gix::protocol::fetch::Shallow::NoChange;
     let graph_repo = {
         let mut r = repo.clone();
-        r.objects.refresh = gix::odb::store::RefreshMode::Never;
+        // Not `RefreshMode::Never` (as gix's own fetch): a local ref's
+        // object whose pack was consolidated away since the view was opened
+        // (maintenance in another process, `git gc`) is found in the new
+        // pack after a look at the disk, as git re-reads its packs on a
+        // miss; a remote tip not here costs a directory listing.
         r.objects.unset_object_cache();
         r
     };

@@ -35,4 +35,8 @@ pub struct FetchOptions {
     pub prune: bool,
     /// Which tags come along.
     pub tags: TagMode,
+    /// Whether the call consolidates the repository's packs after it
+    /// stored one ([`crate::maintain`], git's `gc --auto` rules): on by
+    /// default, after the outcome is fixed and outside the deadline.
+    pub maintenance: crate::AfterFetch,
 }

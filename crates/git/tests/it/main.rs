@@ -18,6 +18,7 @@ mod https;
 mod kept_handle;
 mod local_failures;
 mod long_lived;
+mod maintenance;
 mod proxy;
 mod push;
 mod read;

@@ -1,0 +1,255 @@
+//! `sluice-bench maintenance [--fetches N] [--window N]`: a repository
+//! fetched into again and again, beside git in one run (issue 43).
+//!
+//! Both start as bare clones of the medium fixture served by `git daemon`.
+//! Each round commits one new commit on the server's `main` (untimed), then
+//! fetches it into each repository — sluice through one `GitClient` and one
+//! repository handle kept open (its maintenance as configured by default:
+//! `gc.autoPackLimit` 50), git by `git fetch` (its own `gc --auto` after
+//! it) — each timed whole. Then: the packs left, the mean of the first
+//! and the last `window` fetches, a fetch that brings nothing (median of
+//! 11), and a one-commit push (median of 11, each a new commit).
+
+use std::path::Path;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context, Result};
+
+use crate::ops;
+
+/// Parsed arguments.
+struct Args {
+    fetches: usize,
+    window: usize,
+}
+
+fn parse(args: &[String]) -> Result<Args> {
+    let mut a = Args {
+        fetches: 1000,
+        window: 100,
+    };
+    let mut it = args.iter();
+    while let Some(x) = it.next() {
+        let mut value = |name: &str| -> Result<usize> {
+            it.next()
+                .with_context(|| format!("{name} needs a value"))?
+                .parse()
+                .with_context(|| name.to_string())
+        };
+        match x.as_str() {
+            "--fetches" => a.fetches = value("--fetches")?,
+            "--window" => a.window = value("--window")?,
+            other => bail!("unknown argument {other:?}"),
+        }
+    }
+    if a.window == 0 || a.fetches < a.window {
+        bail!("--window must be at least 1 and at most --fetches");
+    }
+    Ok(a)
+}
+
+fn packs(repo: &Path) -> usize {
+    std::fs::read_dir(repo.join("objects/pack"))
+        .map(|d| {
+            d.filter_map(|e| e.ok())
+                .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+                .count()
+        })
+        .unwrap_or(0)
+}
+
+fn loose(repo: &Path) -> usize {
+    let Ok(dirs) = std::fs::read_dir(repo.join("objects")) else {
+        return 0;
+    };
+    dirs.filter_map(|e| e.ok())
+        .filter(|e| e.file_name().len() == 2)
+        .map(|e| std::fs::read_dir(e.path()).map(|d| d.count()).unwrap_or(0))
+        .sum()
+}
+
+fn mean_ms(xs: &[Duration]) -> f64 {
+    xs.iter().map(|d| d.as_secs_f64() * 1000.0).sum::<f64>() / xs.len() as f64
+}
+
+fn median_ms(xs: &[Duration]) -> f64 {
+    let v: Vec<f64> = xs.iter().map(|d| d.as_secs_f64() * 1000.0).collect();
+    crate::stats::median(&v).unwrap_or(0.0)
+}
+
+fn timed(f: impl FnOnce() -> Result<()>) -> Result<Duration> {
+    let t0 = Instant::now();
+    f()?;
+    Ok(t0.elapsed())
+}
+
+/// The `maintenance` mode.
+pub fn main(args: &[String]) -> Result<()> {
+    let a = parse(args)?;
+    let dir = tempfile::tempdir()?;
+    let srv = dir.path().join("srv");
+    std::fs::create_dir_all(&srv)?;
+    let medium = sluice_testkit::fixtures::cached("medium").context("medium fixture")?;
+    let served = srv.join("s.git");
+    crate::history::link_copy(&medium, &served)?;
+    let daemon = sluice_testkit::GitDaemon::start(&srv)?;
+    let url = daemon.url("s.git");
+    let ours = dir.path().join("sluice.git");
+    let theirs = dir.path().join("git.git");
+    for dest in [&ours, &theirs] {
+        ops::run(&mut ops::git_clone_bare(dir.path(), &url, dest))?;
+    }
+    let spec = "+refs/heads/main:refs/remotes/origin/main";
+    let client = ops::client();
+    let opts = ops::call_options();
+    let repo = gix::open(&ours).context("gix::open")?;
+    let fetch_ours = |repo: &gix::Repository| -> Result<()> {
+        let o = client.fetch(&url, &[spec.to_string()], repo, &opts)?;
+        if o.kind != sluice_policy::OutcomeKind::Succeeded {
+            bail!("sluice fetch: {:?} {:?}", o.kind, o.error);
+        }
+        Ok(())
+    };
+    let (mut t_ours, mut t_theirs) = (Vec::new(), Vec::new());
+    println!(
+        "sluice-bench maintenance: {} fetches of one commit each, git:// on loopback; {} cores",
+        a.fetches,
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    for n in 0..a.fetches {
+        sluice_testkit::repo::commit_on(&served, "main", &format!("fetch {n}"));
+        // Alternating which goes first.
+        if n % 2 == 0 {
+            t_ours.push(timed(|| fetch_ours(&repo))?);
+            t_theirs.push(timed(|| {
+                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
+            })?);
+        } else {
+            t_theirs.push(timed(|| {
+                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
+            })?);
+            t_ours.push(timed(|| fetch_ours(&repo))?);
+        }
+        if (n + 1) % 100 == 0 {
+            println!(
+                "  {:>5} fetches: sluice {} packs, last 100 {:.1} ms; git {} packs {} loose, last 100 {:.1} ms",
+                n + 1,
+                packs(&ours),
+                mean_ms(&t_ours[n + 1 - 100..]),
+                packs(&theirs),
+                loose(&theirs),
+                mean_ms(&t_theirs[n + 1 - 100..]),
+            );
+        }
+    }
+    let w = a.window;
+    let first = |t: &[Duration]| mean_ms(&t[..w]);
+    let last = |t: &[Duration]| mean_ms(&t[t.len() - w..]);
+    // A fetch that brings nothing, 11 times each.
+    let (mut n_ours, mut n_theirs) = (Vec::new(), Vec::new());
+    for _ in 0..11 {
+        n_ours.push(timed(|| fetch_ours(&repo))?);
+        n_theirs.push(timed(|| {
+            ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
+        })?);
+    }
+    // One-commit pushes, each a new commit on a branch of its own per side.
+    let (mut p_ours, mut p_theirs) = (Vec::new(), Vec::new());
+    for (local, branch) in [(&ours, "work-sluice"), (&theirs, "work-git")] {
+        sluice_testkit::repo::git(
+            local,
+            &[
+                "update-ref",
+                &format!("refs/heads/{branch}"),
+                "refs/remotes/origin/main",
+            ],
+        );
+    }
+    for n in 0..11 {
+        sluice_testkit::repo::commit_on(&ours, "work-sluice", &format!("push {n}"));
+        sluice_testkit::repo::commit_on(&theirs, "work-git", &format!("push {n}"));
+        p_ours.push(timed(|| {
+            ops::sluice_push_in(
+                &client,
+                &url,
+                &repo,
+                "work-sluice",
+                "refs/heads/work-sluice",
+                &opts,
+            )
+            .map(|_| ())
+        })?);
+        p_theirs.push(timed(|| {
+            ops::run(&mut ops::git_push(
+                &theirs,
+                &url,
+                "work-git",
+                "refs/heads/work-git",
+            ))
+        })?);
+    }
+    let fsck = |p: &Path| {
+        sluice_testkit::repo::fsck(p)
+            .map(|()| "clean".to_string())
+            .unwrap_or_else(|e| format!("NOT CLEAN: {e}"))
+    };
+    println!();
+    println!(
+        "| after {} fetches of one commit | git | **sluice** | sluice / git |",
+        a.fetches
+    );
+    println!("|---|---|---|---|");
+    println!(
+        "| packs left (git: and loose objects) | {} packs, {} loose | **{} packs** | — |",
+        packs(&theirs),
+        loose(&theirs),
+        packs(&ours)
+    );
+    println!(
+        "| mean of the first {w} fetches | {:.1} ms | **{:.1} ms** | {:.2}× |",
+        first(&t_theirs),
+        first(&t_ours),
+        first(&t_ours) / first(&t_theirs)
+    );
+    println!(
+        "| mean of the last {w} fetches | {:.1} ms | **{:.1} ms** | {:.2}× |",
+        last(&t_theirs),
+        last(&t_ours),
+        last(&t_ours) / last(&t_theirs)
+    );
+    println!(
+        "| last {w} against first {w} | {:.2}× | **{:.2}×** | — |",
+        last(&t_theirs) / first(&t_theirs),
+        last(&t_ours) / first(&t_ours)
+    );
+    println!(
+        "| slowest fetch (a consolidation's, for sluice) | {:.1} ms | **{:.1} ms** | — |",
+        t_theirs
+            .iter()
+            .max()
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0),
+        t_ours
+            .iter()
+            .max()
+            .map_or(0.0, |d| d.as_secs_f64() * 1000.0)
+    );
+    println!(
+        "| a fetch that brings nothing, at the end (median of 11) | {:.1} ms | **{:.1} ms** | {:.2}× |",
+        median_ms(&n_theirs),
+        median_ms(&n_ours),
+        median_ms(&n_ours) / median_ms(&n_theirs)
+    );
+    println!(
+        "| a one-commit push, at the end (median of 11) | {:.1} ms | **{:.1} ms** | {:.2}× |",
+        median_ms(&p_theirs),
+        median_ms(&p_ours),
+        median_ms(&p_ours) / median_ms(&p_theirs)
+    );
+    println!(
+        "| `git fsck --full --strict` | {} | {} | — |",
+        fsck(&theirs),
+        fsck(&ours)
+    );
+    drop(daemon);
+    Ok(())
+}
