@@ -372,7 +372,7 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
         let _ = writeln!(
             s,
             "  settled by reading: {} ({})",
-            r.verdict.as_str(),
+            r.verdict.map_or("no read answered", |v| v.as_str()),
             observed.join(", ")
         );
     }

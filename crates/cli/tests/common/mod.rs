@@ -348,9 +348,18 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
     let rec = &doc["reconciled"];
     if !rec.is_null() {
         assert!(
-            one_of(&rec["verdict"], &["landed", "not-landed", "moved"]),
+            rec["verdict"].is_null() || one_of(&rec["verdict"], &["landed", "not-landed", "moved"]),
             "{doc}"
         );
+        for read in rec["reads"].as_array().expect("reads is an array") {
+            // A failed read: verdict null, its cause in words.
+            assert!(
+                (read["verdict"].is_null() && read["cause"].is_string())
+                    || (read["cause"].is_null()
+                        && one_of(&read["verdict"], &["landed", "not-landed", "moved"])),
+                "{doc}"
+            );
+        }
         let forge = FORGE_KINDS.contains(&kind);
         for (_, v) in rec["observed"].as_object().expect("observed is an object") {
             // A forge write's read names what it saw in words ("merged":
