@@ -11,8 +11,8 @@
 //! | [`ForgeClient::create_check_run`] | `create-check-run` | write | the ref's check runs, by `external_id` |
 //! | [`ForgeClient::create_issue_comment`] | `create-issue-comment` | write | none: an unknown answer ends `unknown`, `may_have_applied: true` |
 //! | [`ForgeClient::merge_pull`] | `merge-pull` | write | the pull request: merged with the head checked (landed), open at it (not landed), else moved |
-//! | [`ForgeClient::update_ref`] | `update-ref` | write (reads the ref first) | the ref: at the new sha (landed), at the sha read first (not landed), else moved |
-//! | [`ForgeClient::update_check_run`] | `update-check-run` | write (reads the run first) | the check run: the fields sent (landed), the fields read first (not landed), else moved |
+//! | [`ForgeClient::update_ref`] | `update-ref` | write (each attempt reads the ref first, holding the host's write slot) | the ref: at the new sha (landed), at the sha read first (not landed), else moved |
+//! | [`ForgeClient::update_check_run`] | `update-check-run` | write (each attempt reads the run first, holding the host's write slot) | the check run: the fields sent (landed), the fields read first (not landed), else moved |
 //!
 //! A write whose request was complete and whose answer was not read is
 //! never sent again in its operation; the forge's answers 405, 409 and 422
@@ -29,6 +29,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use reqwest::{Method, Url};
@@ -37,6 +38,7 @@ use sluice_policy::{AttemptCtx, AttemptError, Credential, Outcome, Settlement};
 
 use crate::client::{decode, judge, Answer, ForgeClient, Prepared, Reading};
 use crate::error::ForgeInputError;
+use crate::gate::Permit;
 use crate::input;
 use crate::pages::Pages;
 use crate::types::{
@@ -381,8 +383,10 @@ impl ForgeClient {
     }
 
     /// `PATCH /repos/{owner}/{repo}/git/refs/{git_ref}` (`git_ref` as
-    /// `heads/main`) to `sha`, forced when `force`. The call reads the ref
-    /// first (`GET …/git/ref/{git_ref}`, in the same operation), so an
+    /// `heads/main`) to `sha`, forced when `force`. Each attempt reads the
+    /// ref first (`GET …/git/ref/{git_ref}`, in the same operation) once it
+    /// holds the host's write slot, under that slot, so a wait at the gate
+    /// never makes the baseline stale and a retried PATCH has a fresh one; an
     /// unknown answer's settling read tells the three apart: at `sha` is
     /// landed, at the sha read first is not landed, anything else (absent
     /// included) is moved.
@@ -412,16 +416,19 @@ impl ForgeClient {
             opts,
             |c, ctx, cred| {
                 let deadline = Instant::now() + ctx.timeout;
-                if before.borrow().is_none() {
-                    let read: GitRef = read_json(c, ctx, cred, &read_url, deadline)?;
-                    before.replace(Some(read.object.sha));
-                }
+                // The baseline is read once this attempt may write, under
+                // the same pass through the gate: a wait at the gate never
+                // comes between it and the PATCH, and a retried PATCH
+                // reads a fresh one.
+                let permit = c.hold_write_gate(&url, deadline, ctx.cancel_flag())?;
+                let read: GitRef = read_json_held(c, ctx, cred, &read_url, deadline, &permit)?;
+                before.replace(Some(read.object.sha));
                 let p = Prepared {
                     method: Method::PATCH,
                     url: &url,
                     body: Some(&body),
                 };
-                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                let a = c.attempt_exchange_held(ctx, &p, cred, deadline, &permit)?;
                 judge(Effect::Write, &a)?;
                 decode(Effect::Write, &a)
             },
@@ -445,8 +452,9 @@ impl ForgeClient {
     }
 
     /// `PATCH /repos/{owner}/{repo}/check-runs/{id}` with the fields of
-    /// `update`. The call reads the check run first (`GET
-    /// …/check-runs/{id}`, in the same operation); an unknown answer's
+    /// `update`. Each attempt reads the check run first (`GET
+    /// …/check-runs/{id}`, in the same operation) once it holds the host's
+    /// write slot, under that slot; an unknown answer's
     /// settling read finds the fields sent (landed), the fields read first
     /// (not landed), or other values (moved: somebody else updated it).
     pub fn update_check_run(
@@ -469,16 +477,17 @@ impl ForgeClient {
             opts,
             |c, ctx, cred| {
                 let deadline = Instant::now() + ctx.timeout;
-                if before.borrow().is_none() {
-                    let read: Value = read_json(c, ctx, cred, &url, deadline)?;
-                    before.replace(Some(read));
-                }
+                // As update_ref's: the baseline under the write's pass,
+                // fresh for every attempt.
+                let permit = c.hold_write_gate(&url, deadline, ctx.cancel_flag())?;
+                let read: Value = read_json_held(c, ctx, cred, &url, deadline, &permit)?;
+                before.replace(Some(read));
                 let p = Prepared {
                     method: Method::PATCH,
                     url: &url,
                     body: Some(&body),
                 };
-                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                let a = c.attempt_exchange_held(ctx, &p, cred, deadline, &permit)?;
                 judge(Effect::Write, &a)?;
                 decode(Effect::Write, &a)
             },
@@ -491,21 +500,23 @@ impl ForgeClient {
     }
 }
 
-/// One GET inside a write's attempt (the read a write makes first): a
-/// failure is the attempt's, classed as a read's.
-fn read_json<T: serde::de::DeserializeOwned>(
+/// One GET inside a write's attempt (the baseline a write reads first),
+/// under the write's pass through the gate: a failure is the attempt's,
+/// classed as a read's.
+fn read_json_held<T: serde::de::DeserializeOwned>(
     c: &ForgeClient,
     ctx: &mut AttemptCtx<'_>,
     cred: &RefCell<Option<Credential>>,
     url: &Url,
     deadline: Instant,
+    permit: &Arc<Permit>,
 ) -> Result<T, AttemptError> {
     let p = Prepared {
         method: Method::GET,
         url,
         body: None,
     };
-    let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+    let a = c.attempt_exchange_held(ctx, &p, cred, deadline, permit)?;
     judge(Effect::Read, &a)?;
     decode(Effect::Read, &a)
 }

@@ -638,6 +638,29 @@ impl ForgeClient {
         self.attempt_exchange_until(ctx, p, last_cred, deadline)
     }
 
+    /// As [`Self::attempt_exchange_until`], under a pass through the gate
+    /// the attempt already holds ([`Self::hold_write_gate`]).
+    pub(crate) fn attempt_exchange_held(
+        &self,
+        ctx: &mut AttemptCtx<'_>,
+        p: &Prepared<'_>,
+        last_cred: &RefCell<Option<Credential>>,
+        deadline: Instant,
+        permit: &Arc<Permit>,
+    ) -> Result<Answer, AttemptError> {
+        let cred = ctx.credential().cloned();
+        last_cred.replace(cred.clone());
+        let cancel = ctx.cancel_flag().clone();
+        self.exchange_held(
+            p,
+            cred.as_ref(),
+            deadline,
+            &cancel,
+            &mut |ph| ctx.reached(ph.as_str()),
+            Arc::clone(permit),
+        )
+    }
+
     /// As [`Self::attempt_exchange`], with the attempt's deadline given (for
     /// attempts of several requests).
     pub(crate) fn attempt_exchange_until(
@@ -737,6 +760,41 @@ impl ForgeClient {
         let permit = self
             .pass_gate(p.url, effect, deadline, cancel)
             .map_err(|f| fail(f, &none))?;
+        self.exchange_held(p, credential, deadline, cancel, reached, Arc::new(permit))
+    }
+
+    /// Hold a pass through `url`'s host's write gate for several requests
+    /// of one attempt (a write that reads its baseline first: the read is
+    /// made once the write may go, under the same pass, so nothing at the
+    /// gate comes between them). A refusal is the attempt's failure
+    /// (nothing sent: unjudged).
+    pub(crate) fn hold_write_gate(
+        &self,
+        url: &Url,
+        deadline: Instant,
+        cancel: &CancelFlag,
+    ) -> Result<Arc<Permit>, AttemptError> {
+        self.pass_gate(url, Effect::Write, deadline, cancel)
+            .map(Arc::new)
+            .map_err(|f| classify::failed(f, Effect::Write, &HeaderMap::new(), SystemTime::now()))
+    }
+
+    /// [`Self::exchange`] under a pass already held (`permit`), never
+    /// passing the gate again (a second pass would wait on itself).
+    pub(crate) fn exchange_held(
+        &self,
+        p: &Prepared<'_>,
+        credential: Option<&Credential>,
+        deadline: Instant,
+        cancel: &CancelFlag,
+        reached: &mut dyn FnMut(ForgePhase),
+        permit: Arc<Permit>,
+    ) -> Result<Answer, AttemptError> {
+        let effect = p.effect();
+        let none = HeaderMap::new();
+        let fail = |f: ForgeFailure, headers: &HeaderMap| {
+            classify::failed(f, effect, headers, SystemTime::now())
+        };
         let http = match effect {
             Effect::Read => &self.inner.read_http,
             Effect::Write => &self.inner.write_http,
@@ -1007,7 +1065,7 @@ fn build_request(
 fn send(
     http: &reqwest::blocking::Client,
     request: reqwest::blocking::Request,
-    permit: Permit,
+    permit: Arc<Permit>,
     effect: Effect,
     cancel: &CancelFlag,
 ) -> Result<Received, Unsent> {

@@ -1,0 +1,161 @@
+//! The forge writes' settling reads against the stateful fake GitHub:
+//! baselines taken under the host's write slot (a ref update whose
+//! baseline moved while it waited at the gate; a retried PATCH).
+
+mod common;
+
+use std::time::Duration;
+
+use common::{repo, REPO};
+use sluice_forge::{CallOptions, ForgeClient};
+use sluice_policy::{Bounds, Class, OutcomeKind, Verdict};
+use sluice_testkit::fake_forge::{Behaviour, Endpoint, FakeForge};
+
+const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
+const C: &str = "cccccccccccccccccccccccccccccccccccccccc";
+
+/// A client of `forge` whose writes are paced 10 ms apart, under `bounds`.
+fn client(forge: &FakeForge, bounds: Bounds) -> ForgeClient {
+    ForgeClient::builder(&forge.url())
+        .policy(common::policy(Duration::from_millis(100)))
+        .write_spacing(Duration::from_millis(10))
+        .bounds(bounds)
+        .build()
+        .expect("client")
+}
+
+/// `heads/main` at A, with A ← B ← C.
+fn three_commits(forge: &FakeForge) {
+    forge.add_commit(B, &[A]);
+    forge.add_commit(C, &[B]);
+    forge.set_ref(REPO, "heads/main", A);
+}
+
+#[test]
+fn a_ref_update_whose_baseline_moved_while_it_waited_at_the_gate_settles_landed() {
+    let forge = FakeForge::start().expect("fake forge");
+    three_commits(&forge);
+    let c = client(
+        &forge,
+        Bounds::new(Duration::from_secs(10), Duration::from_secs(3), 3),
+    );
+    // The first update (to B) holds the host's write slot while the forge
+    // takes its time; the second (to C) is applied, its reads lag it a
+    // second, and its answer is a 502.
+    forge.push(
+        Endpoint::UpdateRef,
+        Behaviour::Delay(Duration::from_millis(800)),
+    );
+    forge.push(
+        Endpoint::UpdateRef,
+        Behaviour::ApplyLaggingThenStatus {
+            lag: Duration::from_secs(1),
+            status: 502,
+        },
+    );
+    let (first, second) = std::thread::scope(|s| {
+        let c1 = c.clone();
+        let first = s.spawn(move || {
+            c1.update_ref(&repo(), "heads/main", B, false, &CallOptions::new())
+                .expect("valid input")
+        });
+        // The first update's PATCH is at the forge: it holds the slot.
+        assert!(forge.wait_for_arrivals(Endpoint::UpdateRef, 1, Duration::from_secs(30)));
+        let second = c
+            .update_ref(&repo(), "heads/main", C, false, &CallOptions::new())
+            .expect("valid input");
+        (first.join().expect("first"), second)
+    });
+    assert_eq!(first.kind, OutcomeKind::Succeeded, "{:?}", first.error);
+    assert_eq!(
+        second.kind,
+        OutcomeKind::Succeeded,
+        "{:?}",
+        second.reconciled
+    );
+    assert_eq!(second.attempts.len(), 1);
+    assert_eq!(second.attempts[0].class, Some(Class::Unknown));
+    let r = second.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::Landed));
+    // Its baseline was B, read under the slot: the lagging read (B) is
+    // not-landed, read again until it landed — never `moved`.
+    assert!(
+        r.reads.iter().all(|x| x.verdict != Some(Verdict::Moved)),
+        "{:?}",
+        r.reads
+    );
+    assert_eq!(forge.git_ref(REPO, "heads/main").as_deref(), Some(C));
+    // Each update read its baseline after the previous write had ended:
+    // the second's GET of the ref came after the first's PATCH answered.
+    let log = forge.log();
+    let first_patch_done = log
+        .iter()
+        .position(|e| e.endpoint == Endpoint::UpdateRef && e.is_completion())
+        .expect("the first PATCH answered");
+    let gets: Vec<usize> = log
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| e.endpoint == Endpoint::GetRef && !e.is_completion())
+        .map(|(i, _)| i)
+        .collect();
+    assert!(
+        gets[1] > first_patch_done,
+        "the second baseline was read before the first write ended:\n{}",
+        forge.log_text()
+    );
+}
+
+#[test]
+fn a_retried_patch_takes_a_fresh_baseline() {
+    let forge = FakeForge::start().expect("fake forge");
+    three_commits(&forge);
+    let c = client(
+        &forge,
+        Bounds::new(Duration::from_secs(12), Duration::from_secs(3), 3),
+    );
+    // The first PATCH is refused unjudged (503, wait 2 s: nothing applied,
+    // tried again); the second is applied, read lagging, answered 502.
+    forge.push(
+        Endpoint::UpdateRef,
+        Behaviour::Status {
+            status: 503,
+            retry_after: Some(2),
+        },
+    );
+    forge.push(
+        Endpoint::UpdateRef,
+        Behaviour::ApplyLaggingThenStatus {
+            lag: Duration::from_secs(1),
+            status: 502,
+        },
+    );
+    let out = std::thread::scope(|s| {
+        let h = s.spawn(|| {
+            c.update_ref(&repo(), "heads/main", C, false, &CallOptions::new())
+                .expect("valid input")
+        });
+        // Between the attempts somebody moves the ref to B.
+        assert!(forge.wait_for_completions(Endpoint::UpdateRef, 1, Duration::from_secs(30)));
+        forge.set_ref(REPO, "heads/main", B);
+        h.join().expect("update")
+    });
+    assert_eq!(out.attempts.len(), 2, "{:?}", out.attempts);
+    assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
+    assert_eq!(out.attempts[1].class, Some(Class::Unknown));
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.reconciled);
+    let r = out.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::Landed));
+    assert_eq!(
+        r.reads.first().and_then(|x| x.verdict),
+        Some(Verdict::NotLanded),
+        "the lagging read shows B, the second attempt's baseline: {:?}",
+        r.reads
+    );
+    assert_eq!(
+        forge.arrivals(Endpoint::GetRef).len() - r.reads.len(),
+        2,
+        "one baseline per attempt:\n{}",
+        forge.log_text()
+    );
+}
