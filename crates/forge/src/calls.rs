@@ -10,7 +10,7 @@
 //! | [`ForgeClient::create_pull`] | `create-pull` | write | the open pull requests from its head into its base |
 //! | [`ForgeClient::create_check_run`] | `create-check-run` | write | the ref's check runs, by `external_id` |
 //! | [`ForgeClient::create_issue_comment`] | `create-issue-comment` | write | none: an unknown answer ends `unknown`, `may_have_applied: true` |
-//! | [`ForgeClient::merge_pull`] | `merge-pull` | write | the pull request: merged with the head checked (landed), open at it (not landed), else moved |
+//! | [`ForgeClient::merge_pull`] | `merge-pull` | write | the pull request: merged with the head checked (landed; the merge commit from the read or the `merged` event), open at it (not landed, unless the compare finds the head in the base: moved), else moved |
 //! | [`ForgeClient::update_ref`] | `update-ref` | write (each attempt reads the ref first, holding the host's write slot) | the ref: at the new sha (landed), at the sha read first (not landed), else moved |
 //! | [`ForgeClient::update_check_run`] | `update-check-run` | write (each attempt reads the run first, holding the host's write slot) | the check run: the fields sent (landed), the fields read first (not landed), else moved |
 //!
@@ -342,12 +342,20 @@ impl ForgeClient {
 impl ForgeClient {
     /// `PUT /repos/{owner}/{repo}/pulls/{number}/merge` with `sha`, the
     /// head the caller checked (the forge answers 409 when the head moved),
-    /// and the method. An unknown answer is settled by reading the pull
-    /// request (`GET …/pulls/{number}`): merged with that head is landed
-    /// (the value `{ merged: true, sha: <merge_commit_sha> }`); open at that
-    /// head is not landed (read again while the deadline allows: the forge
-    /// may still be merging); merged at another head, closed unmerged, or
-    /// the head moved is moved. Never sent twice once it may have applied.
+    /// and the method. The value's `sha` is the merge commit: from the
+    /// PUT's answer when it came. An unknown answer is settled by reading
+    /// the pull request (`GET …/pulls/{number}`): merged with that head is
+    /// landed, its `sha` the read's `merge_commit_sha` when present, else
+    /// the last `merged` event's `commit_id` (`GET …/issues/{number}/events`,
+    /// every page; REST 2026-03-10 removes `merge_commit_sha`, and no
+    /// verdict depends on it); merged with no sha readable yet is read
+    /// again while the deadline allows, then landed with `sha: None` —
+    /// never not landed. Open at that head is not landed (read again: the
+    /// forge may still be merging) unless `GET …/compare/{base}...{head}`
+    /// finds the head already in the base (`behind` or `identical`: the git
+    /// side merged while the pull request reads open), which is moved;
+    /// merged at another head, closed unmerged, or the head moved is moved.
+    /// Never sent twice once it may have applied.
     pub fn merge_pull(
         &self,
         repo: &RepoRef,
@@ -362,6 +370,10 @@ impl ForgeClient {
         let n = number.to_string();
         let url = self.repo_url(repo, &["pulls", &n, "merge"]);
         let pull_url = self.repo_url(repo, &["pulls", &n]);
+        let mut events_url = self.repo_url(repo, &["issues", &n, "events"]);
+        events_url.query_pairs_mut().append_pair("per_page", "100");
+        let compare_url =
+            |base: &str| self.repo_url(repo, &["compare", &format!("{base}...{sha}")]);
         let body = serde_json::to_vec(&serde_json::json!({ "sha": sha, "merge_method": method }))
             .expect("a JSON object of two strings serialises");
         let p = Prepared {
@@ -376,7 +388,7 @@ impl ForgeClient {
             Some(
                 |r: &Reading<'_>| -> Result<Settlement<MergeResult>, AttemptError> {
                     let pull: Value = r.get_json_url(&pull_url)?;
-                    Ok(settle_merge(&pull, sha))
+                    settle_merge(r, &pull, sha, &events_url, &compare_url)
                 },
             ),
         ))
@@ -522,33 +534,69 @@ fn read_json_held<T: serde::de::DeserializeOwned>(
 }
 
 /// The verdict of a merge's settling read of the pull request `pull`, for
-/// a merge asked at head `sha`.
-fn settle_merge(pull: &Value, sha: &str) -> Settlement<MergeResult> {
+/// a merge asked at head `sha`: the merge commit from the read or from the
+/// issue's `merged` event when merged at that head; the comparison of the
+/// head with the base when still open at it.
+fn settle_merge(
+    r: &Reading<'_>,
+    pull: &Value,
+    sha: &str,
+    events_url: &Url,
+    compare_url: &dyn Fn(&str) -> Url,
+) -> Result<Settlement<MergeResult>, AttemptError> {
     let head = pull["head"]["sha"].as_str().unwrap_or("");
     let merged = pull["merged"].as_bool().unwrap_or(false);
     let open = pull["state"] == "open";
-    let merge_sha = pull["merge_commit_sha"].as_str().map(str::to_string);
     let mut observed = BTreeMap::from([
         ("merged".to_string(), merged.to_string()),
         ("head".to_string(), head.to_string()),
     ]);
-    if merged {
-        observed.insert(
-            "merge_commit_sha".into(),
-            merge_sha.clone().unwrap_or_default(),
-        );
-    }
     if merged && head == sha {
-        return Settlement::landed(
+        let merge_sha = match pull["merge_commit_sha"].as_str() {
+            Some(s) if !s.is_empty() => Some(s.to_string()),
+            _ => merged_event_commit(r, events_url)?,
+        };
+        if let Some(s) = &merge_sha {
+            observed.insert("sha".into(), s.clone());
+        }
+        let known = merge_sha.is_some();
+        let landed = Settlement::landed(
             MergeResult {
                 merged: true,
                 sha: merge_sha,
             },
             observed,
         );
+        // Merged at the head checked: landed, whatever else is read; the
+        // merge commit may only show later.
+        return Ok(if known {
+            landed
+        } else {
+            landed.and_read_again()
+        });
     }
     if open && head == sha {
-        return Settlement::not_landed(observed);
+        let base = pull["base"]["ref"].as_str().unwrap_or("");
+        let status = match r.get_json_url::<Value>(&compare_url(base)) {
+            Ok(c) => c["status"].as_str().unwrap_or("").to_string(),
+            // The comparison cannot be made (a base gone): it tells
+            // nothing either way; the pull request's read stands.
+            Err(e) if e.class == sluice_policy::Class::Answered => String::new(),
+            Err(e) => return Err(e),
+        };
+        if !status.is_empty() {
+            observed.insert("compare".into(), status.clone());
+        }
+        if matches!(status.as_str(), "behind" | "identical") {
+            return Ok(Settlement::moved(
+                None,
+                observed,
+                format!(
+                    "the head {sha} is already in {base} while the pull request reads open (compare: {status}): the merge may have applied on the git side"
+                ),
+            ));
+        }
+        return Ok(Settlement::not_landed(observed));
     }
     let cause = if merged {
         format!("the pull request was merged at head {head}, not {sha}: moved by somebody else")
@@ -557,7 +605,19 @@ fn settle_merge(pull: &Value, sha: &str) -> Settlement<MergeResult> {
     } else {
         format!("the pull request's head moved from {sha} to {head}: moved by somebody else")
     };
-    Settlement::moved(None, observed, cause)
+    Ok(Settlement::moved(None, observed, cause))
+}
+
+/// The `commit_id` of the issue's last `merged` event (every page), if
+/// any has one.
+fn merged_event_commit(r: &Reading<'_>, url: &Url) -> Result<Option<String>, AttemptError> {
+    let events = r.get_all_pages(url, |a| decode::<Vec<Value>>(Effect::Read, a))?;
+    Ok(events
+        .iter()
+        .rev()
+        .filter(|e| e["event"] == "merged")
+        .find_map(|e| e["commit_id"].as_str().filter(|s| !s.is_empty()))
+        .map(str::to_string))
 }
 
 /// Whether every field of `sent` is in `read` with the same value

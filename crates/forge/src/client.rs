@@ -84,9 +84,20 @@ pub struct ForgeClientBuilder {
     max_concurrent: usize,
     connect_timeout: Duration,
     https: sluice_https::HttpsConfig,
+    api_version: String,
 }
 
 impl ForgeClientBuilder {
+    /// The REST API version asked for on every request
+    /// (`X-GitHub-Api-Version`; default [`API_VERSION`], 2022-11-28). The
+    /// client reads what its calls need from that version's documents; a
+    /// merge's settling read never depends on `merge_commit_sha` (which
+    /// 2026-03-10 removes): the `merged` event's `commit_id` stands in.
+    pub fn api_version(mut self, version: impl Into<String>) -> Self {
+        self.api_version = version.into();
+        self
+    }
+
     /// The https settings: trust roots added to the platform's
     /// (`--ca-file`) and the proxy. A TLS certificate error or alert is
     /// answered at `connect`; a handshake cut, reset or timeout is unjudged.
@@ -192,6 +203,7 @@ impl ForgeClientBuilder {
                 bounds: self.bounds,
                 gates: Gates::new(self.max_concurrent, self.write_spacing),
                 user_agent: self.user_agent,
+                api_version: self.api_version,
                 proxies,
                 etags: ETags::default(),
             }),
@@ -210,6 +222,8 @@ struct Inner {
     bounds: Bounds,
     gates: Gates,
     user_agent: String,
+    /// The REST API version asked for.
+    api_version: String,
     /// Which proxy each request goes through (named in its errors).
     proxies: sluice_https::Proxies,
     /// The answers kept for conditional reads.
@@ -420,6 +434,7 @@ impl ForgeClient {
             max_concurrent: 8,
             connect_timeout: Duration::from_secs(5),
             https: sluice_https::HttpsConfig::new(),
+            api_version: API_VERSION.to_string(),
         }
     }
 
@@ -806,8 +821,8 @@ impl ForgeClient {
             Effect::Write => None,
         };
         let etag = kept.as_ref().map(|k| k.etag.as_str());
-        let request =
-            build_request(http, p, credential, etag, deadline).map_err(|f| fail(f, &none))?;
+        let request = build_request(http, p, credential, etag, deadline, &self.inner.api_version)
+            .map_err(|f| fail(f, &none))?;
         let sent_at = Instant::now();
         let (status, headers, body) = match send(http, request, permit, effect, cancel) {
             Ok(answer) => answer,
@@ -1021,6 +1036,7 @@ fn build_request(
     credential: Option<&Credential>,
     etag: Option<&str>,
     deadline: Instant,
+    api_version: &str,
 ) -> Result<reqwest::blocking::Request, ForgeFailure> {
     let remaining = deadline.saturating_duration_since(Instant::now());
     if remaining.is_zero() {
@@ -1031,7 +1047,7 @@ fn build_request(
     let mut req = http
         .request(p.method.clone(), p.url.clone())
         .header(ACCEPT, "application/vnd.github+json")
-        .header("x-github-api-version", API_VERSION)
+        .header("x-github-api-version", api_version)
         .timeout(remaining);
     if let Some(c) = credential {
         let mut v = HeaderValue::from_str(&format!("Bearer {}", c.secret().expose_secret()))

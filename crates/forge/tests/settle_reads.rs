@@ -1,15 +1,17 @@
 //! The forge writes' settling reads against the stateful fake GitHub:
 //! baselines taken under the host's write slot (a ref update whose
-//! baseline moved while it waited at the gate; a retried PATCH).
+//! baseline moved while it waited at the gate; a retried PATCH); a merge's
+//! truth without `merge_commit_sha` (its `merged` event) and with the git
+//! side merged while the pull request reads open (compare).
 
 mod common;
 
 use std::time::Duration;
 
 use common::{repo, REPO};
-use sluice_forge::{CallOptions, ForgeClient};
+use sluice_forge::{CallOptions, ForgeClient, MergeMethod};
 use sluice_policy::{Bounds, Class, OutcomeKind, Verdict};
-use sluice_testkit::fake_forge::{Behaviour, Endpoint, FakeForge};
+use sluice_testkit::fake_forge::{merge_commit_sha, Behaviour, Endpoint, FakeForge};
 
 const A: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 const B: &str = "bbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbbb";
@@ -157,5 +159,134 @@ fn a_retried_patch_takes_a_fresh_baseline() {
         2,
         "one baseline per attempt:\n{}",
         forge.log_text()
+    );
+}
+
+/// The pull request `n`'s merge, with a client asking `version` (the
+/// default when `None`).
+fn merge(
+    forge: &FakeForge,
+    n: u64,
+    version: Option<&str>,
+) -> sluice_policy::Outcome<sluice_forge::MergeResult> {
+    let mut b = ForgeClient::builder(&forge.url())
+        .policy(common::policy(Duration::from_millis(100)))
+        .write_spacing(Duration::from_millis(10))
+        .bounds(Bounds::new(
+            Duration::from_secs(6),
+            Duration::from_secs(2),
+            3,
+        ));
+    if let Some(v) = version {
+        b = b.api_version(v);
+    }
+    b.build()
+        .expect("client")
+        .merge_pull(&repo(), n, A, MergeMethod::Squash, &CallOptions::new())
+        .expect("valid input")
+}
+
+#[test]
+fn a_merge_applied_then_502_with_trimmed_pull_requests_settles_landed_with_the_merge_commit() {
+    let forge = FakeForge::start().expect("fake forge");
+    let n = forge.add_pull(REPO, "feature", "main", A);
+    // More events than one page holds before the merge's own.
+    for _ in 0..150 {
+        forge.add_issue_event(REPO, n, "labeled", None);
+    }
+    forge.set_trimmed_pulls(true);
+    forge.set(Endpoint::MergePull, Behaviour::ApplyThenStatus(502));
+    let out = merge(&forge, n, None);
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.reconciled);
+    let want = merge_commit_sha(REPO, n, A);
+    assert_eq!(
+        out.value,
+        Some(sluice_forge::MergeResult {
+            merged: true,
+            sha: Some(want.clone())
+        })
+    );
+    let r = out.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::Landed));
+    assert_eq!(r.observed.get("sha"), Some(&want));
+    assert_eq!(r.observed.get("merged").map(String::as_str), Some("true"));
+    assert_eq!(forge.arrivals(Endpoint::MergePull).len(), 1, "one PUT");
+    assert_eq!(
+        forge.arrivals(Endpoint::IssueEvents).len(),
+        2,
+        "every page of events:\n{}",
+        forge.log_text()
+    );
+}
+
+#[test]
+fn the_api_version_asked_is_pinned_and_a_later_one_is_settled_without_merge_commit_sha() {
+    for (version, trimmed) in [(None, false), (Some("2026-03-10"), true)] {
+        let forge = FakeForge::start().expect("fake forge");
+        let n = forge.add_pull(REPO, "feature", "main", A);
+        forge.set(Endpoint::MergePull, Behaviour::ApplyThenStatus(502));
+        let out = merge(&forge, n, version);
+        assert_eq!(out.kind, OutcomeKind::Succeeded, "{version:?}");
+        assert_eq!(
+            out.value.and_then(|v| v.sha),
+            Some(merge_commit_sha(REPO, n, A)),
+            "{version:?}"
+        );
+        let pull_read = forge
+            .log()
+            .into_iter()
+            .filter(|e| e.endpoint == Endpoint::IssueEvents)
+            .count();
+        assert_eq!(
+            pull_read > 0,
+            trimmed,
+            "the events are read only when the pull request lacks the sha ({version:?}):\n{}",
+            forge.log_text()
+        );
+    }
+}
+
+#[test]
+fn a_merge_whose_git_side_landed_while_the_pull_request_reads_open_is_moved_never_not_landed() {
+    let forge = FakeForge::start().expect("fake forge");
+    // main at C; the pull request's head A; the git side merged A into
+    // main (B, whose parents are C and A) while the pull request still
+    // reads open, and the PUT is answered 500.
+    forge.set_ref(REPO, "heads/main", C);
+    forge.add_commit(B, &[C, A]);
+    let n = forge.add_pull(REPO, "feature", "main", A);
+    forge.set_ref(REPO, "heads/main", B);
+    forge.set(
+        Endpoint::MergePull,
+        Behaviour::Status {
+            status: 500,
+            retry_after: None,
+        },
+    );
+    let out = merge(&forge, n, None);
+    assert_eq!(out.kind, OutcomeKind::Unknown);
+    assert_eq!(out.may_have_applied, Some(true));
+    let r = out.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::Moved));
+    assert_eq!(
+        r.observed.get("compare").map(String::as_str),
+        Some("behind")
+    );
+    assert!(
+        r.reads
+            .iter()
+            .all(|x| x.verdict != Some(Verdict::NotLanded)),
+        "{:?}",
+        r.reads
+    );
+    assert_eq!(forge.arrivals(Endpoint::MergePull).len(), 1, "one PUT");
+    // The same pull request with its head not in the base is not landed.
+    forge.set_ref(REPO, "heads/main", C);
+    let out = merge(&forge, n, None);
+    let r = out.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::NotLanded));
+    assert_eq!(
+        r.observed.get("compare").map(String::as_str),
+        Some("diverged")
     );
 }

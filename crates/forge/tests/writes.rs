@@ -69,7 +69,7 @@ fn a_merge_applied_then_answered_502_is_settled_landed_by_reading_with_one_put()
     let rec = out.reconciled.as_ref().expect("settled by reading");
     assert_eq!(rec.verdict, Some(Verdict::Landed));
     let merge_sha = merge_commit_sha(REPO, n, HEAD);
-    assert_eq!(rec.observed.get("merge_commit_sha"), Some(&merge_sha));
+    assert_eq!(rec.observed.get("sha"), Some(&merge_sha));
     let v = out.value.expect("value");
     assert!(v.merged);
     assert_eq!(v.sha.as_deref(), Some(merge_sha.as_str()));

@@ -246,3 +246,51 @@ fn after_a_cancel_the_first_answered_read_settles_the_write() {
         vec![None, None, Some(Verdict::NotLanded)]
     );
 }
+
+#[test]
+fn a_landed_read_that_asks_to_be_read_again_stands_when_no_later_read_adds_to_it() {
+    let (policy, clock) = manual_policy();
+    let reads = Cell::new(0u32);
+    let bounds = Bounds::new(secs(6), secs(2), 1).with_backoff(doubling(100));
+    let out = policy.run_write(
+        write_op(bounds),
+        |_ctx| -> Result<Option<&str>, _> { Err(unknown_push()) },
+        |_ctx| {
+            reads.set(reads.get() + 1);
+            clock.advance(millis(10));
+            match reads.get() {
+                // Landed, its value incomplete: read again.
+                1 | 2 => Ok(Settlement::landed(None, observed(NEW)).and_read_again()),
+                3 => Err(refused()),
+                _ => Ok(Settlement::landed(None, observed(NEW)).and_read_again()),
+            }
+        },
+    );
+    assert!(
+        reads.get() > 4,
+        "read again until the deadline: {}",
+        reads.get()
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "never not-landed");
+    assert_eq!(out.value, Some(None));
+    let r = out.reconciled.expect("reconciled");
+    assert_eq!(r.verdict, Some(Verdict::Landed));
+    assert_eq!(r.reads.len() as u32, reads.get());
+
+    // One that gets its value completes at once.
+    let (policy, _clock) = manual_policy();
+    let reads = Cell::new(0u32);
+    let out = policy.run_write(
+        write_op(bounds),
+        |_ctx| -> Result<Option<&str>, _> { Err(unknown_push()) },
+        |_ctx| {
+            reads.set(reads.get() + 1);
+            Ok(match reads.get() {
+                1 => Settlement::landed(None, observed(NEW)).and_read_again(),
+                _ => Settlement::landed(Some("sha"), observed(NEW)),
+            })
+        },
+    );
+    assert_eq!(reads.get(), 2);
+    assert_eq!(out.value, Some(Some("sha")));
+}

@@ -42,9 +42,9 @@ enum ReadEnd {
     /// It found `landed` or `moved`, or its failure was an answer: no
     /// more reads.
     Final,
-    /// It found `not-landed`: read again while there is room (an answered
-    /// read, for a cancel).
-    NotLanded,
+    /// It found `not-landed` (or `landed` asking to be read again): read
+    /// again while there is room; after a cancel it ends the reads.
+    Answered,
     /// It failed without an answer (`unjudged`, `unknown`): read again
     /// while there is room.
     Failed,
@@ -195,13 +195,14 @@ impl Run<'_> {
             match end {
                 ReadEnd::Final => return None,
                 // The caller asked to stop: the write is settled by this
-                // read (not landed as of it, and it may still land), not
-                // read again until the deadline.
-                ReadEnd::NotLanded if cancelled_at.is_some() => {
+                // read (not landed as of it, and it may still land; or
+                // landed without all of its value), not read again until
+                // the deadline.
+                ReadEnd::Answered if cancelled_at.is_some() => {
                     tracing::debug!(op = %id, "not landed yet, and cancelled: not read again");
                     return None;
                 }
-                ReadEnd::NotLanded | ReadEnd::Failed => {}
+                ReadEnd::Answered | ReadEnd::Failed => {}
             }
             // The server may still be applying what it received (hooks and
             // checks run after the last byte, whether or not we are there;
@@ -269,7 +270,8 @@ impl Run<'_> {
                     cause: None,
                 });
                 let end = match s.verdict {
-                    Verdict::NotLanded => ReadEnd::NotLanded,
+                    Verdict::NotLanded => ReadEnd::Answered,
+                    Verdict::Landed if s.read_again => ReadEnd::Answered,
                     Verdict::Landed | Verdict::Moved => ReadEnd::Final,
                 };
                 reads.last = Some(s);
