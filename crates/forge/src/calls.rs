@@ -8,8 +8,8 @@
 //! | [`ForgeClient::ci_status`] | `ci-status` | read (the combined status, then every page of check runs) | — |
 //! | [`ForgeClient::find_check_run`] | `find-check-run` | read | — |
 //! | [`ForgeClient::create_pull`] | `create-pull` | write | the open pull requests from its head into its base |
-//! | [`ForgeClient::create_check_run`] | `create-check-run` | write | the ref's check runs, by `external_id` |
-//! | [`ForgeClient::create_issue_comment`] | `create-issue-comment` | write | none: an unknown answer ends `unknown`, `may_have_applied: true` |
+//! | [`ForgeClient::create_check_run`] | `create-check-run` | write (reads the head's check runs first: one with its `external_id` is answered as it is) | the head's check runs, by `external_id` |
+//! | [`ForgeClient::create_issue_comment`] | `comment` | write (with a caller's id, reads the comments first: one with its marker is answered as found) | the issue's comments since the POST less 60 s, by the marker line `<!-- sluice-operation: <id> -->` |
 //! | [`ForgeClient::merge_pull`] | `merge-pull` | write | the pull request: merged with the head checked (landed; the merge commit from the read or the `merged` event), open at it (not landed, unless the compare finds the head in the base: moved), else moved |
 //! | [`ForgeClient::update_ref`] | `update-ref` | write (each attempt reads the ref first, holding the host's write slot) | the ref: at the new sha (landed), at the sha read first (not landed), else moved |
 //! | [`ForgeClient::update_check_run`] | `update-check-run` | write (each attempt reads the run first, holding the host's write slot) | the check run: the fields sent (landed), the fields read first (not landed), else moved |
@@ -265,9 +265,11 @@ impl ForgeClient {
         ))
     }
 
-    /// `POST /repos/{owner}/{repo}/check-runs`. An unknown answer is settled
-    /// by listing the check runs of `head_sha` named `name` and looking for
-    /// `external_id`.
+    /// `POST /repos/{owner}/{repo}/check-runs`. The check runs of
+    /// `head_sha` named `name` are read first (`filter=all`, every page): a
+    /// run with `external_id` on that head is answered as it is (succeeded,
+    /// nothing sent), so the same external id given twice makes one check
+    /// run. An unknown answer is settled by the same read.
     pub fn create_check_run(
         &self,
         repo: &RepoRef,
@@ -278,42 +280,65 @@ impl ForgeClient {
         input::sha(&new.head_sha)?;
         let url = self.repo_url(repo, &["check-runs"]);
         let body = serde_json::to_vec(new).unwrap_or_default();
-        let p = Prepared {
-            method: Method::POST,
-            url: &url,
-            body: Some(&body),
-        };
         let list_url = self.check_runs_url(repo, &new.head_sha, Some(&new.name));
         let external_id = new.external_id.clone();
-        Ok(self.typed_write(
+        let key = format!("check-run:{external_id}");
+        let find = |runs: Vec<CheckRun>| {
+            runs.into_iter()
+                .find(|c| c.external_id.as_deref() == Some(external_id.as_str()))
+        };
+        let found_first = std::cell::Cell::new(false);
+        let mut pages = Pages::new(list_url.clone());
+        let out = self.typed_write_with(
             "create-check-run",
-            &p,
+            &url,
             opts,
-            Some(
-                |r: &Reading<'_>| -> Result<Settlement<CheckRun>, AttemptError> {
-                    let runs = r.get_all_pages(&list_url, check_runs_of)?;
-                    let key = format!("check-run:{external_id}");
-                    Ok(
-                        match runs
-                            .into_iter()
-                            .find(|c| c.external_id.as_deref() == Some(external_id.as_str()))
-                        {
-                            Some(run) => {
-                                let id = run.id.to_string();
-                                Settlement::landed(run, ForgeClient::observed(&key, id))
-                            }
-                            None => Settlement::not_landed(ForgeClient::observed(&key, "absent")),
-                        },
-                    )
-                },
-            ),
-        ))
+            |c, ctx, cred| {
+                let deadline = Instant::now() + ctx.timeout;
+                if !external_id.is_empty() {
+                    let runs = pages.read(c, ctx, cred, deadline, check_runs_of)?;
+                    if let Some(run) = find(runs) {
+                        tracing::debug!(
+                            id = run.id,
+                            "a check run with this external id exists: nothing sent"
+                        );
+                        found_first.set(true);
+                        return Ok(run);
+                    }
+                }
+                let p = Prepared {
+                    method: Method::POST,
+                    url: &url,
+                    body: Some(&body),
+                };
+                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                judge(Effect::Write, &a)?;
+                decode(Effect::Write, &a)
+            },
+            |r| {
+                let runs = r.get_all_pages(&list_url, check_runs_of)?;
+                Ok(match find(runs) {
+                    Some(run) => {
+                        let id = run.id.to_string();
+                        Settlement::landed(run, ForgeClient::observed(&key, id))
+                    }
+                    None => Settlement::not_landed(ForgeClient::observed(&key, "absent")),
+                })
+            },
+        );
+        Ok(nothing_sent_if(out, found_first.get()))
     }
 
     /// `POST /repos/{owner}/{repo}/issues/{number}/comments` (pull requests
-    /// are issues). No settling read: a comment cannot be told from an
-    /// identical earlier one, so an unknown answer ends `unknown` with
-    /// `may_have_applied: true`.
+    /// are issues), operation kind `comment`. The body ends with a marker
+    /// line, `<!-- sluice-operation: <id> -->` (GitHub does not render it):
+    /// the operation id the caller gave (one holding `--` or `>` is
+    /// [`ForgeInputError::MarkerId`]), else one made for this call. With a
+    /// caller's id the issue's comments are read first (every page): one
+    /// carrying the marker is answered as found (succeeded, nothing sent),
+    /// so an id asked again — even of another process, with no ledger
+    /// between them — posts nothing. A lost answer is settled by reading
+    /// the comments (every page, `since` the POST less 60 s) for the marker.
     pub fn create_issue_comment(
         &self,
         repo: &RepoRef,
@@ -323,20 +348,102 @@ impl ForgeClient {
     ) -> Result<Outcome<IssueComment>, ForgeInputError> {
         input::repo(repo)?;
         input::number("issue", number)?;
-        let url = self.repo_url(repo, &["issues", &number.to_string(), "comments"]);
-        let json = serde_json::to_vec(&serde_json::json!({ "body": body })).unwrap_or_default();
-        let p = Prepared {
-            method: Method::POST,
-            url: &url,
-            body: Some(&json),
+        let given = opts.operation_id().map(str::to_string);
+        if let Some(id) = &given {
+            if id.contains("--") || id.contains('>') {
+                return Err(ForgeInputError::MarkerId(id.clone()));
+            }
+        }
+        let id = given.clone().unwrap_or_else(marker_id);
+        let marker = format!("<!-- sluice-operation: {id} -->");
+        let n = number.to_string();
+        let url = self.repo_url(repo, &["issues", &n, "comments"]);
+        let mut list_url = url.clone();
+        list_url.query_pairs_mut().append_pair("per_page", "100");
+        let text = if body.is_empty() || body.ends_with('\n') {
+            format!("{body}{marker}")
+        } else {
+            format!("{body}\n\n{marker}")
         };
-        Ok(self.typed_write(
-            "create-issue-comment",
-            &p,
+        let json = serde_json::to_vec(&serde_json::json!({ "body": text })).unwrap_or_default();
+        let marked = |c: &IssueComment| c.body.lines().any(|l| l.trim() == marker);
+        let comments_of = |a: &Answer| decode::<Vec<IssueComment>>(Effect::Read, a);
+        let posted: RefCell<Option<std::time::SystemTime>> = RefCell::new(None);
+        let found_first = std::cell::Cell::new(false);
+        let mut pages = Pages::new(list_url.clone());
+        let out = self.typed_write_with(
+            "comment",
+            &url,
             opts,
-            None::<fn(&Reading<'_>) -> Result<Settlement<IssueComment>, AttemptError>>,
-        ))
+            |c, ctx, cred| {
+                let deadline = Instant::now() + ctx.timeout;
+                if given.is_some() {
+                    let comments = pages.read(c, ctx, cred, deadline, comments_of)?;
+                    if let Some(found) = comments.into_iter().find(|c| marked(c)) {
+                        tracing::debug!(
+                            id = found.id,
+                            "a comment with this marker exists: nothing sent"
+                        );
+                        found_first.set(true);
+                        return Ok(found);
+                    }
+                }
+                let p = Prepared {
+                    method: Method::POST,
+                    url: &url,
+                    body: Some(&json),
+                };
+                posted.replace(Some(std::time::SystemTime::now()));
+                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                judge(Effect::Write, &a)?;
+                decode(Effect::Write, &a)
+            },
+            |r| {
+                let mut since_url = list_url.clone();
+                if let Some(at) = *posted.borrow() {
+                    let since = at - std::time::Duration::from_secs(60);
+                    since_url.query_pairs_mut().append_pair(
+                        "since",
+                        &humantime::format_rfc3339_seconds(since).to_string(),
+                    );
+                }
+                let comments = r.get_all_pages(&since_url, comments_of)?;
+                Ok(match comments.into_iter().find(|c| marked(c)) {
+                    Some(found) => {
+                        let id = found.id.to_string();
+                        Settlement::landed(found, ForgeClient::observed("comment", id))
+                    }
+                    None => Settlement::not_landed(ForgeClient::observed("comment", "absent")),
+                })
+            },
+        );
+        Ok(nothing_sent_if(out, found_first.get()))
     }
+}
+
+/// A write answered by what its read-first found sent nothing: its
+/// outcome says so (`may_have_applied: false`).
+fn nothing_sent_if<T>(mut out: Outcome<T>, found_first: bool) -> Outcome<T> {
+    if found_first && out.is_success() {
+        out.may_have_applied = Some(false);
+    }
+    out
+}
+
+/// A marker id for a comment whose caller gave no operation id: unique
+/// to this process and moment.
+fn marker_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "c-{}-{nanos:x}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 impl ForgeClient {

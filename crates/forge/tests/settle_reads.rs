@@ -290,3 +290,165 @@ fn a_merge_whose_git_side_landed_while_the_pull_request_reads_open_is_moved_neve
         Some("diverged")
     );
 }
+
+fn comment(
+    forge: &FakeForge,
+    body: &str,
+    opts: &CallOptions,
+) -> sluice_policy::Outcome<sluice_forge::IssueComment> {
+    client(
+        forge,
+        Bounds::new(Duration::from_secs(4), Duration::from_secs(1), 3),
+    )
+    .create_issue_comment(&repo(), 7, body, opts)
+    .expect("valid input")
+}
+
+#[test]
+fn a_comment_cut_after_it_was_created_is_settled_landed_by_its_marker_with_one_post() {
+    let forge = FakeForge::start().expect("fake forge");
+    // An older comment with another operation's marker is not this one.
+    forge.add_comment(
+        REPO,
+        7,
+        "landed\n\n<!-- sluice-operation: job-0 -->",
+        "2026-01-01T00:00:00Z",
+    );
+    forge.push(Endpoint::CreateIssueComment, Behaviour::ApplyThenCut);
+    let out = comment(
+        &forge,
+        "landed main at 1234567",
+        &CallOptions::new().id("job-1"),
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.reconciled);
+    assert_eq!(out.operation.kind, "comment");
+    let r = out.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::Landed));
+    let v = out.value.expect("the comment");
+    assert!(
+        v.body.ends_with("\n\n<!-- sluice-operation: job-1 -->"),
+        "{}",
+        v.body
+    );
+    assert_eq!(r.observed.get("comment"), Some(&v.id.to_string()));
+    assert_eq!(
+        forge.arrivals(Endpoint::CreateIssueComment).len(),
+        1,
+        "one POST"
+    );
+    assert_eq!(forge.comments(REPO).len(), 2, "one comment made");
+    // The settling read asked only for the comments since the POST less a
+    // minute.
+    let lists = forge.arrivals(Endpoint::ListIssueComments);
+    assert!(
+        lists.last().is_some_and(|e| e.path.contains("since=")),
+        "{}",
+        forge.log_text()
+    );
+}
+
+#[test]
+fn a_comment_answered_502_and_not_created_ends_unknown_not_landed_with_no_comment() {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.push(
+        Endpoint::CreateIssueComment,
+        Behaviour::Status {
+            status: 502,
+            retry_after: None,
+        },
+    );
+    let out = comment(&forge, "landed", &CallOptions::new());
+    assert_eq!(out.kind, OutcomeKind::Unknown);
+    assert_eq!(out.may_have_applied, Some(true));
+    assert_eq!(
+        out.reconciled.expect("settled by reading").verdict,
+        Some(Verdict::NotLanded)
+    );
+    assert_eq!(
+        forge.arrivals(Endpoint::CreateIssueComment).len(),
+        1,
+        "one POST"
+    );
+    assert!(forge.comments(REPO).is_empty());
+}
+
+#[test]
+fn a_comment_id_asked_again_with_no_ledger_posts_nothing() {
+    let forge = FakeForge::start().expect("fake forge");
+    let first = comment(&forge, "landed", &CallOptions::new().id("job-9"));
+    assert_eq!(first.kind, OutcomeKind::Succeeded);
+    // Another client, another policy: no ledger remembers the id.
+    let again = comment(&forge, "landed", &CallOptions::new().id("job-9"));
+    assert_eq!(again.kind, OutcomeKind::Succeeded, "{:?}", again.error);
+    assert_eq!(again.may_have_applied, Some(false));
+    assert_eq!(again.value.map(|c| c.id), first.value.map(|c| c.id));
+    assert_eq!(
+        forge.arrivals(Endpoint::CreateIssueComment).len(),
+        1,
+        "nothing posted again"
+    );
+    assert_eq!(forge.comments(REPO).len(), 1);
+}
+
+#[test]
+fn a_comment_id_that_would_end_its_marker_is_refused_before_any_request() {
+    let forge = FakeForge::start().expect("fake forge");
+    for id in ["a--b", "x>y"] {
+        let err = client(&forge, Bounds::default())
+            .create_issue_comment(&repo(), 7, "hi", &CallOptions::new().id(id))
+            .expect_err("refused");
+        assert_eq!(err, sluice_forge::ForgeInputError::MarkerId(id.into()));
+    }
+    assert!(forge.log().is_empty());
+}
+
+#[test]
+fn the_same_external_id_given_twice_makes_one_check_run() {
+    let forge = FakeForge::start().expect("fake forge");
+    // More runs of that name than one page holds, none with the id.
+    for i in 0..120 {
+        forge.add_check_run(
+            REPO,
+            "land",
+            A,
+            "completed",
+            Some("success"),
+            Some(&format!("other-{i}")),
+        );
+    }
+    let new = sluice_forge::NewCheckRun::new("land", A, "job-42");
+    let c = client(
+        &forge,
+        Bounds::new(Duration::from_secs(4), Duration::from_secs(2), 3),
+    );
+    let first = c
+        .create_check_run(&repo(), &new, &CallOptions::new())
+        .expect("valid input");
+    let second = c
+        .create_check_run(&repo(), &new, &CallOptions::new())
+        .expect("valid input");
+    assert_eq!(first.kind, OutcomeKind::Succeeded, "{:?}", first.error);
+    assert_eq!(second.kind, OutcomeKind::Succeeded, "{:?}", second.error);
+    assert_eq!(
+        first.value.map(|r| r.id),
+        second.value.map(|r| r.id),
+        "answered as it is"
+    );
+    assert_eq!(
+        forge.arrivals(Endpoint::CreateCheckRun).len(),
+        1,
+        "one POST"
+    );
+    let lists = forge.arrivals(Endpoint::ListCheckRuns);
+    assert!(
+        lists
+            .iter()
+            .all(|e| e.path.contains("check_name=land") && e.path.contains("filter=all")),
+        "{}",
+        forge.log_text()
+    );
+    assert!(
+        lists.iter().any(|e| e.path.contains("page=2")),
+        "every page"
+    );
+}
