@@ -294,3 +294,34 @@ fn a_landed_read_that_asks_to_be_read_again_stands_when_no_later_read_adds_to_it
     assert_eq!(reads.get(), 2);
     assert_eq!(out.value, Some(Some("sha")));
 }
+
+#[test]
+fn a_stop_ends_the_settling_reads_at_once() {
+    let (policy, clock) = manual_policy();
+    let cancel = CancelFlag::new();
+    let reads = Cell::new(0u32);
+    let bounds = Bounds::new(secs(30), secs(4), 3).with_backoff(doubling(100));
+    let out = policy.run_write(
+        write_op(bounds).cancel(cancel.clone()),
+        |_ctx| -> Result<&str, _> {
+            cancel.cancel();
+            Err(unknown_push())
+        },
+        |_ctx| {
+            reads.set(reads.get() + 1);
+            clock.advance(millis(10));
+            // The second signal comes while the first failed read is out.
+            if reads.get() == 2 {
+                cancel.stop();
+            }
+            Err(refused())
+        },
+    );
+    assert_eq!(reads.get(), 2, "no read after the stop");
+    assert_eq!(out.kind, OutcomeKind::Unknown);
+    assert_eq!(out.stopped, Some(Stopped::Cancelled));
+    assert_eq!(out.may_have_applied, Some(true));
+    let r = out.reconciled.expect("reconciled");
+    assert_eq!(r.verdict, None);
+    assert_eq!(r.reads.len(), 2);
+}

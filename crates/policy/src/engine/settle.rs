@@ -10,13 +10,13 @@
 //! ends the reads at once, and so does a read whose failure is an answer
 //! (`answered`: a 404, an `ERR`; or `local`). After the caller's cancel the
 //! reads stop at the first read that answered, or once the reconcile
-//! reserve has passed since the cancel was seen. Every read is listed in
+//! reserve has passed since the cancel was seen; a stop (the cancel's
+//! second level) ends them at once. Every read is listed in
 //! `reconciled.reads`, a failed one with its cause; `reconciled` is there
 //! whenever the write had a settling read, its verdict null when no read
 //! answered.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::AtomicBool;
 use std::time::Duration;
 
 use super::ctx::{ReconcileCtx, Settlement};
@@ -182,6 +182,12 @@ impl Run<'_> {
         // answer that was lost: a cancelled write is settled by reading.
         self.note_cancel(&mut cancelled_at);
         loop {
+            // A stop (the cancel's second level) ends the reads at once:
+            // the outcome is what stands.
+            if self.cancel.is_stopped() {
+                tracing::debug!(op = %id, reads = reads.log.len(), "stopped: no more settling reads");
+                return None;
+            }
             let limit = if reads.log.is_empty() {
                 until
             } else {
@@ -227,8 +233,8 @@ impl Run<'_> {
             tracing::debug!(op = %id, pause = ?pause, "not settled yet: reading again");
             // The caller's cancel does not cut the pause short: a
             // cancelled write is still settled (the reserve since the
-            // cancel bounds the reads).
-            self.policy.sleeper.sleep(pause, &AtomicBool::new(false));
+            // cancel bounds the reads); a stop does.
+            self.policy.sleeper.sleep(pause, self.cancel.stop_atomic());
         }
     }
 
