@@ -463,6 +463,18 @@ pub fn forge_ref(r: &sluice_forge::GitRef) -> String {
     format!("{} -> {}\n", r.name, r.object.sha)
 }
 
+/// `forge comment`: `comment ID on #N URL`.
+pub fn forge_comment(number: u64, c: &sluice_forge::IssueComment) -> String {
+    format!(
+        "comment {} on #{number}{}\n",
+        c.id,
+        c.html_url
+            .as_deref()
+            .map(|u| format!(" {u}"))
+            .unwrap_or_default()
+    )
+}
+
 /// `forge create-check-run` and `update-check-run`: `check run ID name:
 /// status [conclusion]` (`-` for an id the forge did not give).
 pub fn forge_check_run(r: &sluice_forge::CheckRun) -> String {

@@ -231,13 +231,14 @@ fn one_of(v: &Value, names: &[&str]) -> bool {
 }
 
 /// The forge commands' operation kinds.
-pub const FORGE_KINDS: [&str; 6] = [
+pub const FORGE_KINDS: [&str; 7] = [
     "get-pull",
     "merge-pull",
     "update-ref",
     "ci-status",
     "create-check-run",
     "update-check-run",
+    "comment",
 ];
 
 /// Check a document against the contract: every key, the right types,
@@ -485,6 +486,15 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
         }
         "create-check-run" | "update-check-run" => {
             assert!(is_u64(&value["id"]) && value["status"].is_string(), "{doc}");
+        }
+        "comment" => {
+            assert!(is_u64(&value["id"]), "{doc}");
+            assert!(
+                value["html_url"].is_string() || value["html_url"].is_null(),
+                "{doc}"
+            );
+            let keys: Vec<&String> = value.as_object().expect("an object").keys().collect();
+            assert_eq!(keys.len(), 2, "{doc}");
         }
         other => panic!("unknown kind {other}"),
     }
