@@ -87,7 +87,7 @@ impl CiQuery {
 
     /// Whether a check run is left out.
     pub(crate) fn excludes(&self, run: &CheckRun) -> bool {
-        self.excluded.iter().any(|n| *n == run.name)
+        self.excluded.contains(&run.name)
     }
 }
 

@@ -70,7 +70,7 @@ pub(crate) struct Inner {
 /// [`ForgeFailure::Credential`]. (One exception: a ledger that could not
 /// claim the operation id keeps the ledger's own error as the source.)
 ///
-/// A client built without [`ForgeClientBuilder::policy`] has a policy of
+/// A client built without [`ForgeClientBuilder::policy`](crate::ForgeClientBuilder::policy) has a policy of
 /// its own — its own ledger and retry budget, not shared with any other
 /// client; its `Debug` says `policy: "own (not shared with other
 /// clients)"`. Give every client of one program the same `Arc<Policy>`.
