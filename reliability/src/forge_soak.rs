@@ -502,7 +502,7 @@ fn one(
 fn record<T>(d: &mut Done, out: &Outcome<T>) {
     d.kind = out.kind;
     d.may_have_applied = out.may_have_applied;
-    d.verdict = out.reconciled.as_ref().map(|r| r.verdict);
+    d.verdict = out.reconciled.as_ref().and_then(|r| r.verdict);
     d.stopped = out.stopped.map(|s| s.as_str());
     d.attempts = out.attempts.len();
     // Every attempt but the last asked for a retry and got one; the last

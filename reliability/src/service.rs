@@ -640,7 +640,7 @@ impl ThreadLog {
             .or_default() += 1;
         if out.attempts.iter().any(|a| a.class == Some(Class::Unknown)) && call.is_push() {
             let how = match (&out.reconciled, out.kind) {
-                (Some(r), _) => r.verdict.as_str(),
+                (Some(r), _) => r.verdict.map_or("unsettled", |v| v.as_str()),
                 (None, OutcomeKind::Unknown) => "unsettled",
                 (None, _) => "not-read",
             };

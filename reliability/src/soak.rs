@@ -442,7 +442,10 @@ impl WorkerLog {
             *self.stopped.entry(s.as_str()).or_default() += 1;
         }
         if let Some(r) = &out.reconciled {
-            *self.verdicts.entry(r.verdict.as_str()).or_default() += 1;
+            *self
+                .verdicts
+                .entry(r.verdict.map_or("unsettled", |v| v.as_str()))
+                .or_default() += 1;
         }
         self.retries += out.attempts.len().saturating_sub(1);
         self.longest = self.longest.max(took);
@@ -549,7 +552,7 @@ fn worker(
             lease,
             kind: out.kind,
             may_have_applied: out.may_have_applied,
-            verdict: out.reconciled.as_ref().map(|r| r.verdict),
+            verdict: out.reconciled.as_ref().and_then(|r| r.verdict),
             attempts: out
                 .attempts
                 .iter()

@@ -442,7 +442,11 @@ fn a_report_naming_refs_never_pushed_is_unknown_and_settled_by_reading_before_an
         // sent again: `unknown`, and it may still land (the server got the
         // whole pack).
         let r = seen.out.reconciled.as_ref().expect("settled by reading");
-        assert_eq!(r.verdict, sluice_policy::Verdict::NotLanded, "{script:?}");
+        assert_eq!(
+            r.verdict,
+            Some(sluice_policy::Verdict::NotLanded),
+            "{script:?}"
+        );
         assert_eq!(seen.out.kind, OutcomeKind::Unknown, "{script:?}");
         assert_eq!(seen.out.may_have_applied, Some(true), "{script:?}");
         assert_eq!(seen.out.attempts.len(), 1, "{script:?}");

@@ -159,7 +159,7 @@ fn a_push_whose_report_is_cut_is_settled_by_one_read_and_lands_once() {
     let (out, _) = leased_push(&w, &proxy.url("r.git"), &tip, &lease);
     assert_eq!(out.kind, OutcomeKind::Succeeded);
     assert_eq!(
-        out.reconciled.as_ref().map(|r| r.verdict),
+        out.reconciled.as_ref().and_then(|r| r.verdict),
         Some(sluice_policy::Verdict::Landed)
     );
     assert_eq!(landed(&w.srv, &tip), 1);

@@ -44,7 +44,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         ),
     }
     if let Some(r) = &outcome.reconciled {
-        println!("settled by reading: {}", r.verdict.as_str());
+        // No verdict: no settling read answered before the deadline.
+        let verdict = r.verdict.map_or("no read answered", |v| v.as_str());
+        println!("settled by reading: {verdict}");
     }
     Ok(())
 }

@@ -379,6 +379,22 @@ pub enum ForgeArgs {
         #[arg(long, value_name = "S")]
         conclusion: Option<String>,
     },
+    /// Comment on an issue or pull request; the body ends with a marker
+    /// line naming the operation, by which a lost answer is settled (and,
+    /// with --operation-id, a comment already made is found, not posted
+    /// again).
+    #[command(after_help = help_with_examples!("  sluice-remote forge comment octo/repo 42 --body 'landed as 0123456' --operation-id land-42"))]
+    Comment {
+        /// `owner/name`.
+        #[arg(value_name = "OWNER/REPO")]
+        repo: String,
+        /// The issue's or pull request's number.
+        #[arg(value_name = "N")]
+        number: String,
+        /// The comment's text.
+        #[arg(long, value_name = "TEXT")]
+        body: String,
+    },
     /// Update a check run's status or conclusion; the run is read first.
     #[command(after_help = help_with_examples!("  sluice-remote forge update-check-run octo/repo 4711 --conclusion success"))]
     UpdateCheckRun {

@@ -16,6 +16,7 @@
 //! | forge update-ref | the ref object |
 //! | forge ci-status | `{ state, required, missing, combined, check_runs: [ every check run of every page, less --exclude's ] }` |
 //! | forge create-check-run, update-check-run | the check run |
+//! | forge comment | `{ id, html_url }` |
 
 use serde::Serialize;
 use sluice_forge::HttpResponse;
@@ -172,6 +173,23 @@ pub struct CiStatusValue {
     pub combined: serde_json::Value,
     /// Every check run of every page.
     pub check_runs: serde_json::Value,
+}
+
+/// comment's `value`: the comment's id and the page a person opens.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommentValue {
+    /// The comment's id.
+    pub id: u64,
+    /// Its page, or `null` when the forge gave none.
+    pub html_url: Option<String>,
+}
+
+/// comment's `value` from the forge client's comment.
+pub fn comment_value(c: &sluice_forge::IssueComment) -> CommentValue {
+    CommentValue {
+        id: c.id,
+        html_url: c.html_url.clone(),
+    }
 }
 
 /// ci-status' `value` from the forge client's.

@@ -271,7 +271,7 @@ fn lost_report(scene: &Scene<'_>) -> Demo<(bool, Work)> {
     s.check(
         out.reconciled
             .as_ref()
-            .is_some_and(|r| r.verdict == Verdict::Landed),
+            .is_some_and(|r| r.verdict == Some(Verdict::Landed)),
         "not settled by reading as landed",
     );
     s.check(

@@ -9,6 +9,7 @@
 //! | `ci-status <OWNER>/<REPO> <REF> [--require NAME]... [--base BRANCH] [--exclude NAME]...` | `ci-status` | read |
 //! | `create-check-run <OWNER>/<REPO> --name S --head-sha OID --external-id S` | `create-check-run` | write |
 //! | `update-check-run <OWNER>/<REPO> <ID> [--status S] [--conclusion S]` | `update-check-run` | write |
+//! | `comment <OWNER>/<REPO> <N> --body <TEXT>` | `comment` | write |
 //!
 //! `--api <URL>` (anywhere on the line) is the REST API's base, http:// or
 //! https://, its path kept (`/api/v3`); the default is
@@ -83,6 +84,15 @@ pub enum ForgeCall {
         /// The check run asked for.
         new: sluice_forge::NewCheckRun,
     },
+    /// `comment`.
+    Comment {
+        /// The repository.
+        repo: RepoRef,
+        /// The or pull request's number.
+        number: u64,
+        /// The comment's text (the marker line is added by the call).
+        body: String,
+    },
     /// `update-check-run`.
     UpdateCheckRun {
         /// The repository.
@@ -104,6 +114,7 @@ impl ForgeCall {
             ForgeCall::CiStatus { .. } => "ci-status",
             ForgeCall::CreateCheckRun { .. } => "create-check-run",
             ForgeCall::UpdateCheckRun { .. } => "update-check-run",
+            ForgeCall::Comment { .. } => "comment",
         }
     }
 }
@@ -289,6 +300,15 @@ pub fn validate_forge(args: ForgeArgs) -> Result<ForgeCall, UsageError> {
                 new,
             }
         }
+        ForgeArgs::Comment {
+            repo: r,
+            number: n,
+            body,
+        } => ForgeCall::Comment {
+            repo: repo(&r)?,
+            number: number("<N>", &n)?,
+            body,
+        },
         ForgeArgs::UpdateCheckRun {
             repo: r,
             id,

@@ -71,6 +71,13 @@ pub(crate) fn run(common: &Common, api: &str, call: &ForgeCall) -> anyhow::Resul
             let text = out.value.as_ref().map(human::forge_check_run);
             write(common, out, text)
         }
+        ForgeCall::Comment { repo, number, body } => {
+            let out = client
+                .create_issue_comment(repo, *number, body, opts)
+                .map_err(refused)?;
+            let text = out.value.as_ref().map(|c| human::forge_comment(*number, c));
+            emit(common, out.map(|c| contract::comment_value(&c)), text, true)
+        }
         ForgeCall::UpdateCheckRun { repo, id, update } => {
             let out = client
                 .update_check_run(repo, *id, update, opts)

@@ -384,7 +384,7 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
         let _ = writeln!(
             s,
             "  settled by reading: {} ({})",
-            r.verdict.as_str(),
+            r.verdict.map_or("no read answered", |v| v.as_str()),
             observed.join(", ")
         );
     }
@@ -473,6 +473,18 @@ pub fn forge_merge(number: u64, m: &sluice_forge::MergeResult) -> String {
 /// `forge update-ref`: `refs/heads/main -> <sha>`.
 pub fn forge_ref(r: &sluice_forge::GitRef) -> String {
     format!("{} -> {}\n", r.name, r.object.sha)
+}
+
+/// `forge comment`: `comment ID on #N URL`.
+pub fn forge_comment(number: u64, c: &sluice_forge::IssueComment) -> String {
+    format!(
+        "comment {} on #{number}{}\n",
+        c.id,
+        c.html_url
+            .as_deref()
+            .map(|u| format!(" {u}"))
+            .unwrap_or_default()
+    )
 }
 
 /// `forge create-check-run` and `update-check-run`: `check run ID name:

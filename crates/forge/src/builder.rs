@@ -44,9 +44,20 @@ pub struct ForgeClientBuilder {
     max_concurrent: usize,
     connect_timeout: Duration,
     https: sluice_https::HttpsConfig,
+    api_version: String,
 }
 
 impl ForgeClientBuilder {
+    /// The REST API version asked for on every request
+    /// (`X-GitHub-Api-Version`; default [`crate::API_VERSION`],
+    /// 2022-11-28). A merge's settling read never depends on
+    /// `merge_commit_sha` (which 2026-03-10 removes): the `merged` event's
+    /// `commit_id` stands in.
+    pub fn api_version(mut self, version: impl Into<String>) -> Self {
+        self.api_version = version.into();
+        self
+    }
+
     /// The https settings: trust roots added to the platform's
     /// (`--ca-file`) and the proxy. A TLS certificate error or alert is
     /// answered at `connect`; a handshake cut, reset or timeout is unjudged.
@@ -147,6 +158,7 @@ impl ForgeClientBuilder {
             gates: Gates::new(self.max_concurrent, self.write_spacing),
             proxies,
             etags: ETags::default(),
+            api_version: self.api_version,
         };
         Ok(ForgeClient {
             inner: Arc::new(Inner {
@@ -176,6 +188,7 @@ impl ForgeClient {
             max_concurrent: 8,
             connect_timeout: Duration::from_secs(5),
             https: sluice_https::HttpsConfig::new(),
+            api_version: crate::base::API_VERSION.to_string(),
         }
     }
 

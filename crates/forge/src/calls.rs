@@ -8,11 +8,11 @@
 //! | [`ForgeClient::ci_status_with`] | `ci-status` | read (the combined status, every page of check runs; with a base branch its protection's required checks and every page of its rules) | — |
 //! | [`ForgeClient::find_check_run`] | `find-check-run` | read | — |
 //! | [`ForgeClient::create_pull`] | `create-pull` | write | the open pull requests from its head into its base |
-//! | [`ForgeClient::create_check_run`] | `create-check-run` | write | the ref's check runs, by `external_id` |
-//! | [`ForgeClient::create_issue_comment`] | `create-issue-comment` | write | none: an unknown answer ends `unknown`, `may_have_applied: true` |
-//! | [`ForgeClient::merge_pull`] | `merge-pull` | write | the pull request: merged with the head checked (landed), open at it (not landed), else moved |
-//! | [`ForgeClient::update_ref`] | `update-ref` | write (reads the ref first) | the ref: at the new sha (landed), at the sha read first (not landed), else moved |
-//! | [`ForgeClient::update_check_run`] | `update-check-run` | write (reads the run first) | the check run: the fields sent (landed), the fields read first (not landed), else moved |
+//! | [`ForgeClient::create_check_run`] | `create-check-run` | write (reads the head's check runs first: one with its `external_id` is answered as it is) | the head's check runs, by `external_id` |
+//! | [`ForgeClient::create_issue_comment`] | `comment` | write (with a caller's id, reads the comments first: one with its marker is answered as found) | the issue's comments since the POST less 60 s, by the marker line `<!-- sluice-operation: <id> -->` |
+//! | [`ForgeClient::merge_pull`] | `merge-pull` | write | the pull request: merged with the head checked (landed; the merge commit from the read or the `merged` event), open at it (not landed, unless the compare finds the head in the base: moved), else moved |
+//! | [`ForgeClient::update_ref`] | `update-ref` | write (each attempt reads the ref first, holding the host's write slot) | the ref: at the new sha (landed), at the sha read first (not landed), else moved |
+//! | [`ForgeClient::update_check_run`] | `update-check-run` | write (each attempt reads the run first, holding the host's write slot) | the check run: the fields sent (landed), the fields read first (not landed), else moved |
 //!
 //! A write whose request was complete and whose answer was not read is
 //! never sent again in its operation; the forge's answers 405, 409 and 422
@@ -29,6 +29,7 @@
 
 use std::cell::RefCell;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Instant;
 
 use reqwest::{Method, Url};
@@ -39,6 +40,7 @@ use crate::ci::{protection_names, ruleset_names, CiQuery, CiStatus};
 use crate::client::ForgeClient;
 use crate::error::{ForgeFailure, ForgeInputError};
 use crate::exchange::{decode, judge, Answer, Prepared};
+use crate::gate::Permit;
 use crate::input;
 use crate::pages::Pages;
 use crate::reading::Reading;
@@ -371,9 +373,11 @@ impl ForgeClient {
         ))
     }
 
-    /// `POST /repos/{owner}/{repo}/check-runs`. An unknown answer is settled
-    /// by listing the check runs of `head_sha` named `name` and looking for
-    /// `external_id`.
+    /// `POST /repos/{owner}/{repo}/check-runs`. The check runs of
+    /// `head_sha` named `name` are read first (`filter=all`, every page): a
+    /// run with `external_id` on that head is answered as it is (succeeded,
+    /// nothing sent), so the same external id given twice makes one check
+    /// run. An unknown answer is settled by the same read.
     pub fn create_check_run(
         &self,
         repo: &RepoRef,
@@ -384,42 +388,65 @@ impl ForgeClient {
         input::sha(&new.head_sha)?;
         let url = self.repo_url(repo, &["check-runs"]);
         let body = serde_json::to_vec(new).unwrap_or_default();
-        let p = Prepared {
-            method: Method::POST,
-            url: &url,
-            body: Some(&body),
-        };
         let list_url = self.check_runs_url(repo, &new.head_sha, Some(&new.name), "all");
         let external_id = new.external_id.clone();
-        Ok(self.typed_write(
+        let key = format!("check-run:{external_id}");
+        let find = |runs: Vec<CheckRun>| {
+            runs.into_iter()
+                .find(|c| c.external_id.as_deref() == Some(external_id.as_str()))
+        };
+        let found_first = std::cell::Cell::new(false);
+        let mut pages = Pages::new(list_url.clone());
+        let out = self.typed_write_with(
             "create-check-run",
-            &p,
+            &url,
             opts,
-            Some(
-                |r: &Reading<'_>| -> Result<Settlement<CheckRun>, AttemptError> {
-                    let runs = r.get_all_pages(&list_url, check_runs_of)?;
-                    let key = format!("check-run:{external_id}");
-                    Ok(
-                        match runs
-                            .into_iter()
-                            .find(|c| c.external_id.as_deref() == Some(external_id.as_str()))
-                        {
-                            Some(run) => {
-                                let id = run.id.map(|i| i.to_string()).unwrap_or_default();
-                                Settlement::landed(run, ForgeClient::observed(&key, id))
-                            }
-                            None => Settlement::not_landed(ForgeClient::observed(&key, "absent")),
-                        },
-                    )
-                },
-            ),
-        ))
+            |c, ctx, cred| {
+                let deadline = Instant::now() + ctx.timeout;
+                if !external_id.is_empty() {
+                    let runs = pages.read(c, ctx, cred, deadline, check_runs_of)?;
+                    if let Some(run) = find(runs) {
+                        tracing::debug!(
+                            id = ?run.id,
+                            "a check run with this external id exists: nothing sent"
+                        );
+                        found_first.set(true);
+                        return Ok(run);
+                    }
+                }
+                let p = Prepared {
+                    method: Method::POST,
+                    url: &url,
+                    body: Some(&body),
+                };
+                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                judge(Effect::Write, &a)?;
+                decode(Effect::Write, &a)
+            },
+            |r| {
+                let runs = r.get_all_pages(&list_url, check_runs_of)?;
+                Ok(match find(runs) {
+                    Some(run) => {
+                        let id = run.id.map(|i| i.to_string()).unwrap_or_default();
+                        Settlement::landed(run, ForgeClient::observed(&key, id))
+                    }
+                    None => Settlement::not_landed(ForgeClient::observed(&key, "absent")),
+                })
+            },
+        );
+        Ok(nothing_sent_if(out, found_first.get()))
     }
 
     /// `POST /repos/{owner}/{repo}/issues/{number}/comments` (pull requests
-    /// are issues). No settling read: a comment cannot be told from an
-    /// identical earlier one, so an unknown answer ends `unknown` with
-    /// `may_have_applied: true`.
+    /// are issues), operation kind `comment`. The body ends with a marker
+    /// line, `<!-- sluice-operation: <id> -->` (GitHub does not render it):
+    /// the operation id the caller gave (one holding `--` or `>` is
+    /// [`ForgeInputError::MarkerId`]), else one made for this call. With a
+    /// caller's id the issue's comments are read first (every page): one
+    /// carrying the marker is answered as found (succeeded, nothing sent),
+    /// so an id asked again — even of another process, with no ledger
+    /// between them — posts nothing. A lost answer is settled by reading
+    /// the comments (every page, `since` the POST less 60 s) for the marker.
     pub fn create_issue_comment(
         &self,
         repo: &RepoRef,
@@ -429,31 +456,121 @@ impl ForgeClient {
     ) -> Result<Outcome<IssueComment>, ForgeInputError> {
         input::repo(repo)?;
         input::number("issue", number)?;
-        let url = self.repo_url(repo, &["issues", &number.to_string(), "comments"]);
-        let json = serde_json::to_vec(&serde_json::json!({ "body": body })).unwrap_or_default();
-        let p = Prepared {
-            method: Method::POST,
-            url: &url,
-            body: Some(&json),
+        let given = opts.operation_id().map(str::to_string);
+        if let Some(id) = &given {
+            if id.contains("--") || id.contains('>') {
+                return Err(ForgeInputError::MarkerId(id.clone()));
+            }
+        }
+        let id = given.clone().unwrap_or_else(marker_id);
+        let marker = format!("<!-- sluice-operation: {id} -->");
+        let n = number.to_string();
+        let url = self.repo_url(repo, &["issues", &n, "comments"]);
+        let mut list_url = url.clone();
+        list_url.query_pairs_mut().append_pair("per_page", "100");
+        let text = if body.is_empty() || body.ends_with('\n') {
+            format!("{body}{marker}")
+        } else {
+            format!("{body}\n\n{marker}")
         };
-        Ok(self.typed_write(
-            "create-issue-comment",
-            &p,
+        let json = serde_json::to_vec(&serde_json::json!({ "body": text })).unwrap_or_default();
+        let marked = |c: &IssueComment| c.body.lines().any(|l| l.trim() == marker);
+        let comments_of = |a: &Answer| decode::<Vec<IssueComment>>(Effect::Read, a);
+        let posted: RefCell<Option<std::time::SystemTime>> = RefCell::new(None);
+        let found_first = std::cell::Cell::new(false);
+        let mut pages = Pages::new(list_url.clone());
+        let out = self.typed_write_with(
+            "comment",
+            &url,
             opts,
-            None::<fn(&Reading<'_>) -> Result<Settlement<IssueComment>, AttemptError>>,
-        ))
+            |c, ctx, cred| {
+                let deadline = Instant::now() + ctx.timeout;
+                if given.is_some() {
+                    let comments = pages.read(c, ctx, cred, deadline, comments_of)?;
+                    if let Some(found) = comments.into_iter().find(|c| marked(c)) {
+                        tracing::debug!(
+                            id = found.id,
+                            "a comment with this marker exists: nothing sent"
+                        );
+                        found_first.set(true);
+                        return Ok(found);
+                    }
+                }
+                let p = Prepared {
+                    method: Method::POST,
+                    url: &url,
+                    body: Some(&json),
+                };
+                posted.replace(Some(std::time::SystemTime::now()));
+                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                judge(Effect::Write, &a)?;
+                decode(Effect::Write, &a)
+            },
+            |r| {
+                let mut since_url = list_url.clone();
+                if let Some(at) = *posted.borrow() {
+                    let since = at - std::time::Duration::from_secs(60);
+                    since_url.query_pairs_mut().append_pair(
+                        "since",
+                        &humantime::format_rfc3339_seconds(since).to_string(),
+                    );
+                }
+                let comments = r.get_all_pages(&since_url, comments_of)?;
+                Ok(match comments.into_iter().find(|c| marked(c)) {
+                    Some(found) => {
+                        let id = found.id.to_string();
+                        Settlement::landed(found, ForgeClient::observed("comment", id))
+                    }
+                    None => Settlement::not_landed(ForgeClient::observed("comment", "absent")),
+                })
+            },
+        );
+        Ok(nothing_sent_if(out, found_first.get()))
     }
+}
+
+/// A write answered by what its read-first found sent nothing: its
+/// outcome says so (`may_have_applied: false`).
+fn nothing_sent_if<T>(mut out: Outcome<T>, found_first: bool) -> Outcome<T> {
+    if found_first && out.is_success() {
+        out.may_have_applied = Some(false);
+    }
+    out
+}
+
+/// A marker id for a comment whose caller gave no operation id: unique
+/// to this process and moment.
+fn marker_id() -> String {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    static N: AtomicU64 = AtomicU64::new(0);
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    format!(
+        "c-{}-{nanos:x}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::Relaxed)
+    )
 }
 
 impl ForgeClient {
     /// `PUT /repos/{owner}/{repo}/pulls/{number}/merge` with `sha`, the
     /// head the caller checked (the forge answers 409 when the head moved),
-    /// and the method. An unknown answer is settled by reading the pull
-    /// request (`GET …/pulls/{number}`): merged with that head is landed
-    /// (the value `{ merged: true, sha: <merge_commit_sha> }`); open at that
-    /// head is not landed (read again while the deadline allows: the forge
-    /// may still be merging); merged at another head, closed unmerged, or
-    /// the head moved is moved. Never sent twice once it may have applied.
+    /// and the method. The value's `sha` is the merge commit: from the
+    /// PUT's answer when it came. An unknown answer is settled by reading
+    /// the pull request (`GET …/pulls/{number}`): merged with that head is
+    /// landed, its `sha` the read's `merge_commit_sha` when present, else
+    /// the last `merged` event's `commit_id` (`GET …/issues/{number}/events`,
+    /// every page; REST 2026-03-10 removes `merge_commit_sha`, and no
+    /// verdict depends on it); merged with no sha readable yet is read
+    /// again while the deadline allows, then landed with `sha: None` —
+    /// never not landed. Open at that head is not landed (read again: the
+    /// forge may still be merging) unless `GET …/compare/{base}...{head}`
+    /// finds the head already in the base (`behind` or `identical`: the git
+    /// side merged while the pull request reads open), which is moved;
+    /// merged at another head, closed unmerged, or the head moved is moved.
+    /// Never sent twice once it may have applied.
     pub fn merge_pull(
         &self,
         repo: &RepoRef,
@@ -468,6 +585,10 @@ impl ForgeClient {
         let n = number.to_string();
         let url = self.repo_url(repo, &["pulls", &n, "merge"]);
         let pull_url = self.repo_url(repo, &["pulls", &n]);
+        let mut events_url = self.repo_url(repo, &["issues", &n, "events"]);
+        events_url.query_pairs_mut().append_pair("per_page", "100");
+        let compare_url =
+            |base: &str| self.repo_url(repo, &["compare", &format!("{base}...{sha}")]);
         let body = serde_json::to_vec(&serde_json::json!({ "sha": sha, "merge_method": method }))
             .expect("a JSON object of two strings serialises");
         let p = Prepared {
@@ -482,15 +603,17 @@ impl ForgeClient {
             Some(
                 |r: &Reading<'_>| -> Result<Settlement<MergeResult>, AttemptError> {
                     let pull: Value = r.get_json_url(&pull_url)?;
-                    Ok(settle_merge(&pull, sha))
+                    settle_merge(r, &pull, sha, &events_url, &compare_url)
                 },
             ),
         ))
     }
 
     /// `PATCH /repos/{owner}/{repo}/git/refs/{git_ref}` (`git_ref` as
-    /// `heads/main`) to `sha`, forced when `force`. The call reads the ref
-    /// first (`GET …/git/ref/{git_ref}`, in the same operation), so an
+    /// `heads/main`) to `sha`, forced when `force`. Each attempt reads the
+    /// ref first (`GET …/git/ref/{git_ref}`, in the same operation) once it
+    /// holds the host's write slot, under that slot, so a wait at the gate
+    /// never makes the baseline stale and a retried PATCH has a fresh one; an
     /// unknown answer's settling read tells the three apart: at `sha` is
     /// landed, at the sha read first is not landed, anything else (absent
     /// included) is moved.
@@ -520,16 +643,19 @@ impl ForgeClient {
             opts,
             |c, ctx, cred| {
                 let deadline = Instant::now() + ctx.timeout;
-                if before.borrow().is_none() {
-                    let read: GitRef = read_json(c, ctx, cred, &read_url, deadline)?;
-                    before.replace(Some(read.object.sha));
-                }
+                // The baseline is read once this attempt may write, under
+                // the same pass through the gate: a wait at the gate never
+                // comes between it and the PATCH, and a retried PATCH
+                // reads a fresh one.
+                let permit = c.hold_write_gate(&url, deadline, ctx.cancel_flag())?;
+                let read: GitRef = read_json_held(c, ctx, cred, &read_url, deadline, &permit)?;
+                before.replace(Some(read.object.sha));
                 let p = Prepared {
                     method: Method::PATCH,
                     url: &url,
                     body: Some(&body),
                 };
-                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                let a = c.attempt_exchange_held(ctx, &p, cred, deadline, &permit)?;
                 judge(Effect::Write, &a)?;
                 decode(Effect::Write, &a)
             },
@@ -553,8 +679,9 @@ impl ForgeClient {
     }
 
     /// `PATCH /repos/{owner}/{repo}/check-runs/{id}` with the fields of
-    /// `update`. The call reads the check run first (`GET
-    /// …/check-runs/{id}`, in the same operation); an unknown answer's
+    /// `update`. Each attempt reads the check run first (`GET
+    /// …/check-runs/{id}`, in the same operation) once it holds the host's
+    /// write slot, under that slot; an unknown answer's
     /// settling read finds the fields sent (landed), the fields read first
     /// (not landed), or other values (moved: somebody else updated it).
     pub fn update_check_run(
@@ -577,16 +704,17 @@ impl ForgeClient {
             opts,
             |c, ctx, cred| {
                 let deadline = Instant::now() + ctx.timeout;
-                if before.borrow().is_none() {
-                    let read: Value = read_json(c, ctx, cred, &url, deadline)?;
-                    before.replace(Some(read));
-                }
+                // As update_ref's: the baseline under the write's pass,
+                // fresh for every attempt.
+                let permit = c.hold_write_gate(&url, deadline, ctx.cancel_flag())?;
+                let read: Value = read_json_held(c, ctx, cred, &url, deadline, &permit)?;
+                before.replace(Some(read));
                 let p = Prepared {
                     method: Method::PATCH,
                     url: &url,
                     body: Some(&body),
                 };
-                let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+                let a = c.attempt_exchange_held(ctx, &p, cred, deadline, &permit)?;
                 judge(Effect::Write, &a)?;
                 decode(Effect::Write, &a)
             },
@@ -599,53 +727,91 @@ impl ForgeClient {
     }
 }
 
-/// One GET inside a write's attempt (the read a write makes first): a
-/// failure is the attempt's, classed as a read's.
-fn read_json<T: serde::de::DeserializeOwned>(
+/// One GET inside a write's attempt (the baseline a write reads first),
+/// under the write's pass through the gate: a failure is the attempt's,
+/// classed as a read's.
+fn read_json_held<T: serde::de::DeserializeOwned>(
     c: &ForgeClient,
     ctx: &mut AttemptCtx<'_>,
     cred: &RefCell<Option<Credential>>,
     url: &Url,
     deadline: Instant,
+    permit: &Arc<Permit>,
 ) -> Result<T, AttemptError> {
     let p = Prepared {
         method: Method::GET,
         url,
         body: None,
     };
-    let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+    let a = c.attempt_exchange_held(ctx, &p, cred, deadline, permit)?;
     judge(Effect::Read, &a)?;
     decode(Effect::Read, &a)
 }
 
 /// The verdict of a merge's settling read of the pull request `pull`, for
-/// a merge asked at head `sha`.
-fn settle_merge(pull: &Value, sha: &str) -> Settlement<MergeResult> {
+/// a merge asked at head `sha`: the merge commit from the read or from the
+/// issue's `merged` event when merged at that head; the comparison of the
+/// head with the base when still open at it.
+fn settle_merge(
+    r: &Reading<'_>,
+    pull: &Value,
+    sha: &str,
+    events_url: &Url,
+    compare_url: &dyn Fn(&str) -> Url,
+) -> Result<Settlement<MergeResult>, AttemptError> {
     let head = pull["head"]["sha"].as_str().unwrap_or("");
     let merged = pull["merged"].as_bool().unwrap_or(false);
     let open = pull["state"] == "open";
-    let merge_sha = pull["merge_commit_sha"].as_str().map(str::to_string);
     let mut observed = BTreeMap::from([
         ("merged".to_string(), merged.to_string()),
         ("head".to_string(), head.to_string()),
     ]);
-    if merged {
-        observed.insert(
-            "merge_commit_sha".into(),
-            merge_sha.clone().unwrap_or_default(),
-        );
-    }
     if merged && head == sha {
-        return Settlement::landed(
+        let merge_sha = match pull["merge_commit_sha"].as_str() {
+            Some(s) if !s.is_empty() => Some(s.to_string()),
+            _ => merged_event_commit(r, events_url)?,
+        };
+        if let Some(s) = &merge_sha {
+            observed.insert("sha".into(), s.clone());
+        }
+        let known = merge_sha.is_some();
+        let landed = Settlement::landed(
             MergeResult {
                 merged: true,
                 sha: merge_sha,
             },
             observed,
         );
+        // Merged at the head checked: landed, whatever else is read; the
+        // merge commit may only show later.
+        return Ok(if known {
+            landed
+        } else {
+            landed.and_read_again()
+        });
     }
     if open && head == sha {
-        return Settlement::not_landed(observed);
+        let base = pull["base"]["ref"].as_str().unwrap_or("");
+        let status = match r.get_json_url::<Value>(&compare_url(base)) {
+            Ok(c) => c["status"].as_str().unwrap_or("").to_string(),
+            // The comparison cannot be made (a base gone): it tells
+            // nothing either way; the pull request's read stands.
+            Err(e) if e.class == sluice_policy::Class::Answered => String::new(),
+            Err(e) => return Err(e),
+        };
+        if !status.is_empty() {
+            observed.insert("compare".into(), status.clone());
+        }
+        if matches!(status.as_str(), "behind" | "identical") {
+            return Ok(Settlement::moved(
+                None,
+                observed,
+                format!(
+                    "the head {sha} is already in {base} while the pull request reads open (compare: {status}): the merge may have applied on the git side"
+                ),
+            ));
+        }
+        return Ok(Settlement::not_landed(observed));
     }
     let cause = if merged {
         format!("the pull request was merged at head {head}, not {sha}: moved by somebody else")
@@ -654,7 +820,19 @@ fn settle_merge(pull: &Value, sha: &str) -> Settlement<MergeResult> {
     } else {
         format!("the pull request's head moved from {sha} to {head}: moved by somebody else")
     };
-    Settlement::moved(None, observed, cause)
+    Ok(Settlement::moved(None, observed, cause))
+}
+
+/// The `commit_id` of the issue's last `merged` event (every page), if
+/// any has one.
+fn merged_event_commit(r: &Reading<'_>, url: &Url) -> Result<Option<String>, AttemptError> {
+    let events = r.get_all_pages(url, |a| decode::<Vec<Value>>(Effect::Read, a))?;
+    Ok(events
+        .iter()
+        .rev()
+        .filter(|e| e["event"] == "merged")
+        .find_map(|e| e["commit_id"].as_str().filter(|s| !s.is_empty()))
+        .map(str::to_string))
 }
 
 /// Whether every field of `sent` is in `read` with the same value

@@ -372,6 +372,41 @@ impl ForgeClient {
         url
     }
 
+    /// Hold a pass through `url`'s host's write gate for the requests of
+    /// one attempt (see [`Wire::hold_write_gate`]).
+    pub(crate) fn hold_write_gate(
+        &self,
+        url: &Url,
+        deadline: Instant,
+        cancel: &sluice_policy::CancelFlag,
+    ) -> Result<Arc<crate::gate::Permit>, AttemptError> {
+        self.inner.wire.hold_write_gate(url, deadline, cancel)
+    }
+
+    /// As [`Self::attempt_exchange_until`], under a pass through the gate
+    /// the attempt already holds ([`Self::hold_write_gate`]).
+    pub(crate) fn attempt_exchange_held(
+        &self,
+        ctx: &mut AttemptCtx<'_>,
+        p: &Prepared<'_>,
+        last_cred: &RefCell<Option<Credential>>,
+        deadline: Instant,
+        permit: &Arc<crate::gate::Permit>,
+    ) -> Result<Answer, AttemptError> {
+        let cred = ctx.credential().cloned();
+        last_cred.replace(cred.clone());
+        let cancel = ctx.cancel_flag().clone();
+        ctx.entering(ForgePhase::RequestSent.as_str());
+        self.inner.wire.exchange_held(
+            p,
+            cred.as_ref(),
+            deadline,
+            &cancel,
+            &mut |ph| ctx.reached(ph.as_str()),
+            Arc::clone(permit),
+        )
+    }
+
     /// Send one request and read its whole answer (see [`Wire::exchange`]).
     pub(crate) fn exchange(
         &self,

@@ -95,6 +95,10 @@ pub enum ForgeInputError {
         /// What is wrong with it.
         why: String,
     },
+    /// An operation id that cannot be a comment's marker (it holds `--` or
+    /// `>`, which would end the HTML comment the marker is).
+    #[error("operation id {0:?} cannot mark a comment: it holds \"--\" or \">\"")]
+    MarkerId(String),
 }
 
 /// Why one request to the forge failed: what the exchange showed, with the

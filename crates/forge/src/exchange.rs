@@ -5,7 +5,7 @@
 //! Below the client: it knows the HTTP stacks, the gates and the kept
 //! answers ([`Wire`]), never the policy.
 
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant, SystemTime};
 
 use reqwest::header::{
@@ -20,7 +20,6 @@ use sluice_policy::{AttemptError, CancelFlag, Credential, Effect};
 use sluice_policy::metric;
 use sluice_policy::text::error_chain;
 
-use crate::base::API_VERSION;
 use crate::classify::{self, api_message, classify, documentation_url, Exchange};
 use crate::error::{ForgeFailure, LocalCause};
 use crate::etag::{ETags, Kept};
@@ -127,6 +126,8 @@ pub(crate) struct Wire {
     pub(crate) proxies: sluice_https::Proxies,
     /// The answers kept for conditional reads.
     pub(crate) etags: ETags,
+    /// The REST API version asked for (`X-GitHub-Api-Version`).
+    pub(crate) api_version: String,
 }
 
 impl Wire {
@@ -155,6 +156,41 @@ impl Wire {
         let permit = self
             .pass_gate(p.url, effect, deadline, cancel)
             .map_err(|f| fail(f, &none))?;
+        self.exchange_held(p, credential, deadline, cancel, reached, Arc::new(permit))
+    }
+
+    /// Hold a pass through `url`'s host's write gate for several requests
+    /// of one attempt (a write that reads its baseline first: the read is
+    /// made once the write may go, under the same pass, so nothing at the
+    /// gate comes between them). A refusal is the attempt's failure
+    /// (nothing sent: unjudged).
+    pub(crate) fn hold_write_gate(
+        &self,
+        url: &Url,
+        deadline: Instant,
+        cancel: &CancelFlag,
+    ) -> Result<Arc<Permit>, AttemptError> {
+        self.pass_gate(url, Effect::Write, deadline, cancel)
+            .map(Arc::new)
+            .map_err(|f| classify::failed(f, Effect::Write, &HeaderMap::new(), SystemTime::now()))
+    }
+
+    /// [`Self::exchange`] under a pass already held (`permit`), never
+    /// passing the gate again (a second pass would wait on itself).
+    pub(crate) fn exchange_held(
+        &self,
+        p: &Prepared<'_>,
+        credential: Option<&Credential>,
+        deadline: Instant,
+        cancel: &CancelFlag,
+        reached: &mut dyn FnMut(ForgePhase),
+        permit: Arc<Permit>,
+    ) -> Result<Answer, AttemptError> {
+        let effect = p.effect();
+        let none = HeaderMap::new();
+        let fail = |f: ForgeFailure, headers: &HeaderMap| {
+            classify::failed(f, effect, headers, SystemTime::now())
+        };
         let http = match effect {
             Effect::Read => &self.read_http,
             Effect::Write => &self.write_http,
@@ -166,8 +202,8 @@ impl Wire {
             Effect::Write => None,
         };
         let etag = kept.as_ref().map(|k| k.etag.as_str());
-        let request =
-            build_request(http, p, credential, etag, deadline).map_err(|f| fail(f, &none))?;
+        let request = build_request(http, p, credential, etag, deadline, &self.api_version)
+            .map_err(|f| fail(f, &none))?;
         let sent_at = Instant::now();
         let (status, headers, body) = match send(http, request, permit, effect, cancel) {
             Ok(answer) => answer,
@@ -358,6 +394,7 @@ fn build_request(
     credential: Option<&Credential>,
     etag: Option<&str>,
     deadline: Instant,
+    api_version: &str,
 ) -> Result<reqwest::blocking::Request, ForgeFailure> {
     let remaining = deadline.saturating_duration_since(Instant::now());
     if remaining.is_zero() {
@@ -368,7 +405,7 @@ fn build_request(
     let mut req = http
         .request(p.method.clone(), p.url.clone())
         .header(ACCEPT, "application/vnd.github+json")
-        .header("x-github-api-version", API_VERSION)
+        .header("x-github-api-version", api_version)
         .timeout(remaining);
     if let Some(c) = credential {
         let mut v = HeaderValue::from_str(&format!("Bearer {}", c.secret().expose_secret()))
@@ -401,7 +438,7 @@ fn build_request(
 fn send(
     http: &reqwest::blocking::Client,
     request: reqwest::blocking::Request,
-    permit: Permit,
+    permit: Arc<Permit>,
     effect: Effect,
     cancel: &CancelFlag,
 ) -> Result<Received, Unsent> {
@@ -471,7 +508,8 @@ mod tests {
         };
         let c = Credential::new(secrecy::SecretString::from("bad\ntoken"));
         let deadline = Instant::now() + Duration::from_secs(5);
-        let f = build_request(http, &p, Some(&c), None, deadline).expect_err("not a header");
+        let f = build_request(http, &p, Some(&c), None, deadline, crate::base::API_VERSION)
+            .expect_err("not a header");
         let ForgeFailure::Local { cause } = &f else {
             panic!("{f:?}")
         };

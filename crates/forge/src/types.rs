@@ -336,8 +336,10 @@ impl std::str::FromStr for MergeMethod {
 }
 
 /// What merging a pull request ended with: the answer to the `PUT`, or,
-/// after a settled landing, `merged: true` and the read's
-/// `merge_commit_sha`.
+/// after a settled landing, `merged: true` and the merge commit as the
+/// reads gave it (the pull request's `merge_commit_sha` when present, else
+/// the last `merged` event's `commit_id`; `None` when nothing gave it
+/// before the deadline).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct MergeResult {
     /// Whether the pull request is merged.

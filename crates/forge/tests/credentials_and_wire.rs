@@ -321,7 +321,7 @@ fn a_primary_rate_limit_whose_reset_does_not_fit_the_budget_stops_at_once() {
 }
 
 #[test]
-fn a_comment_whose_answer_is_cut_has_no_settling_read_and_ends_unknown_that_may_have_applied() {
+fn a_comment_whose_answer_is_cut_is_settled_by_its_marker_and_not_sent_again() {
     let forge = FakeForge::start().expect("fake forge");
     forge.set(Endpoint::CreateIssueComment, Behaviour::ApplyThenCut);
     let out = client(&forge)
@@ -332,8 +332,12 @@ fn a_comment_whose_answer_is_cut_has_no_settling_read_and_ends_unknown_that_may_
             &CallOptions::new().bounds(exercise()),
         )
         .expect("valid input");
-    assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
-    assert_eq!(out.may_have_applied, Some(true));
+    // Settled by reading the comments for its marker: landed.
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    assert_eq!(
+        out.reconciled.and_then(|r| r.verdict),
+        Some(sluice_policy::Verdict::Landed)
+    );
     assert_eq!(
         forge.arrivals(Endpoint::CreateIssueComment).len(),
         1,

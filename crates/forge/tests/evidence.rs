@@ -148,7 +148,10 @@ fn a_write_settled_by_reading_keeps_the_failure_it_settled_whether_not_landed_or
             .merge_pull(&repo(), n, HEAD, MergeMethod::Merge, &CallOptions::new())
             .expect("valid input");
         assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
-        assert_eq!(out.reconciled.as_ref().map(|r| r.verdict), Some(verdict));
+        assert_eq!(
+            out.reconciled.as_ref().and_then(|r| r.verdict),
+            Some(verdict)
+        );
         let f = failure(&out);
         assert_eq!(f.status(), Some(502), "{verdict:?}: {f:?}");
     }
@@ -164,7 +167,10 @@ fn a_write_settled_by_reading_keeps_the_failure_it_settled_whether_not_landed_or
         )
         .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
-    assert_eq!(out.reconciled.map(|r| r.verdict), Some(Verdict::Landed));
+    assert_eq!(
+        out.reconciled.and_then(|r| r.verdict),
+        Some(Verdict::Landed)
+    );
     assert!(out.error.is_none());
 }
 
@@ -266,7 +272,7 @@ fn a_write_cancelled_while_its_answer_is_awaited_is_still_settled_by_reading() {
         .expect("valid input")
     });
     assert_eq!(
-        out.reconciled.as_ref().map(|r| r.verdict),
+        out.reconciled.as_ref().and_then(|r| r.verdict),
         Some(Verdict::Landed),
         "{out:?}\n{}",
         forge.log_text()

@@ -353,7 +353,7 @@ fn a_created_pull_request_whose_answer_is_cut_is_not_sent_again_and_is_found_by_
         (1, "feature", "main")
     );
     let r = out.reconciled.clone().expect("settled by reading");
-    assert_eq!(r.verdict, Verdict::Landed);
+    assert_eq!(r.verdict, Some(Verdict::Landed));
     assert_eq!(r.observed.get("pull").map(String::as_str), Some("1"));
     assert_eq!(
         forge.arrivals(Endpoint::CreatePull).len(),
@@ -397,7 +397,7 @@ fn a_created_check_run_whose_answer_is_cut_is_not_sent_again_and_is_found_by_its
     assert_eq!(run.external_id.as_deref(), Some("land-42"));
     assert_eq!(run.status, "in_progress");
     let r = out.reconciled.clone().expect("settled by reading");
-    assert_eq!(r.verdict, Verdict::Landed);
+    assert_eq!(r.verdict, Some(Verdict::Landed));
     assert_eq!(
         r.observed.get("check-run:land-42"),
         Some(&run.id.expect("an id").to_string())
@@ -425,7 +425,10 @@ fn a_502_answering_a_pull_request_the_forge_applied_is_settled_by_reading_and_no
         "{out:?}\n{}",
         forge.log_text()
     );
-    assert_eq!(out.reconciled.expect("settled").verdict, Verdict::Landed);
+    assert_eq!(
+        out.reconciled.expect("settled").verdict,
+        Some(Verdict::Landed)
+    );
     assert_eq!(out.attempts[0].class, Some(Class::Unknown));
     assert!(out.attempts[0]
         .cause

@@ -67,9 +67,9 @@ fn a_merge_applied_then_answered_502_is_settled_landed_by_reading_with_one_put()
         forge.log_text()
     );
     let rec = out.reconciled.as_ref().expect("settled by reading");
-    assert_eq!(rec.verdict, Verdict::Landed);
+    assert_eq!(rec.verdict, Some(Verdict::Landed));
     let merge_sha = merge_commit_sha(REPO, n, HEAD);
-    assert_eq!(rec.observed.get("merge_commit_sha"), Some(&merge_sha));
+    assert_eq!(rec.observed.get("sha"), Some(&merge_sha));
     let v = out.value.expect("value");
     assert!(v.merged);
     assert_eq!(v.sha.as_deref(), Some(merge_sha.as_str()));
@@ -98,7 +98,7 @@ fn a_merge_applied_then_cut_or_stalled_is_settled_landed_with_one_put() {
         assert_eq!(out.kind, OutcomeKind::Succeeded, "{fault:?}: {out:?}");
         assert_eq!(out.attempts[0].class, Some(Class::Unknown), "{fault:?}");
         assert_eq!(
-            out.reconciled.as_ref().map(|r| r.verdict),
+            out.reconciled.as_ref().and_then(|r| r.verdict),
             Some(Verdict::Landed)
         );
         assert_eq!(forge.arrivals(Endpoint::MergePull).len(), 1, "{fault:?}");
@@ -122,7 +122,7 @@ fn a_merge_not_applied_and_answered_502_ends_unknown_that_may_have_applied_with_
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.may_have_applied, Some(true));
     assert_eq!(
-        out.reconciled.as_ref().map(|r| r.verdict),
+        out.reconciled.as_ref().and_then(|r| r.verdict),
         Some(Verdict::NotLanded)
     );
     assert_eq!(
@@ -179,7 +179,7 @@ fn a_merge_settled_after_the_head_moved_is_moved_and_unknown() {
     assert_eq!(moved.kind, OutcomeKind::Unknown, "{moved:?}");
     assert_eq!(moved.may_have_applied, Some(true));
     assert_eq!(
-        moved.reconciled.as_ref().map(|r| r.verdict),
+        moved.reconciled.as_ref().and_then(|r| r.verdict),
         Some(Verdict::Moved),
         "{moved:?}"
     );
@@ -205,7 +205,7 @@ fn a_read_lagging_the_merge_by_a_second_still_ends_landed() {
         forge.log_text()
     );
     assert_eq!(
-        out.reconciled.as_ref().map(|r| r.verdict),
+        out.reconciled.as_ref().and_then(|r| r.verdict),
         Some(Verdict::Landed)
     );
     assert!(
@@ -305,7 +305,7 @@ fn a_ref_update_applied_then_answered_502_is_landed() {
     let out = update_ref(&forge, false);
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     let rec = out.reconciled.expect("settled");
-    assert_eq!(rec.verdict, Verdict::Landed);
+    assert_eq!(rec.verdict, Some(Verdict::Landed));
     assert_eq!(
         rec.observed.get("refs/heads/main").map(String::as_str),
         Some(NEXT)
@@ -327,7 +327,7 @@ fn a_ref_update_not_applied_is_not_landed_at_the_sha_read_first_and_not_sent_aga
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.may_have_applied, Some(true));
     let rec = out.reconciled.expect("settled");
-    assert_eq!(rec.verdict, Verdict::NotLanded);
+    assert_eq!(rec.verdict, Some(Verdict::NotLanded));
     assert_eq!(
         rec.observed.get("refs/heads/main").map(String::as_str),
         Some(HEAD)
@@ -364,7 +364,7 @@ fn a_ref_moved_by_somebody_else_before_the_settling_read_is_moved() {
         forge.log_text()
     );
     assert_eq!(out.may_have_applied, Some(true));
-    assert_eq!(out.reconciled.map(|r| r.verdict), Some(Verdict::Moved));
+    assert_eq!(out.reconciled.and_then(|r| r.verdict), Some(Verdict::Moved));
     assert_eq!(forge.arrivals(Endpoint::UpdateRef).len(), 1);
 }
 
@@ -416,7 +416,7 @@ fn a_check_run_update_applied_then_cut_is_landed_with_the_fields_sent() {
     let out = complete(&forge, id);
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
     assert_eq!(
-        out.reconciled.as_ref().map(|r| r.verdict),
+        out.reconciled.as_ref().and_then(|r| r.verdict),
         Some(Verdict::Landed)
     );
     let run = out.value.expect("run");
@@ -444,7 +444,7 @@ fn a_check_run_update_not_applied_is_not_landed_with_the_fields_read_before() {
     assert_eq!(out.kind, OutcomeKind::Unknown, "{out:?}");
     assert_eq!(out.may_have_applied, Some(true));
     let rec = out.reconciled.expect("settled");
-    assert_eq!(rec.verdict, Verdict::NotLanded);
+    assert_eq!(rec.verdict, Some(Verdict::NotLanded));
     assert_eq!(
         rec.observed
             .get(&format!("check-run:{id}.status"))

@@ -247,27 +247,36 @@ impl Verdict {
     }
 }
 
-/// The `reconciled` member of an outcome.
+/// The `reconciled` member of an outcome: present after every write that
+/// has a settling read and whose attempt was `unknown`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Reconciled {
-    /// The verdict of the last settling read that answered.
-    pub verdict: Verdict,
+    /// The verdict of the last settling read that answered; `None` (JSON
+    /// `null`) when no read answered (each failed, or none could be made
+    /// in time).
+    pub verdict: Option<Verdict>,
     /// What that read observed, per ref (`oid` or `absent`), or per key the
-    /// caller chooses for forge writes.
+    /// caller chooses for forge writes; empty when no read answered.
     pub observed: BTreeMap<String, String>,
-    /// Every settling read of the operation, in order.
+    /// Every settling read of the operation, in order, failed ones
+    /// included.
     #[serde(default)]
     pub reads: Vec<SettlingRead>,
 }
 
 /// One settling read, as `reconciled.reads` lists it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SettlingRead {
     /// When the read ended, from the operation's start (ms).
     pub elapsed_ms: u64,
     /// What it found; `None` (JSON `null`) when the read itself failed (a
-    /// refused connection, a cut, a timeout) and was read again.
+    /// refused connection, a cut, a timeout, a 5xx: read again; or an
+    /// answer such as a 404: the reads end).
     pub verdict: Option<Verdict>,
+    /// Why the read failed, in the remote's words or what happened; `None`
+    /// when it found a verdict.
+    #[serde(default)]
+    pub cause: Option<String>,
 }
 
 /// The earlier run of a claimed operation id, carried by a rejection.

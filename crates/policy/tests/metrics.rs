@@ -111,7 +111,10 @@ fn every_metric_counts_a_scripted_run_of_a_retry_a_standing_refusal_an_unknown_p
             },
         );
         assert_eq!(out.kind, OutcomeKind::Succeeded);
-        assert_eq!(out.reconciled.map(|r| r.verdict), Some(Verdict::Landed));
+        assert_eq!(
+            out.reconciled.and_then(|r| r.verdict),
+            Some(Verdict::Landed)
+        );
         assert_eq!(out.elapsed_ms, 4_000);
 
         // A push the remote answered (a hook declined it).

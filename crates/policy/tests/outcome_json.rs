@@ -142,8 +142,9 @@ fn an_unknown_write_serialises_its_settlement_in_kebab_case() {
     let reads = v["reconciled"]["reads"].as_array().unwrap();
     assert!(reads.len() > 1, "every settling read listed: {reads:?}");
     for r in reads {
-        assert_eq!(keys(r), set(&["elapsed_ms", "verdict"]));
+        assert_eq!(keys(r), set(&["elapsed_ms", "verdict", "cause"]));
         assert_eq!(r["verdict"], "not-landed");
+        assert_eq!(r["cause"], Value::Null);
     }
     assert_eq!(v["reconciled"]["observed"]["refs/heads/gone"], "absent");
     assert_eq!(v["attempts"][0]["class"], "unknown");

@@ -83,7 +83,7 @@ fn a_write_that_lands_on_the_fifth_read_succeeds_after_four_growing_pauses() {
     assert_eq!(out.kind, OutcomeKind::Succeeded);
     assert_eq!(out.value, Some("ok"));
     let reconciled = out.reconciled.as_ref().expect("reconciled");
-    assert_eq!(reconciled.verdict, Verdict::Landed);
+    assert_eq!(reconciled.verdict, Some(Verdict::Landed));
     assert_eq!(reconciled.observed, observed(NEW));
     let nl = Some(Verdict::NotLanded);
     assert_eq!(
@@ -154,7 +154,7 @@ fn a_write_never_landed_is_read_until_the_deadline_and_ends_unknown() {
     assert_eq!(out.value, Some("per-ref"));
     assert_eq!(out.attempts.len(), 1, "settling reads are not attempts");
     let reconciled = out.reconciled.as_ref().expect("reconciled");
-    assert_eq!(reconciled.verdict, Verdict::NotLanded);
+    assert_eq!(reconciled.verdict, Some(Verdict::NotLanded));
     assert_eq!(reconciled.observed, observed(OLD));
     assert_eq!(
         verdicts(&reconciled.reads),
@@ -191,7 +191,7 @@ fn a_moved_verdict_ends_the_reads_at_once() {
     assert_eq!(out.kind, OutcomeKind::Unknown);
     assert_eq!(out.may_have_applied, Some(true));
     let reconciled = out.reconciled.as_ref().expect("reconciled");
-    assert_eq!(reconciled.verdict, Verdict::Moved);
+    assert_eq!(reconciled.verdict, Some(Verdict::Moved));
     assert_eq!(reconciled.observed, observed(THEIRS));
     assert_eq!(
         verdicts(&reconciled.reads),
@@ -231,7 +231,15 @@ fn a_stalled_settling_read_leaves_the_ledgers_finish_its_moment() {
     assert_eq!(out.kind, OutcomeKind::Unknown);
     assert_eq!(out.may_have_applied, Some(true));
     assert_eq!(out.stopped, Some(Stopped::Deadline));
-    assert_eq!(out.reconciled, None, "no read answered");
+    let reconciled = out
+        .reconciled
+        .expect("reconciled: the write had a settling read");
+    assert_eq!(reconciled.verdict, None, "no read answered");
+    assert_eq!(reconciled.reads.len(), 1);
+    assert_eq!(
+        reconciled.reads[0].cause.as_deref(),
+        Some("timed out reading the refs")
+    );
 }
 
 #[test]
@@ -252,9 +260,9 @@ fn a_failed_read_after_a_not_landed_one_is_listed_and_read_again() {
         },
     );
     assert_eq!(reads.get(), 3);
-    // 100 ms after the not-landed read; the failed read is retried by
-    // the read backoff (its first delay, 100 ms).
-    assert_eq!(clock.sleeps(), vec![millis(100), millis(100)]);
+    // One backoff for every read: 100 ms after the not-landed read, the
+    // next pause (200 ms) after the failed one.
+    assert_eq!(whole_ms(&clock.sleeps()), vec![100, 200]);
     assert_eq!(out.kind, OutcomeKind::Succeeded);
     let reconciled = out.reconciled.expect("reconciled");
     assert_eq!(
@@ -263,6 +271,7 @@ fn a_failed_read_after_a_not_landed_one_is_listed_and_read_again() {
     );
     let json = serde_json::to_value(&reconciled).expect("json");
     assert_eq!(json["reads"][1]["verdict"], serde_json::Value::Null);
+    assert_eq!(json["reads"][1]["cause"], "connection refused");
 }
 
 #[test]

@@ -76,6 +76,7 @@ use sha2::{Digest, Sha256};
 mod app;
 mod check_runs;
 mod comments;
+mod events;
 pub mod github;
 mod merges;
 mod protection;
@@ -105,6 +106,12 @@ pub enum Endpoint {
     CreateCheckRun,
     /// `POST /repos/{o}/{r}/issues/{n}/comments`.
     CreateIssueComment,
+    /// `GET /repos/{o}/{r}/issues/{n}/comments` (`since`, in pages).
+    ListIssueComments,
+    /// `GET /repos/{o}/{r}/issues/{n}/events` (in pages).
+    IssueEvents,
+    /// `GET /repos/{o}/{r}/compare/{base}...{head}`.
+    Compare,
     /// `POST /app/installations/{id}/access_tokens`.
     AccessToken,
     /// `PUT /repos/{o}/{r}/pulls/{n}/merge`.
@@ -278,6 +285,11 @@ struct State {
     pulls: HashMap<String, Vec<Value>>,
     check_runs: HashMap<String, Vec<Value>>,
     comments: HashMap<String, Vec<Value>>,
+    /// Issue events by (repository, number), oldest first.
+    events: HashMap<(String, u64), Vec<Value>>,
+    /// Pull requests are sent without `merge_commit_sha` whatever the API
+    /// version asked (a roll-out's trimmed payloads).
+    trim_pulls: bool,
     statuses: HashMap<(String, String), Vec<Value>>,
     /// A branch's classic protection: (contexts, checks' contexts).
     protection: HashMap<(String, String), (Vec<String>, Vec<String>)>,
@@ -656,11 +668,34 @@ impl FakeForge {
     }
 
     /// Merge pull request `n` at its current head, as somebody else would
-    /// (not logged as an applied write); returns the merge commit.
+    /// (not logged as an applied write; its `merged` event recorded);
+    /// returns the merge commit.
     pub fn merge_pull_directly(&self, repo: &str, n: u64) -> Option<String> {
         let mut sha = None;
         self.with_pull(repo, n, |p| sha = Some(merges::merge_in_place(p, repo, n)));
+        if let Some(s) = &sha {
+            events::record(&mut lock(&self.shared.state), repo, n, "merged", Some(s));
+        }
         sha
+    }
+
+    /// Send every pull request without `merge_commit_sha`, whatever API
+    /// version the request asked for (`false`: only for
+    /// [`TRIMMED_API_VERSION`] and later, the default).
+    pub fn set_trimmed_pulls(&self, trim: bool) {
+        lock(&self.shared.state).trim_pulls = trim;
+    }
+
+    /// Record an event of `kind` (`labeled`, `merged`, …) on issue or pull
+    /// request `n`, with `commit_id` when given.
+    pub fn add_issue_event(&self, repo: &str, n: u64, kind: &str, commit_id: Option<&str>) {
+        events::record(&mut lock(&self.shared.state), repo, n, kind, commit_id);
+    }
+
+    /// Seed a comment on issue or pull request `n` with `body`, created at
+    /// `created_at` (RFC 3339); returns its id.
+    pub fn add_comment(&self, repo: &str, n: u64, body: &str, created_at: &str) -> u64 {
+        comments::seed(&mut lock(&self.shared.state), repo, n, body, created_at)
     }
 
     /// Set ref `git_ref` (`heads/main`) of `repo` to `sha`.
@@ -1137,6 +1172,9 @@ fn route(method: &str, path: &str) -> (Endpoint, String, Vec<String>) {
                 }
                 ["rules", "branches", ..] if get && rest.len() >= 3 => Endpoint::BranchRules,
                 ["issues", _, "comments"] if post => Endpoint::CreateIssueComment,
+                ["issues", _, "comments"] if get => Endpoint::ListIssueComments,
+                ["issues", _, "events"] if get => Endpoint::IssueEvents,
+                ["compare", ..] if get && rest.len() >= 2 => Endpoint::Compare,
                 _ => Endpoint::Other,
             };
             (e, repo, rest)
@@ -1173,7 +1211,55 @@ fn handle(shared: &Shared, req: &Request) -> Reply {
         return r;
     }
     let reply = behave(shared, req);
-    github::finish(&mut lock(&shared.state), req, reply)
+    let mut st = lock(&shared.state);
+    let reply = trim_pulls(&st, req, reply);
+    github::finish(&mut st, req, reply)
+}
+
+/// The first REST API version whose pull requests have no
+/// `merge_commit_sha`.
+pub const TRIMMED_API_VERSION: &str = "2026-03-10";
+
+/// A pull request's answer without `merge_commit_sha` when the request
+/// asked for [`TRIMMED_API_VERSION`] or later (or the fake was told to trim
+/// every one: [`FakeForge::set_trimmed_pulls`]).
+fn trim_pulls(st: &State, req: &Request, reply: Reply) -> Reply {
+    let asked = req
+        .header("x-github-api-version")
+        .is_some_and(|v| v.trim() >= TRIMMED_API_VERSION);
+    let pulls = matches!(
+        route(&req.method, req.path()).0,
+        Endpoint::GetPull | Endpoint::ListPulls | Endpoint::CreatePull
+    );
+    match reply {
+        Reply::Answer {
+            status,
+            headers,
+            body,
+        } if pulls && (asked || st.trim_pulls) => {
+            let body = match serde_json::from_str::<Value>(&body) {
+                Ok(mut v) => {
+                    let strip = |p: &mut Value| {
+                        if let Some(o) = p.as_object_mut() {
+                            o.remove("merge_commit_sha");
+                        }
+                    };
+                    match &mut v {
+                        Value::Array(items) => items.iter_mut().for_each(strip),
+                        one => strip(one),
+                    }
+                    v.to_string()
+                }
+                Err(_) => body,
+            };
+            Reply::Answer {
+                status,
+                headers,
+                body,
+            }
+        }
+        other => other,
+    }
 }
 
 fn behave(shared: &Shared, req: &Request) -> Reply {
@@ -1356,6 +1442,9 @@ fn apply_locked(st: &mut State, req: &Request, base: &str, started: Instant) -> 
         Endpoint::CreateIssueComment => {
             comments::create_issue_comment(st, req, &repo, &rest[1], started)
         }
+        Endpoint::ListIssueComments => comments::list_issue_comments(st, req, &repo, &rest[1]),
+        Endpoint::IssueEvents => events::list_events(st, req, &repo, number()),
+        Endpoint::Compare => events::compare(st, &repo, &rest[1..].join("/")),
         Endpoint::AccessToken => app::access_token(st, req),
         Endpoint::Other => message(404, "Not Found"),
     }

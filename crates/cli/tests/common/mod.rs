@@ -231,13 +231,14 @@ fn one_of(v: &Value, names: &[&str]) -> bool {
 }
 
 /// The forge commands' operation kinds.
-pub const FORGE_KINDS: [&str; 6] = [
+pub const FORGE_KINDS: [&str; 7] = [
     "get-pull",
     "merge-pull",
     "update-ref",
     "ci-status",
     "create-check-run",
     "update-check-run",
+    "comment",
 ];
 
 /// Check a document against the contract: every key, the right types,
@@ -348,9 +349,18 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
     let rec = &doc["reconciled"];
     if !rec.is_null() {
         assert!(
-            one_of(&rec["verdict"], &["landed", "not-landed", "moved"]),
+            rec["verdict"].is_null() || one_of(&rec["verdict"], &["landed", "not-landed", "moved"]),
             "{doc}"
         );
+        for read in rec["reads"].as_array().expect("reads is an array") {
+            // A failed read: verdict null, its cause in words.
+            assert!(
+                (read["verdict"].is_null() && read["cause"].is_string())
+                    || (read["cause"].is_null()
+                        && one_of(&read["verdict"], &["landed", "not-landed", "moved"])),
+                "{doc}"
+            );
+        }
         let forge = FORGE_KINDS.contains(&kind);
         for (_, v) in rec["observed"].as_object().expect("observed is an object") {
             // A forge write's read names what it saw in words ("merged":
@@ -483,6 +493,15 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
         }
         "create-check-run" | "update-check-run" => {
             assert!(is_u64(&value["id"]) && value["status"].is_string(), "{doc}");
+        }
+        "comment" => {
+            assert!(is_u64(&value["id"]), "{doc}");
+            assert!(
+                value["html_url"].is_string() || value["html_url"].is_null(),
+                "{doc}"
+            );
+            let keys: Vec<&String> = value.as_object().expect("an object").keys().collect();
+            assert_eq!(keys.len(), 2, "{doc}");
         }
         other => panic!("unknown kind {other}"),
     }

@@ -9,6 +9,7 @@ mod demo;
 mod exit_codes;
 mod fetch;
 mod forge;
+mod forge_comment;
 mod help_and_progress;
 mod https;
 mod ids_and_evidence;

@@ -221,7 +221,7 @@ fn a_push_settled_by_reading_keeps_the_typed_error_of_its_attempt() {
     assert_eq!(out.kind, OutcomeKind::Unknown, "{:?}", out.attempts);
     assert_eq!(
         out.reconciled.as_ref().expect("settled").verdict,
-        Verdict::Moved
+        Some(Verdict::Moved)
     );
     let (e, typed) = typed(&out);
     assert_eq!(e.class, Class::Unknown);

@@ -220,7 +220,7 @@ fn a_push_cut_before_or_after_the_advertisement_lands_exactly_once() {
             assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
             let verdict = out.reconciled.as_ref().expect("settled").verdict;
             if out.kind == OutcomeKind::Succeeded {
-                assert_eq!(verdict, Verdict::Landed);
+                assert_eq!(verdict, Some(Verdict::Landed));
                 assert_eq!(
                     repo::rev_parse(&srv, "refs/heads/main").as_deref(),
                     Some(tip.as_str())
@@ -229,7 +229,7 @@ fn a_push_cut_before_or_after_the_advertisement_lands_exactly_once() {
             } else {
                 assert_eq!(out.kind, OutcomeKind::Unknown, "{:?}", out.attempts);
                 assert_eq!(out.may_have_applied, Some(true));
-                assert_eq!(verdict, Verdict::NotLanded);
+                assert_eq!(verdict, Some(Verdict::NotLanded));
                 assert_eq!(repo::rev_parse(&srv, "refs/heads/main"), old);
                 assert_eq!(updates_of_main(&srv), before);
             }
@@ -296,7 +296,7 @@ fn a_push_whose_report_is_cut_is_settled_by_reading_and_never_sent_again() {
         ("pack-sent".to_string(), Some(Class::Unknown))
     );
     let rec = out.reconciled.expect("settled by reading");
-    assert_eq!(rec.verdict, Verdict::Landed);
+    assert_eq!(rec.verdict, Some(Verdict::Landed));
     assert_eq!(
         rec.observed.get("refs/heads/main").map(String::as_str),
         Some(tip.as_str())
@@ -323,7 +323,10 @@ fn a_push_whose_report_stalls_is_settled_by_reading_inside_the_deadline() {
     let out = push_once(&proxy.url("s.git"), &local, &tip, &quick(5_000, 1_000, 3));
     assert!(start.elapsed() < Duration::from_secs(6));
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
-    assert_eq!(out.reconciled.expect("settled").verdict, Verdict::Landed);
+    assert_eq!(
+        out.reconciled.expect("settled").verdict,
+        Some(Verdict::Landed)
+    );
     assert!(out.attempts[0]
         .cause
         .as_deref()
@@ -418,7 +421,7 @@ fn a_deletion_only_push_cut_after_its_commands_is_settled_absent_landed() {
         ("commands-sent".to_string(), Some(Class::Unknown))
     );
     let rec = out.reconciled.expect("settled");
-    assert_eq!(rec.verdict, Verdict::Landed);
+    assert_eq!(rec.verdict, Some(Verdict::Landed));
     assert_eq!(
         rec.observed.get("refs/heads/dev").map(String::as_str),
         Some("absent")
@@ -537,5 +540,8 @@ fn a_push_cancelled_while_waiting_for_its_report_is_settled_by_reading() {
         class_of(&out, 0),
         ("pack-sent".to_string(), Some(Class::Unknown))
     );
-    assert_eq!(out.reconciled.expect("settled").verdict, Verdict::Landed);
+    assert_eq!(
+        out.reconciled.expect("settled").verdict,
+        Some(Verdict::Landed)
+    );
 }

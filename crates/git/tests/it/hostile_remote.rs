@@ -286,7 +286,7 @@ fn a_push_whose_hook_outlasts_the_attempt_timeout_settles_landed_with_one_pack()
     assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
     assert_eq!(out.attempts[0].phase, "pack-sent");
     assert_eq!(out.attempts[0].class, Some(Class::Unknown));
-    assert_eq!(r.verdict, sluice_policy::Verdict::Landed);
+    assert_eq!(r.verdict, Some(sluice_policy::Verdict::Landed));
     assert!(r.reads.len() >= 2, "read until it landed: {:?}", r.reads);
     assert_eq!(
         r.reads.last().and_then(|x| x.verdict),
@@ -320,7 +320,7 @@ fn a_push_whose_hook_outlasts_the_deadline_ends_unknown_within_it_having_read_th
     assert_eq!(out.may_have_applied, Some(true));
     assert!(took <= std::time::Duration::from_secs(7), "{took:?}");
     let r = out.reconciled.as_ref().expect("settled by reading");
-    assert_eq!(r.verdict, sluice_policy::Verdict::NotLanded);
+    assert_eq!(r.verdict, Some(sluice_policy::Verdict::NotLanded));
     assert!(
         r.reads.len() >= 3,
         "read while the deadline allowed: {:?}",

@@ -224,7 +224,10 @@ fn a_push_whose_http_answer_is_cut_is_settled_by_reading_without_a_second_post()
         "{:?}",
         out.attempts
     );
-    assert_eq!(out.reconciled.expect("settled").verdict, Verdict::Landed);
+    assert_eq!(
+        out.reconciled.expect("settled").verdict,
+        Some(Verdict::Landed)
+    );
     proxy.wait_idle(Duration::from_secs(2));
     let posts = proxy
         .connections()

@@ -287,7 +287,10 @@ fn a_push_cut_before_its_report_over_https_is_settled_by_reading_without_a_secon
     assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
     assert_eq!(out.attempts[0].class, Some(Class::Unknown));
     assert_eq!(out.attempts[0].phase, "pack-sent");
-    assert_eq!(out.reconciled.expect("settled").verdict, Verdict::Landed);
+    assert_eq!(
+        out.reconciled.expect("settled").verdict,
+        Some(Verdict::Landed)
+    );
     assert!(proxy.wait_idle(Duration::from_secs(10)));
     let records = proxy.connections();
     assert!(records.iter().any(|c| c.fault_fired));

@@ -23,6 +23,7 @@ mod proxy;
 mod push;
 mod read;
 mod resends;
+mod settle_reads;
 mod transfers;
 mod user_side;
 mod verdicts;

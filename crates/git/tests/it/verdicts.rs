@@ -125,7 +125,7 @@ fn a_push_cut_right_after_its_pack_while_a_hook_runs_is_never_pushed_again() {
         assert_eq!(out.attempts[0].phase, "pack-sent", "{how}");
         assert_eq!(out.attempts[0].class, Some(Class::Unknown), "{how}");
         let rec = out.reconciled.as_ref().expect("settled by reading");
-        assert_eq!(rec.verdict, Verdict::NotLanded, "{how}");
+        assert_eq!(rec.verdict, Some(Verdict::NotLanded), "{how}");
         assert_eq!(rec.observed["refs/heads/main"], old, "{how}");
         if how == "cancel" {
             assert_eq!(out.stopped, Some(Stopped::Cancelled));
@@ -353,7 +353,7 @@ fn a_non_atomic_push_gives_each_ref_its_own_status_and_verdict() {
             assert_eq!(d.verdict, Some(Verdict::NotLanded));
             assert_eq!(
                 out.reconciled.as_ref().expect("settled").verdict,
-                Verdict::NotLanded
+                Some(Verdict::NotLanded)
             );
         } else {
             assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);

@@ -136,6 +136,11 @@ pub struct Settlement<T> {
     pub observed: BTreeMap<String, String>,
     /// For `Moved`: what was found instead, in words.
     pub cause: Option<String>,
+    /// Read again while the deadline allows, though this read answered: a
+    /// `landed` whose value lacks a part a later read may give (a merge
+    /// whose merge commit is not readable yet). The reads go on as after a
+    /// `not-landed` one; when no later read answers, this one stands.
+    pub read_again: bool,
 }
 
 impl<T> Settlement<T> {
@@ -146,6 +151,7 @@ impl<T> Settlement<T> {
             value: Some(value),
             observed,
             cause: None,
+            read_again: false,
         }
     }
 
@@ -156,6 +162,7 @@ impl<T> Settlement<T> {
             value: None,
             observed,
             cause: None,
+            read_again: false,
         }
     }
 
@@ -163,6 +170,14 @@ impl<T> Settlement<T> {
     /// results with their verdicts): the outcome carries it.
     pub fn with_value(mut self, value: T) -> Self {
         self.value = Some(value);
+        self
+    }
+
+    /// Read again while the deadline allows (see
+    /// [`Settlement::read_again`]); this settlement stands when no later
+    /// read answers, or after a cancel.
+    pub fn and_read_again(mut self) -> Self {
+        self.read_again = true;
         self
     }
 
@@ -177,6 +192,7 @@ impl<T> Settlement<T> {
             value,
             observed,
             cause: Some(cause.into()),
+            read_again: false,
         }
     }
 }

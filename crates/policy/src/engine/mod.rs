@@ -46,7 +46,7 @@ pub use policy::{Policy, PolicyBuilder};
 
 use crate::class::{AttemptError, Class, Effect};
 use crate::metric;
-use crate::outcome::{Outcome, OutcomeKind};
+use crate::outcome::{Outcome, OutcomeKind, Verdict};
 use state::{Run, Step};
 use wait::PolicyBackoff;
 
@@ -87,23 +87,25 @@ impl Policy {
     /// Run a write whose unknown answer is settled by `reconcile`, a read.
     ///
     /// `reconcile` is called only after an attempt whose request was
-    /// complete and whose answer was not read (a cut, a timeout, a cancel);
-    /// a read that fails is retried (as reads are, through backon, at most
-    /// `max_attempts` reads in a row) until it answers or the budget is
-    /// spent. **The write is never attempted again after that**, whatever
-    /// the read finds: landed is success; not landed is read again with
-    /// backoff (jittered, capped, each pause at most half the reconcile
-    /// reserve) while the deadline allows — bounded by the deadline, not by
-    /// `max_attempts`, and stopping about 250 ms before it so the ledger's
-    /// finish has its moment — since a server that got the whole request
-    /// may still be applying it; landed then is success, still not there
-    /// ends `unknown` with `may_have_applied: true` and verdict
-    /// `not-landed` (a cancelled write is not read again: its first
-    /// answered read settles it); moved ends the reads at once, `unknown` with
-    /// `may_have_applied: true` (the write may have landed and been built
-    /// upon before the read). Every settling read is listed in the
-    /// outcome's `reconciled.reads`. The caller's next round acts on what
-    /// the remote holds.
+    /// complete and whose answer was not read (a cut, a timeout, a cancel).
+    /// **The write is never attempted again after that**, whatever the
+    /// reads find: landed is success; not landed, and a read that failed
+    /// without an answer (`unjudged` or `unknown`: refused, cut, a 5xx, a
+    /// timeout — it told nothing), are read again with backoff (jittered,
+    /// capped, each pause at most half the reconcile reserve) while the
+    /// deadline allows — bounded by the deadline, not by `max_attempts`, and
+    /// stopping about 250 ms before it so the ledger's finish has its moment
+    /// — since a server that got the whole request may still be applying
+    /// it, and a daemon restarting for a moment must not end the settling.
+    /// Landed then is success; still not there ends `unknown` with
+    /// `may_have_applied: true` and verdict `not-landed`; no read answered
+    /// ends `unknown`, verdict null, `stopped: deadline`. Moved, and a read
+    /// whose failure is an answer (a 404, an `ERR`), end the reads at once.
+    /// After the caller's cancel the reads stop at the first read that
+    /// answered, or once the reconcile reserve has passed since the cancel.
+    /// Every settling read is listed in the outcome's `reconciled.reads` (a
+    /// failed one with its cause). The caller's next round acts on what the
+    /// remote holds.
     pub fn run_write<T>(
         &self,
         op: Operation,
@@ -167,7 +169,8 @@ impl Policy {
             let verdict = out
                 .reconciled
                 .as_ref()
-                .map_or("unsettled", |r| r.verdict.as_str());
+                .and_then(|r| r.verdict)
+                .map_or("unsettled", Verdict::as_str);
             metrics::counter!(metric::UNKNOWN_WRITES_TOTAL, "host" => host.clone(), "verdict" => verdict)
                 .increment(1);
         }
@@ -179,7 +182,7 @@ impl Policy {
         if write && out.kind == OutcomeKind::Unknown && out.may_have_applied == Some(true) {
             tracing::warn!(
                 op = %out.operation.id, kind = %kind, host = %host,
-                verdict = out.reconciled.as_ref().map(|r| r.verdict.as_str()),
+                verdict = out.reconciled.as_ref().and_then(|r| r.verdict).map(Verdict::as_str),
                 "a write ended unknown and may have applied: read what the remote holds before acting"
             );
         }

@@ -1,13 +1,12 @@
 //! The wait step: the pause before the next attempt. backon's exponential
 //! backoff is wrapped ([`PolicyBackoff`]) so the policy applies the remote's
 //! retry hint, the settle pause after a refusal, the deadline and the host's
-//! retry budget, returning `None` to stop with the reason noted; settling
-//! reads have a backoff of their own ([`ReadBackoff`]).
+//! retry budget, returning `None` to stop with the reason noted (settling
+//! reads pause by the settling backoff, in `settle`).
 
 use std::time::Duration;
 
 use super::state::{ms, usable, Run};
-use crate::clock::Clock;
 use crate::outcome::Stopped;
 
 /// backon's backoff, wrapped: each delay goes through [`Run::wait`].
@@ -93,26 +92,5 @@ impl Run<'_> {
             last.delay_ms = Some(ms(delay));
         }
         Some(delay)
-    }
-}
-
-/// backon's backoff for settling reads: stops when the next read would
-/// start after the deadline.
-pub(super) struct ReadBackoff<'a> {
-    /// backon's exponential backoff in the operation's shape.
-    pub(super) inner: backon::ExponentialBackoff,
-    /// The policy's clock.
-    pub(super) clock: &'a dyn Clock,
-    /// The operation's deadline on that clock.
-    pub(super) end: Duration,
-}
-
-impl Iterator for ReadBackoff<'_> {
-    type Item = Duration;
-
-    fn next(&mut self) -> Option<Duration> {
-        let delay = self.inner.next()?;
-        let remaining = self.end.saturating_sub(self.clock.now());
-        (delay < remaining).then_some(delay)
     }
 }

@@ -71,6 +71,7 @@ pub(super) fn merge_pull(
     let key = pull_key(repo, n);
     st.github.lag(&key, prior);
     github::record(st, Endpoint::MergePull, key, started);
+    super::events::record(st, repo, n, "merged", Some(&sha));
     json_reply(
         200,
         json!({ "sha": sha, "merged": true, "message": "Pull Request successfully merged" }),

@@ -12,7 +12,7 @@ use super::{fingerprint, json_reply, message, Endpoint, Reply, Request, State};
 
 /// Whether `old` is `new` or an ancestor of it in `commits` (sha →
 /// parents).
-fn fast_forward(commits: &HashMap<String, Vec<String>>, old: &str, new: &str) -> bool {
+pub(super) fn fast_forward(commits: &HashMap<String, Vec<String>>, old: &str, new: &str) -> bool {
     let mut todo = vec![new.to_string()];
     let mut seen = HashSet::new();
     while let Some(c) = todo.pop() {
