@@ -1,13 +1,10 @@
 //! Operation ids: asked again, an id is rejected without any call, in one
-//! process and across processes sharing a ledger file.
-//!
-//! The cross-process tests run the `ledger-probe` binary of this package
-//! (`src/bin/ledger_probe.rs`) as the second process.
+//! process. Across processes sharing a ledger file: `sluice-testbins`
+//! (`crates/testbins/tests/it/policy_file_ledger.rs`), where the second
+//! process's program lives.
 
 mod common;
 
-use std::path::Path;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -217,106 +214,6 @@ fn a_file_ledger_claims_an_id_once_and_keeps_the_outcome() {
         .map(|e| e.unwrap().file_name().into_string().unwrap())
         .collect();
     assert!(names.iter().all(|n| !n.contains(".tmp")), "{names:?}");
-}
-
-/// The probe binary: the second process of the cross-process tests.
-const PROBE: &str = env!("CARGO_BIN_EXE_ledger-probe");
-
-fn spawn_probe(ledger: &Path, id: &str, calls: &Path, out: &Path, wait: bool) -> Child {
-    let mut cmd = Command::new(PROBE);
-    cmd.arg(ledger)
-        .arg(id)
-        .arg(calls)
-        .arg(out)
-        .stdin(if wait { Stdio::piped() } else { Stdio::null() })
-        .stdout(Stdio::null());
-    if wait {
-        cmd.arg("--wait");
-    }
-    cmd.spawn().expect("the probe starts")
-}
-
-fn finish_probe(mut child: Child, out: &Path) -> serde_json::Value {
-    let status = child.wait().unwrap();
-    assert!(status.success(), "the probe failed: {status}");
-    serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap()
-}
-
-fn lines(path: &Path) -> usize {
-    std::fs::read_to_string(path)
-        .map(|s| s.lines().count())
-        .unwrap_or(0)
-}
-
-#[test]
-fn a_second_process_asking_for_an_exhausted_or_succeeded_id_is_rejected() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.json");
-    let (builder, _clock) = manual_builder();
-    let policy = builder.ledger(Arc::new(FileLedger::new(&ledger))).build();
-    let rec = Recorder::default();
-    let exhausted = policy.run(
-        read_op(exhausting_bounds()).id("op-exhausted"),
-        failing(&rec),
-    );
-    assert_eq!(exhausted.kind, OutcomeKind::Unknown);
-    let done = policy.run(read_op(Bounds::default()).id("op-done"), |_ctx| {
-        Ok("parent")
-    });
-    assert!(done.is_success());
-
-    for (id, previous) in [("op-exhausted", "unknown"), ("op-done", "succeeded")] {
-        let calls = dir.path().join(format!("{id}.calls"));
-        let out = dir.path().join(format!("{id}.out"));
-        let child = spawn_probe(&ledger, id, &calls, &out, false);
-        let v = finish_probe(child, &out);
-        assert_eq!(v["result"], "rejected", "{id}: {v}");
-        assert_eq!(v["previous"]["result"], previous, "{id}: {v}");
-        assert_eq!(v["attempts"], serde_json::json!([]));
-        assert_eq!(
-            lines(&calls),
-            0,
-            "{id}: the second process called the operation"
-        );
-    }
-    let v = {
-        let out = dir.path().join("fresh.out");
-        let calls = dir.path().join("fresh.calls");
-        let v = finish_probe(spawn_probe(&ledger, "op-fresh", &calls, &out, false), &out);
-        assert_eq!(lines(&calls), 1);
-        v
-    };
-    assert_eq!(v["result"], "succeeded", "a fresh id runs: {v}");
-}
-
-#[test]
-fn processes_claiming_one_id_at_the_same_instant_call_the_operation_once() {
-    let dir = tempfile::tempdir().unwrap();
-    let ledger = dir.path().join("ledger.json");
-    let calls = dir.path().join("calls");
-    let n = 8;
-    let mut children = Vec::new();
-    for i in 0..n {
-        let out = dir.path().join(format!("out-{i}"));
-        let child = spawn_probe(&ledger, "op-race", &calls, &out, true);
-        children.push((child, out));
-    }
-    // Release them all at once.
-    for (child, _) in &mut children {
-        drop(child.stdin.take());
-    }
-    let results: Vec<serde_json::Value> = children
-        .into_iter()
-        .map(|(child, out)| finish_probe(child, &out))
-        .collect();
-    let succeeded = results
-        .iter()
-        .filter(|v| v["result"] == "succeeded")
-        .count();
-    let rejected = results.iter().filter(|v| v["result"] == "rejected").count();
-    let kinds: Vec<_> = results.iter().map(|v| v["result"].to_string()).collect();
-    assert_eq!((succeeded, rejected), (1, n - 1), "{kinds:?}");
-    assert_eq!(lines(&calls), 1, "exactly one process called the operation");
 }
 
 #[test]

@@ -1,6 +1,6 @@
 //! `ledger-probe`: the second process of the policy's cross-process ledger
-//! tests (`tests/ledger.rs`, which finds it as `CARGO_BIN_EXE_ledger-probe`).
-//! Not part of the library.
+//! tests (`tests/it/policy_file_ledger.rs`, which finds it as
+//! `CARGO_BIN_EXE_ledger-probe`). Not for use on its own.
 //!
 //! `ledger-probe LEDGER ID CALLS OUT [--wait]`: runs one read with id `ID`
 //! under a policy whose ledger is the file `LEDGER` (a manual clock: no

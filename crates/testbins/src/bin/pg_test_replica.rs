@@ -1,8 +1,9 @@
-//! A replica process of the PostgreSQL ledger's tests (`tests/postgres.rs`);
-//! not for use on its own. Run as `pg-test-replica <role> <seed>`, the
-//! database's URL in `SLUICE_PG_TEST_URL` (kept out of the command line: it
-//! holds the password); it talks to its parent through pipes (a line on
-//! stdin to start, lines on stdout), so no test sleeps on a guessed delay.
+//! A replica process of the PostgreSQL ledger's tests
+//! (`tests/it/pg_replicas.rs`); not for use on its own. Run as
+//! `pg-test-replica <role> <seed>`, the database's URL in
+//! `SLUICE_PG_TEST_URL` (kept out of the command line: it holds the
+//! password); it talks to its parent through pipes (a line on stdin to
+//! start, lines on stdout), so no test sleeps on a guessed delay.
 //!
 //! * `run-all`: wait for a line on stdin, run operations `id-0` to
 //!   `id-999` under the policy, printing `RAN <id>` from inside each run,
@@ -26,8 +27,7 @@ use sluice_policy::{
     AttemptError, BackoffShape, Bounds, Effect, Operation, OutcomeKind, Policy, RetryBudget,
 };
 
-mod shuffle;
-use shuffle::shuffled;
+use sluice_testbins::shuffle::shuffled;
 
 const URL: &str = "SLUICE_PG_TEST_URL";
 const LOG: &str = "SLUICE_PG_TEST_LOG";

@@ -10,7 +10,6 @@ pub fn mix(mut x: u64) -> u64 {
 }
 
 /// `0..n` in an order given by `seed`.
-#[allow(dead_code, reason = "each includer uses what it needs")]
 pub fn shuffled(n: u64, seed: u64) -> Vec<u64> {
     let mut v: Vec<u64> = (0..n).collect();
     for i in (1..v.len()).rev() {

@@ -1,7 +1,8 @@
-//! A child process of the SQLite ledger's tests (`tests/ledger.rs`); not
-//! for use on its own. Run as `ledger-test-child <role> <ledger> <seed>
-//! [<log>]`; it talks to its parent through pipes (a line on stdin to
-//! start, lines on stdout), so no test sleeps on a guessed delay.
+//! A child process of the SQLite ledger's tests
+//! (`tests/it/sqlite_children.rs`); not for use on its own. Run as
+//! `ledger-test-child <role> <ledger> <seed> [<log>]`; it talks to its
+//! parent through pipes (a line on stdin to start, lines on stdout), so no
+//! test sleeps on a guessed delay.
 //!
 //! * `claim-all`: open the ledger, wait for a line on stdin, claim `id-0`
 //!   to `id-999` (ascending for an even seed, descending for an odd one),
@@ -17,8 +18,7 @@ use std::path::{Path, PathBuf};
 use sluice_ledger::SqliteLedger;
 use sluice_policy::{AttemptError, Claim, Effect, Ledger, Operation, Policy, PreviousRun};
 
-mod shuffle;
-use shuffle::shuffled;
+use sluice_testbins::shuffle::shuffled;
 
 fn main() {
     let args: Vec<String> = std::env::args().skip(1).collect();
