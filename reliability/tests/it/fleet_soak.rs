@@ -145,6 +145,7 @@ fn fault(n: u64) -> (Fault, Fault) {
 
 #[test]
 fn a_fleet_of_three_replicas_runs_no_id_twice_through_restarts_cuts_and_kills() {
+    let _alone = crate::alone();
     let dir = tempfile::tempdir().expect("tempdir");
     let root = dir.path();
     let srv = RepoBuilder::new()

@@ -1,12 +1,10 @@
 //! Credentials (the GitHub App source, user info in URLs), redirects and
 //! the wire's other classes, against the fake forge over loopback.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use common::*;
+use crate::common::*;
 use secrecy::SecretString;
 use sluice_forge::{AppClaims, CallOptions, ForgeClient, GitHubAppSource, Method, NewPullRequest};
 use sluice_policy::{
@@ -14,8 +12,8 @@ use sluice_policy::{
 };
 use sluice_testkit::fake_forge::{Behaviour, Endpoint, Event, FakeForge};
 
-const KEY: &str = include_str!("data/test-only-app-key.pem");
-const PUBLIC_KEY: &str = include_str!("data/test-only-app-key.pub.pem");
+const KEY: &str = include_str!("../data/test-only-app-key.pem");
+const PUBLIC_KEY: &str = include_str!("../data/test-only-app-key.pub.pem");
 
 fn app(forge: &FakeForge) -> GitHubAppSource {
     GitHubAppSource::new(

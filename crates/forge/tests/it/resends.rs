@@ -4,11 +4,9 @@
 //! while it idled) and writes, which never use a kept-alive connection.
 //! A write whose answer is lost arrives once.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use sluice_forge::{CallOptions, ForgeClient, HttpsConfig};
 use sluice_policy::{Bounds, OutcomeKind};
 use sluice_testkit::fake_forge::{Behaviour, Endpoint, FakeForge};

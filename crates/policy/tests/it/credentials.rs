@@ -1,11 +1,9 @@
 //! Credentials: a refused one is never sent again; a fresh one waits for the
 //! settle pause; a refusal that stands is answered with its fingerprints.
 
-mod common;
-
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use sluice_policy::secrecy::SecretString;
 use sluice_policy::{
     fingerprint, AttemptError, AuthSignal, Bounds, Class, Credential, CredentialError,

@@ -4,11 +4,9 @@
 //! last attempt tell the same class and phase; a read under a generated id
 //! costs the ledger nothing.
 
-mod common;
-
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use sluice_policy::secrecy::SecretString;
 use sluice_policy::{
     AttemptError, AuthSignal, Bounds, Claim, ClaimRequest, Class, Effect, FinishRequest, Ledger,

@@ -15,6 +15,7 @@ fn env_usize(name: &str) -> Option<usize> {
 
 #[test]
 fn under_faults_no_push_is_lost_or_doubled_and_every_unknown_is_settled_by_reading() {
+    let _alone = crate::alone();
     let mut cfg = SoakConfig::ci();
     if let Some(n) = env_usize("SOAK_OPS") {
         cfg.ops_per_worker = n;

@@ -1,14 +1,12 @@
 //! The git daemon, the repository builders and the git-mode fault proxy,
 //! driven by the real git CLI.
 
-mod common;
-
 use std::io::{Read, Write};
 use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use common::{git_status, scene, WAIT};
+use crate::common::{git_status, scene, WAIT};
 use sluice_testkit::pktline;
 use sluice_testkit::repo::{self, commit_on, git, rev_parse};
 use sluice_testkit::{Fault, FaultProxy, GitDaemon, Point, Service};

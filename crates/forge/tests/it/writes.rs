@@ -2,11 +2,11 @@
 //! ref update and a check-run update, each with every fault the fake can
 //! play, settled by reading and never sent twice once it may have applied.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 
-use common::{repo, REPO};
+use crate::common::{repo, REPO};
 use sluice_forge::{CallOptions, CheckRunUpdate, ForgeClient, MergeMethod};
 use sluice_policy::{Bounds, Class, OutcomeKind, Verdict};
 use sluice_testkit::fake_forge::{merge_commit_sha, Behaviour, Endpoint, FakeForge};

@@ -1,12 +1,10 @@
 //! The budget, the backoff and what is tried again, on an injected clock.
 
-mod common;
-
 use std::sync::atomic::AtomicBool;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use sluice_policy::{
     AttemptError, BackoffShape, Bounds, CancelFlag, Class, Clock, ManualClock, OutcomeKind, Policy,
     Sleeper, Stopped,

@@ -3,12 +3,10 @@
 //! value after it — one retry, one refusal that stands, one unknown push
 //! settled by reading, one answered push.
 
-mod common;
-
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use metrics_util::debugging::{DebugValue, DebuggingRecorder};
 use sluice_policy::secrecy::SecretString;
 use sluice_policy::{

@@ -4,12 +4,12 @@
 //! cancelled, a credential refusal that stands, a credential source that
 //! failed — and bad input is an `Err` before any request.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::{client, client_with, policy, repo, REPO};
+use crate::common::{client, client_with, policy, repo, REPO};
 use secrecy::SecretString;
 use sluice_forge::{
     CallOptions, CheckRunUpdate, ForgeClient, ForgeFailure, ForgeInputError, ForgePhase,

@@ -1,9 +1,7 @@
 //! git http-backend behind lighttpd, and the http-mode fault proxy, driven
 //! by the real git CLI.
 
-mod common;
-
-use common::{git_status, scene, WAIT};
+use crate::common::{git_status, scene, WAIT};
 use sluice_testkit::repo::{self, commit_on, rev_parse};
 use sluice_testkit::{Fault, FaultProxy, HttpBackend, Point, Service};
 

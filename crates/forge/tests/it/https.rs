@@ -3,11 +3,9 @@
 //! run). A certificate error is answered at `connect` in one attempt, for a
 //! read and a write alike, and nothing reaches the forge.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use sluice_forge::{CallOptions, ForgeClient, HttpsConfig, Method};
 use sluice_policy::{Bounds, Class, OutcomeKind};
 use sluice_testkit::fake_forge::{Endpoint, FakeForge};

@@ -1,13 +1,11 @@
 //! Properties of the budget and the one rule, for random sequences of
 //! failures, attempt durations, settling reads and budgets.
 
-mod common;
-
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use proptest::prelude::*;
 use sluice_policy::{
     AttemptError, BackoffShape, Bounds, Clock, Effect, OutcomeKind, RetryBudget, Settlement,

@@ -4,13 +4,11 @@
 //! `reconciled.reads`. Clock and sleeper are one `ManualClock`, and the
 //! backoff shapes are unjittered, so every pause is known.
 
-mod common;
-
 use std::cell::{Cell, RefCell};
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use sluice_policy::{
     AttemptError, BackoffShape, Bounds, OutcomeKind, Settlement, SettlingRead, Stopped, Verdict,
 };

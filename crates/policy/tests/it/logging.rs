@@ -4,12 +4,10 @@
 //! once when it comes back after the host recovered. Each test's subscriber
 //! is its own thread's (the policy logs on the caller's thread).
 
-mod common;
-
 use std::io::Write;
 use std::sync::{Arc, Mutex};
 
-use common::*;
+use crate::common::*;
 use sluice_policy::secrecy::SecretString;
 use sluice_policy::{
     fingerprint, AttemptError, AuthSignal, Bounds, Effect, Operation, OutcomeKind, StaticSource,

@@ -3,12 +3,10 @@
 //! (`crates/testbins/tests/it/policy_file_ledger.rs`), where the second
 //! process's program lives.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use sluice_policy::{
     AttemptError, BackoffShape, Bounds, BudgetStore, Claim, ClaimRequest, Clock, Effect,
     FileLedger, FinishRequest, Ledger, MemoryLedger, OutcomeKind, Policy, PreviousResult,

@@ -2,14 +2,12 @@
 //! read under a policy of two attempts, five seconds each, inside a
 //! twelve-second budget (and the writes of points 8–10).
 
-mod common;
-
 use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use common::paged::PagedForge;
-use common::*;
+use crate::common::paged::PagedForge;
+use crate::common::*;
 use sluice_forge::{CallOptions, ForgeClient, MergeMethod, NewCheckRun, NewPullRequest};
 use sluice_policy::{
     fingerprint, Bounds, Class, ManualClock, OutcomeKind, Policy, Sleeper, Stopped, Verdict,

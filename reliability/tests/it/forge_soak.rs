@@ -15,6 +15,7 @@ use sluice_reliability::forge_soak::{self, ForgeSoakConfig};
 
 #[test]
 fn under_faults_no_forge_write_is_applied_twice_and_every_verdict_is_the_forges_state() {
+    let _alone = crate::alone();
     let mut cfg = ForgeSoakConfig::ci();
     if let Some(n) = std::env::var("FORGE_SOAK_OPS")
         .ok()
@@ -52,6 +53,7 @@ fn under_faults_no_forge_write_is_applied_twice_and_every_verdict_is_the_forges_
 /// such operation is one refusal the budget counted.
 #[test]
 fn with_no_retry_budget_left_reads_stop_unknown_and_each_is_a_refusal_the_budget_counted() {
+    let _alone = crate::alone();
     let mut cfg = ForgeSoakConfig::ci();
     cfg.ops = 300;
     cfg.retry_budget = RetryBudget {

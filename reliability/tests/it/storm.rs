@@ -140,6 +140,7 @@ fn storm(s: &Storm, daemon: &GitDaemon, seed: u64) -> Figures {
 
 #[test]
 fn a_ten_second_outage_costs_at_most_the_retry_budget_and_jitter_spreads_the_retries() {
+    let _alone = crate::alone();
     let dir = tempfile::tempdir().expect("tempdir");
     RepoBuilder::new()
         .branch("main", 2)

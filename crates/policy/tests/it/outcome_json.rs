@@ -1,12 +1,10 @@
 //! The outcome's JSON shape, the profiles' figures, and the policy's
 //! thread-safety.
 
-mod common;
-
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use common::*;
+use crate::common::*;
 use serde_json::Value;
 use sluice_policy::{
     AttemptError, BackoffShape, Bounds, Class, Effect, Operation, OutcomeKind, Policy,

@@ -1,11 +1,9 @@
 //! Writes: an unknown answer is settled by reading, never by sending again.
 
-mod common;
-
 use std::cell::Cell;
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use sluice_policy::{
     AttemptError, BackoffShape, Bounds, CancelFlag, Class, Clock, OutcomeKind, Settlement, Stopped,
     Verdict,
