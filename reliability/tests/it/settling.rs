@@ -10,7 +10,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use sluice_git::{CallOptions, GitClient, PushOptions, RefUpdate};
-use sluice_policy::{BackoffShape, Bounds, OutcomeKind, Policy};
+use sluice_policy::{BackoffShape, Bounds, OutcomeKind, Policy, Verdict};
 use sluice_testkit::repo;
 use sluice_testkit::{Fault, FaultProxy, GitDaemon, RepoBuilder};
 
@@ -86,19 +86,22 @@ fn landed(srv: &Path, commit: &str) -> usize {
 /// value and calls the push `moved` → `answered`, although the push landed
 /// and somebody built on it since. A read of the ref cannot tell "moved
 /// before us" from "landed, then moved on": the outcome must not claim the
-/// push failed (`unknown`, `may_have_applied: true`, or success).
+/// push failed. Somebody builds on main in the moment it is updated (the
+/// `reference-transaction` hook, before receive-pack sends its report), so
+/// the settling read always sees the third value: `moved`, which is
+/// `unknown` with `may_have_applied: true`.
 #[test]
 fn a_push_that_landed_and_was_built_upon_before_the_settling_read_is_never_reported_answered() {
     let w = world();
-    // Somebody else builds on every update of main the moment it lands.
     repo::install_hook(
         &w.srv,
-        "post-receive",
+        "reference-transaction",
         "#!/bin/sh\n\
+         [ \"$1\" = committed ] && [ -z \"$BUILT_UPON\" ] || exit 0\n\
          while read old new ref; do\n\
            if [ \"$ref\" = refs/heads/main ]; then\n\
-             c=$(git -c user.name=other -c user.email=other@example.invalid commit-tree \"$new^{tree}\" -p \"$new\" -m 'somebody else built on it')\n\
-             git update-ref -m 'somebody else' \"$ref\" \"$c\" \"$new\"\n\
+             c=$(git -c user.name=other -c user.email=other@example.invalid commit-tree \"$new^{tree}\" -p \"$new\" -m 'somebody else built on it' </dev/null)\n\
+             BUILT_UPON=1 git update-ref -m 'somebody else' \"$ref\" \"$c\" \"$new\" </dev/null\n\
            fi\n\
          done\n",
     )
@@ -109,16 +112,22 @@ fn a_push_that_landed_and_was_built_upon_before_the_settling_read_is_never_repor
     proxy.set_fault(Fault::CutBeforeReport, 1);
     let (out, _) = leased_push(&w, &proxy.url("r.git"), &tip, &lease);
     assert_eq!(landed(&w.srv, &tip), 1, "the push is on the server");
-    assert_ne!(
-        out.kind,
-        OutcomeKind::Answered,
-        "a push on the server reported answered: {:?} {:?}",
+    let built_upon = repo::rev_parse(&w.srv, "refs/heads/main").expect("main");
+    assert_ne!(built_upon, tip, "somebody built on the push");
+    assert_eq!(
+        (out.kind, out.may_have_applied),
+        (OutcomeKind::Unknown, Some(true)),
+        "a push on the server, moved since: {:?} {:?}",
         out.error,
         out.reconciled
     );
-    if out.kind == OutcomeKind::Unknown {
-        assert_eq!(out.may_have_applied, Some(true));
-    }
+    let reconciled = out.reconciled.as_ref().expect("settled by reading");
+    assert_eq!(reconciled.verdict, Verdict::Moved);
+    assert_eq!(
+        reconciled.observed.get("refs/heads/main"),
+        Some(&built_upon),
+        "{reconciled:?}"
+    );
 }
 
 /// Bug B (see RELIABILITY.md): a settling read's hard deadline is the
@@ -160,7 +169,7 @@ fn a_push_whose_report_is_cut_is_settled_by_one_read_and_lands_once() {
     assert_eq!(out.kind, OutcomeKind::Succeeded);
     assert_eq!(
         out.reconciled.as_ref().map(|r| r.verdict),
-        Some(sluice_policy::Verdict::Landed)
+        Some(Verdict::Landed)
     );
     assert_eq!(landed(&w.srv, &tip), 1);
     proxy.wait_idle(Duration::from_secs(5));
