@@ -22,6 +22,8 @@ pub mod report;
 mod settle;
 pub mod spec;
 mod steps;
+#[cfg(test)]
+mod transcripts;
 
 use std::cell::RefCell;
 

@@ -22,6 +22,7 @@ mod proxy;
 mod push;
 mod read;
 mod resends;
+mod transcripts;
 mod transfers;
 mod user_side;
 mod verdicts;
