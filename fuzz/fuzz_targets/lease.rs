@@ -4,7 +4,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_git::{parse_lease, parse_lease_spec, parse_oid, Lease, LeaseSpec};
+use sluice_git::push::spec::{parse_lease, parse_oid};
+use sluice_git::{parse_lease_spec, Lease, LeaseSpec};
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

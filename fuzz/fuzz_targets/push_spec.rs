@@ -5,7 +5,8 @@
 #![no_main]
 
 use libfuzzer_sys::fuzz_target;
-use sluice_git::{check_ref_name, check_short_name, PushSpec};
+use sluice_git::push::spec::{check_ref_name, check_short_name};
+use sluice_git::PushSpec;
 
 fuzz_target!(|data: &[u8]| {
     let Ok(text) = std::str::from_utf8(data) else {

@@ -17,7 +17,6 @@
 //! It prints where the temporary files were, removes them, and exits 0 only
 //! if every step behaved as described.
 
-use std::io::Write;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -37,9 +36,7 @@ const BACKOFF: BackoffShape = BackoffShape {
 };
 
 fn say(text: &str) {
-    let mut out = std::io::stdout().lock();
-    let _ = writeln!(out, "{text}");
-    let _ = out.flush();
+    crate::stdout::write(format!("{text}\n").as_bytes());
 }
 
 fn indent(text: &str) -> String {

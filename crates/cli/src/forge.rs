@@ -14,10 +14,10 @@
 //! https://, its path kept (`/api/v3`); the default is
 //! [`DEFAULT_API`].
 
-use clap::Subcommand;
 use sluice_forge::{MergeMethod, RepoRef};
 
-use crate::UsageError;
+pub use crate::args::ForgeArgs;
+use crate::usage::UsageError;
 
 /// The API's base when `--api` is not given.
 pub const DEFAULT_API: &str = "https://api.github.com";
@@ -35,105 +35,6 @@ const CONCLUSIONS: [&str; 8] = [
     "stale",
     "timed_out",
 ];
-
-/// `forge` subcommands (raw).
-#[derive(Subcommand, Debug)]
-pub enum ForgeArgs {
-    /// Read a pull request (printed as the forge sent it with --json).
-    #[command(after_help = help_with_examples!("  sluice-remote forge get-pull octo/repo 42 --token-command 'cat token.txt' --json"))]
-    GetPull {
-        /// `owner/name`.
-        #[arg(value_name = "OWNER/REPO")]
-        repo: String,
-        /// The pull request's number.
-        #[arg(value_name = "N")]
-        number: String,
-    },
-    /// Merge a pull request at the head you checked; a lost answer is
-    /// settled by reading the pull request, never by merging again.
-    #[command(after_help = help_with_examples!("  sluice-remote forge merge-pull octo/repo 42 --sha 0123456789abcdef0123456789abcdef01234567 --method squash"))]
-    MergePull {
-        /// `owner/name`.
-        #[arg(value_name = "OWNER/REPO")]
-        repo: String,
-        /// The pull request's number.
-        #[arg(value_name = "N")]
-        number: String,
-        /// The head commit the caller checked (40 hex digits).
-        #[arg(long, value_name = "OID")]
-        sha: String,
-        /// merge (the default), squash or rebase.
-        #[arg(long, value_name = "METHOD")]
-        method: Option<String>,
-    },
-    /// Move a ref (`heads/main`) to a commit; the ref is read first, so a
-    /// lost answer's settling read tells landed, not landed and moved apart.
-    #[command(after_help = help_with_examples!("  sluice-remote forge update-ref octo/repo heads/main --sha 0123456789abcdef0123456789abcdef01234567"))]
-    UpdateRef {
-        /// `owner/name`.
-        #[arg(value_name = "OWNER/REPO")]
-        repo: String,
-        /// The ref, as `heads/main` (a leading `refs/` is dropped).
-        #[arg(value_name = "REF")]
-        git_ref: String,
-        /// The commit to move it to (40 hex digits).
-        #[arg(long, value_name = "OID")]
-        sha: String,
-        /// Move it even when that is not a fast-forward.
-        #[arg(long)]
-        force: bool,
-    },
-    /// A ref's CI: the combined status and every check run, all pages.
-    #[command(after_help = help_with_examples!("  sluice-remote forge ci-status octo/repo 0123456789abcdef0123456789abcdef01234567 --json"))]
-    CiStatus {
-        /// `owner/name`.
-        #[arg(value_name = "OWNER/REPO")]
-        repo: String,
-        /// A sha, branch or tag.
-        #[arg(value_name = "REF")]
-        git_ref: String,
-    },
-    /// Create a check run; a lost answer is settled by finding its
-    /// external id among the head's check runs.
-    #[command(after_help = help_with_examples!("  sluice-remote forge create-check-run octo/repo --name sluice --head-sha 0123456789abcdef0123456789abcdef01234567 --external-id land-42"))]
-    CreateCheckRun {
-        /// `owner/name`.
-        #[arg(value_name = "OWNER/REPO")]
-        repo: String,
-        /// The check run's name.
-        #[arg(long, value_name = "S")]
-        name: String,
-        /// The commit it checks (40 hex digits).
-        #[arg(long, value_name = "OID")]
-        head_sha: String,
-        /// Your own id for it, unique per check run.
-        #[arg(long, value_name = "S")]
-        external_id: String,
-        /// queued, in_progress or completed.
-        #[arg(long, value_name = "S")]
-        status: Option<String>,
-        /// success, failure, neutral, cancelled, skipped, timed_out, ...
-        #[arg(long, value_name = "S")]
-        conclusion: Option<String>,
-    },
-    /// Update a check run's status or conclusion; the run is read first.
-    #[command(after_help = help_with_examples!("  sluice-remote forge update-check-run octo/repo 4711 --conclusion success"))]
-    UpdateCheckRun {
-        /// `owner/name`.
-        #[arg(value_name = "OWNER/REPO")]
-        repo: String,
-        /// The check run's id.
-        #[arg(value_name = "ID")]
-        id: String,
-        /// queued, in_progress or completed.
-        #[arg(long, value_name = "S")]
-        status: Option<String>,
-        /// success, failure, neutral, cancelled, skipped, timed_out, ...
-        #[arg(long, value_name = "S")]
-        conclusion: Option<String>,
-    },
-}
-
 /// A validated forge call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ForgeCall {

@@ -1,37 +1,30 @@
-//! Runs a `forge` command: one typed call of sluice-forge under the
-//! process's policy, its value shaped as the contract gives it, printed
-//! as JSON or as lines for a person.
+//! The HTTP commands: `forge <CALL>` (one typed call of sluice-forge) and
+//! `http get`, under the process's policy, their values shaped as the
+//! contract gives them, printed as JSON or as lines for a person.
 
 use anyhow::Context as _;
 use serde::Serialize;
 use sluice_cli::forge::ForgeCall;
 use sluice_cli::{contract, human, Common, UsageError};
-use sluice_forge::{CallOptions, ForgeClient, ForgeInputError};
+use sluice_forge::{ForgeClient, ForgeInputError};
 use sluice_policy::Outcome;
+
+use crate::session::{emit, forge_options, policy};
 
 /// Run `call` against the API at `api`; the exit code.
 pub(crate) fn run(common: &Common, api: &str, call: &ForgeCall) -> anyhow::Result<u8> {
     let client = ForgeClient::builder(api)
-        .policy(crate::policy(common))
+        .policy(policy(common))
         .bounds(common.bounds)
         .https(common.https.clone())
         .build()
         .context("building the forge client")?;
-    let mut opts = CallOptions::new()
-        .bounds(common.bounds)
-        .cancel(crate::cancel_flag());
-    if let Some(id) = &common.operation_id {
-        opts = opts.id(id.clone());
-    }
-    if let Some(source) = crate::credentials(common) {
-        opts = opts.credentials(source);
-    }
-    let opts = &opts;
+    let opts = &forge_options(common);
     Ok(match call {
         ForgeCall::GetPull { repo, number } => {
             let out = client.get_pull(repo, *number, opts).map_err(refused)?;
             let text = out.value.as_ref().map(human::forge_pull);
-            crate::emit(common, out, text, false)
+            emit(common, out, text, false)
         }
         ForgeCall::MergePull {
             repo,
@@ -60,7 +53,7 @@ pub(crate) fn run(common: &Common, api: &str, call: &ForgeCall) -> anyhow::Resul
         ForgeCall::CiStatus { repo, git_ref } => {
             let out = client.ci_status(repo, git_ref, opts).map_err(refused)?;
             let text = out.value.as_ref().map(human::forge_ci);
-            crate::emit(
+            emit(
                 common,
                 out.map(|v| contract::ci_status_value(&v)),
                 text,
@@ -82,6 +75,36 @@ pub(crate) fn run(common: &Common, api: &str, call: &ForgeCall) -> anyhow::Resul
     })
 }
 
+/// `http get <URL>`: the body as the server sent it (a newline added when
+/// it has none).
+pub(crate) fn http_get(common: &Common, url: &str) -> anyhow::Result<u8> {
+    let (parsed, _) =
+        sluice_forge::split_user_info(url).map_err(|e| UsageError::new("<URL>", e.to_string()))?;
+    let base = format!("{}/", parsed.origin().ascii_serialization());
+    let client = ForgeClient::builder(&base)
+        .policy(policy(common))
+        .bounds(common.bounds)
+        .https(common.https.clone())
+        .build()
+        .context("building the HTTP client")?;
+    let out = client
+        .get_url(url, &forge_options(common))
+        .map_err(|e| UsageError::new("<URL>", e.to_string()))?;
+    let text = out.value.as_ref().map(|r| {
+        let mut b = r.body.clone();
+        if !b.is_empty() && !b.ends_with('\n') {
+            b.push('\n');
+        }
+        b
+    });
+    Ok(emit(
+        common,
+        out.map(|v| contract::http_value(&v)),
+        text,
+        false,
+    ))
+}
+
 /// The forge's refusal of an argument the command line let through, as
 /// the usage error it is (nothing was sent).
 fn refused(e: ForgeInputError) -> UsageError {
@@ -98,5 +121,5 @@ fn refused(e: ForgeInputError) -> UsageError {
 /// A write's outcome: its summary is always printed (it says how the
 /// write was settled when its answer was lost).
 fn write<T: Serialize>(common: &Common, out: Outcome<T>, text: Option<String>) -> u8 {
-    crate::emit(common, out, text, true)
+    emit(common, out, text, true)
 }

@@ -464,11 +464,11 @@ pub fn forge_ref(r: &sluice_forge::GitRef) -> String {
 }
 
 /// `forge create-check-run` and `update-check-run`: `check run ID name:
-/// status [conclusion]`.
+/// status [conclusion]` (`-` for an id the forge did not give).
 pub fn forge_check_run(r: &sluice_forge::CheckRun) -> String {
     format!(
         "check run {} {}: {}{}\n",
-        r.id,
+        run_id(r),
         r.name,
         r.status,
         r.conclusion
@@ -478,15 +478,22 @@ pub fn forge_check_run(r: &sluice_forge::CheckRun) -> String {
     )
 }
 
-/// `forge ci-status`: the verdict, then one line per status and check run.
+/// A check run's id, or `-` when the forge gave none.
+fn run_id(r: &sluice_forge::CheckRun) -> String {
+    r.id.map(|i| i.to_string()).unwrap_or_else(|| "-".into())
+}
+
+/// `forge ci-status`: the verdict and the required names missing, then one
+/// line per status and per check run (with its id).
 pub fn forge_ci(ci: &sluice_forge::CiStatus) -> String {
-    let state = match ci.state() {
-        sluice_forge::CiState::Success => "success",
-        sluice_forge::CiState::Pending => "pending",
-        sluice_forge::CiState::Failure => "failure",
+    let missing = if ci.missing.is_empty() {
+        String::new()
+    } else {
+        format!(", missing: {}", ci.missing.join(", "))
     };
     let mut s = format!(
-        "{state} ({} statuses, {} check runs)\n",
+        "{}{missing} ({} statuses, {} check runs)\n",
+        ci.state.as_str(),
         ci.combined.statuses.len(),
         ci.check_runs.len()
     );
@@ -494,16 +501,7 @@ pub fn forge_ci(ci: &sluice_forge::CiStatus) -> String {
         let _ = writeln!(s, "  status {}: {}", st.context, st.state);
     }
     for r in &ci.check_runs {
-        let _ = writeln!(
-            s,
-            "  check {}: {}{}",
-            r.name,
-            r.status,
-            r.conclusion
-                .as_deref()
-                .map(|c| format!(" {c}"))
-                .unwrap_or_default()
-        );
+        let _ = write!(s, "  {}", forge_check_run(r));
     }
     s
 }

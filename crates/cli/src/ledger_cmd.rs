@@ -4,12 +4,13 @@
 //! nothing created, and a read-only file can be read), and the warning
 //! for an `--operation-id` given without a ledger.
 
-use std::io::Write;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sluice_cli::Common;
+
+use crate::stdout;
 use sluice_ledger::{LedgerEntry, Store};
 use sluice_policy::{
     BudgetStore, Claim, ClaimRequest, FinishRequest, Ledger, LedgerError, OutcomeKind,
@@ -106,14 +107,11 @@ pub(crate) fn show(common: &Common, id: &str) -> anyhow::Result<u8> {
         Ok(e) => e,
         Err(e) => return Ok(ledger_failed(e)),
     };
-    let mut stdout = std::io::stdout().lock();
     match (&entry, common.json) {
         (_, true) => {
-            let _ = writeln!(stdout, "{}", serde_json::to_string(&entry)?);
+            stdout::write(format!("{}\n", serde_json::to_string(&entry)?).as_bytes());
         }
-        (Some(e), false) => {
-            let _ = stdout.write_all(entry_line(e).as_bytes());
-        }
+        (Some(e), false) => stdout::write(entry_line(e).as_bytes()),
         (None, false) => eprintln!("{id}: not in the ledger (never claimed, or pruned)"),
     }
     Ok(if entry.is_some() {
@@ -134,14 +132,12 @@ pub(crate) fn list(common: &Common, since: Duration) -> anyhow::Result<u8> {
         Ok(e) => e,
         Err(e) => return Ok(ledger_failed(e)),
     };
-    let mut stdout = std::io::stdout().lock();
-    if common.json {
-        let _ = writeln!(stdout, "{}", serde_json::to_string(&entries)?);
+    let text = if common.json {
+        format!("{}\n", serde_json::to_string(&entries)?)
     } else {
-        for e in &entries {
-            let _ = stdout.write_all(entry_line(e).as_bytes());
-        }
-    }
+        entries.iter().map(entry_line).collect()
+    };
+    stdout::write(text.as_bytes());
     Ok(sluice_cli::EXIT_SUCCEEDED)
 }
 

@@ -6,7 +6,7 @@ use reqwest::Url;
 use secrecy::SecretString;
 use sluice_policy::text::redact;
 
-use crate::error::ForgeError;
+use crate::error::{ForgeError, ForgeInputError};
 
 /// The user agent sent unless the builder sets another.
 pub const DEFAULT_USER_AGENT: &str = concat!("sluice-remote/", env!("CARGO_PKG_VERSION"));
@@ -51,6 +51,29 @@ pub fn split_user_info(s: &str) -> Result<(Url, Option<SecretString>), ForgeErro
     let _ = url.set_username("");
     let _ = url.set_password(None);
     Ok((url, secret.map(SecretString::from)))
+}
+
+/// A path under `base`, or an absolute URL with its user info taken out
+/// (the secret it held returned beside it).
+pub(crate) fn resolve(
+    base: &Url,
+    path_or_url: &str,
+) -> Result<(Url, Option<SecretString>), ForgeInputError> {
+    if path_or_url.starts_with("http://") || path_or_url.starts_with("https://") {
+        let (url, secret) = split_user_info(path_or_url).map_err(|e| match e {
+            ForgeError::InvalidUrl(why) => ForgeInputError::Url(why),
+            other => ForgeInputError::Url(other.to_string()),
+        })?;
+        return Ok((url, secret));
+    }
+    let joined = format!(
+        "{}/{}",
+        base.as_str().trim_end_matches('/'),
+        path_or_url.trim_start_matches('/')
+    );
+    let url =
+        Url::parse(&joined).map_err(|e| ForgeInputError::Url(format!("{path_or_url:?}: {e}")))?;
+    Ok((url, None))
 }
 
 #[cfg(test)]

@@ -5,7 +5,7 @@
 //! |---|---|---|---|
 //! | [`ForgeClient::get_pull`] | `get-pull` | read | — |
 //! | [`ForgeClient::list_pulls_by_head`] | `list-pulls` | read (every page) | — |
-//! | [`ForgeClient::ci_status`] | `ci-status` | read (the combined status, then every page of check runs) | — |
+//! | [`ForgeClient::ci_status_with`] | `ci-status` | read (the combined status, every page of check runs; with a base branch its protection's required checks and every page of its rules) | — |
 //! | [`ForgeClient::find_check_run`] | `find-check-run` | read | — |
 //! | [`ForgeClient::create_pull`] | `create-pull` | write | the open pull requests from its head into its base |
 //! | [`ForgeClient::create_check_run`] | `create-check-run` | write | the ref's check runs, by `external_id` |
@@ -33,15 +33,18 @@ use std::time::Instant;
 
 use reqwest::{Method, Url};
 use serde_json::Value;
-use sluice_policy::{AttemptCtx, AttemptError, Credential, Outcome, Settlement};
+use sluice_policy::{AttemptCtx, AttemptError, Class, Credential, Outcome, Settlement};
 
-use crate::client::{decode, judge, Answer, ForgeClient, Prepared, Reading};
-use crate::error::ForgeInputError;
+use crate::ci::{protection_names, ruleset_names, CiQuery, CiStatus};
+use crate::client::ForgeClient;
+use crate::error::{ForgeFailure, ForgeInputError};
+use crate::exchange::{decode, judge, Answer, Prepared};
 use crate::input;
 use crate::pages::Pages;
+use crate::reading::Reading;
 use crate::types::{
-    CheckRun, CheckRunList, CheckRunUpdate, CiStatus, CombinedStatus, GitRef, IssueComment,
-    MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullRequest, RepoRef,
+    CheckRun, CheckRunList, CheckRunUpdate, CombinedStatus, GitRef, IssueComment, MergeMethod,
+    MergeResult, NewCheckRun, NewPullRequest, PullRequest, RepoRef,
 };
 use sluice_policy::CallOptions;
 use sluice_policy::Effect;
@@ -49,6 +52,48 @@ use sluice_policy::Effect;
 /// One page of check runs: its items.
 fn check_runs_of(a: &Answer) -> Result<Vec<CheckRun>, AttemptError> {
     decode::<CheckRunList>(Effect::Read, a).map(|l| l.check_runs)
+}
+
+/// One page of a branch's rules: the names its `required_status_checks`
+/// rules require.
+fn ruleset_names_of(a: &Answer) -> Result<Vec<String>, AttemptError> {
+    decode::<Value>(Effect::Read, a).map(|v| ruleset_names(&v))
+}
+
+/// A 403 on a base branch's requirements is the forge's answer (the token
+/// may not read them, the plan may not have them): it ends the read
+/// `answered` in the forge's words, never counted as a refused credential
+/// and bought around. A 403 that is a rate limit stays unjudged.
+fn forbidden_is_answered(mut e: AttemptError) -> AttemptError {
+    let status = e.source_as::<ForgeFailure>().and_then(ForgeFailure::status);
+    if e.class == Class::Answered && status == Some(403) {
+        e.auth = None;
+    }
+    e
+}
+
+/// The names a base branch's classic protection requires (`GET
+/// …/branches/{b}/protection/required_status_checks`, inside a CI read's
+/// attempt). A 404 is no protection, so none required: a value, never a
+/// failure, so never a credential refusal however fresh the token.
+fn protection_required(
+    c: &ForgeClient,
+    ctx: &mut AttemptCtx<'_>,
+    cred: &RefCell<Option<Credential>>,
+    url: &Url,
+    deadline: Instant,
+) -> Result<Vec<String>, AttemptError> {
+    let p = Prepared {
+        method: Method::GET,
+        url,
+        body: None,
+    };
+    let a = c.attempt_exchange_until(ctx, &p, cred, deadline)?;
+    if a.status == 404 {
+        return Ok(Vec::new());
+    }
+    judge(Effect::Read, &a).map_err(forbidden_is_answered)?;
+    decode::<Value>(Effect::Read, &a).map(|v| protection_names(&v))
 }
 
 impl ForgeClient {
@@ -87,7 +132,15 @@ impl ForgeClient {
         url
     }
 
-    fn check_runs_url(&self, repo: &RepoRef, git_ref: &str, name: Option<&str>) -> Url {
+    /// A ref's check runs (`filter`: `latest`, or `all` to see runs that
+    /// were re-run too), named `name` when given.
+    fn check_runs_url(
+        &self,
+        repo: &RepoRef,
+        git_ref: &str,
+        name: Option<&str>,
+        filter: &str,
+    ) -> Url {
         let mut segs = vec!["commits"];
         segs.extend(git_ref.split('/'));
         segs.push("check-runs");
@@ -97,7 +150,7 @@ impl ForgeClient {
             if let Some(n) = name {
                 q.append_pair("check_name", n);
             }
-            q.append_pair("filter", "all");
+            q.append_pair("filter", filter);
             q.append_pair("per_page", "100");
         }
         url
@@ -155,27 +208,65 @@ impl ForgeClient {
         }))
     }
 
-    /// The CI status of `git_ref` (a sha, branch or tag): the combined
-    /// commit status and every check run of every page (`Link:
-    /// rel="next"`), within the one operation. What an attempt read is kept:
-    /// a page that fails is read again by the next attempt, not the pages
-    /// (or the combined status) before it.
+    /// The CI status of `git_ref` (a sha, branch or tag) and its verdict,
+    /// nothing required but what reported: [`ForgeClient::ci_status_with`]
+    /// with [`CiQuery::new`].
     pub fn ci_status(
         &self,
         repo: &RepoRef,
         git_ref: &str,
         opts: &CallOptions,
     ) -> Result<Outcome<CiStatus>, ForgeInputError> {
+        self.ci_status_with(repo, git_ref, &CiQuery::new(), opts)
+    }
+
+    /// The CI status of `git_ref` (a sha, branch or tag) with its verdict
+    /// ([`CiStatus`]): the combined commit status, every check run of every
+    /// page (`filter=latest`, `Link: rel="next"`), and, when the query
+    /// names a base branch, the names it requires — its classic
+    /// protection's (`GET …/branches/{b}/protection/required_status_checks`:
+    /// `contexts` and `checks[].context`; a 404 is none, never a refused
+    /// credential) and its rulesets' (`GET …/rules/branches/{b}`, every
+    /// page: rules of type `required_status_checks`). A 403 on either ends
+    /// the read `answered` in the forge's words: never a verdict computed
+    /// without the required names. The query's excluded runs are left out
+    /// before judging. All within the one operation; what an attempt read
+    /// is kept, so a page that fails is read again by the next attempt, not
+    /// the reads before it.
+    ///
+    /// Bad input (`Err`, nothing sent): the repository, the ref, an empty
+    /// name, a base branch that is no branch name (`refs/heads/main`), a
+    /// name both required and excluded.
+    pub fn ci_status_with(
+        &self,
+        repo: &RepoRef,
+        git_ref: &str,
+        query: &CiQuery,
+        opts: &CallOptions,
+    ) -> Result<Outcome<CiStatus>, ForgeInputError> {
         input::repo(repo)?;
         input::ref_name(git_ref, false)?;
+        input::ci_query(query)?;
         let mut status_segs = vec!["commits"];
         status_segs.extend(git_ref.split('/'));
         let remote = self.repo_url(repo, &status_segs);
         status_segs.push("status");
         let status_url = self.repo_url(repo, &status_segs);
-        let runs_url = self.check_runs_url(repo, git_ref, None);
+        let runs_url = self.check_runs_url(repo, git_ref, None, "latest");
+        let base = query.base_branch().map(|b| {
+            let mut protection = vec!["branches"];
+            protection.extend(b.split('/'));
+            protection.extend(["protection", "required_status_checks"]);
+            let mut rules = vec!["rules", "branches"];
+            rules.extend(b.split('/'));
+            let mut rules_url = self.repo_url(repo, &rules);
+            rules_url.query_pairs_mut().append_pair("per_page", "100");
+            (self.repo_url(repo, &protection), rules_url)
+        });
         let mut combined: Option<CombinedStatus> = None;
         let mut pages = Pages::new(runs_url);
+        let mut protected: Option<Vec<String>> = None;
+        let mut rules: Option<Pages<String>> = base.as_ref().map(|(_, u)| Pages::new(u.clone()));
         Ok(self.typed_read("ci-status", &remote, opts, |c, ctx, cred| {
             let deadline = Instant::now() + ctx.timeout;
             if combined.is_none() {
@@ -189,10 +280,27 @@ impl ForgeClient {
                 combined = Some(decode(Effect::Read, &a)?);
             }
             let check_runs = pages.read(c, ctx, cred, deadline, check_runs_of)?;
-            Ok(CiStatus {
-                combined: combined.clone().expect("read above"),
+            let mut required = query.required_names().to_vec();
+            if let (Some((protection_url, _)), Some(rules)) = (&base, rules.as_mut()) {
+                if protected.is_none() {
+                    let names = protection_required(c, ctx, cred, protection_url, deadline)?;
+                    protected = Some(names);
+                }
+                required.extend(protected.clone().unwrap_or_default());
+                let by_rules = rules
+                    .read(c, ctx, cred, deadline, ruleset_names_of)
+                    .map_err(forbidden_is_answered)?;
+                required.extend(by_rules);
+            }
+            let check_runs = check_runs
+                .into_iter()
+                .filter(|r| !query.excludes(r))
+                .collect();
+            Ok(CiStatus::judged(
+                combined.clone().expect("read above"),
                 check_runs,
-            })
+                required,
+            ))
         }))
     }
 
@@ -208,7 +316,7 @@ impl ForgeClient {
     ) -> Result<Outcome<Option<CheckRun>>, ForgeInputError> {
         input::repo(repo)?;
         input::ref_name(git_ref, false)?;
-        let url = self.check_runs_url(repo, git_ref, name);
+        let url = self.check_runs_url(repo, git_ref, name, "all");
         let mut pages = Pages::new(url.clone());
         Ok(
             self.typed_read("find-check-run", &url, opts, |c, ctx, cred| {
@@ -281,7 +389,7 @@ impl ForgeClient {
             url: &url,
             body: Some(&body),
         };
-        let list_url = self.check_runs_url(repo, &new.head_sha, Some(&new.name));
+        let list_url = self.check_runs_url(repo, &new.head_sha, Some(&new.name), "all");
         let external_id = new.external_id.clone();
         Ok(self.typed_write(
             "create-check-run",
@@ -297,7 +405,7 @@ impl ForgeClient {
                             .find(|c| c.external_id.as_deref() == Some(external_id.as_str()))
                         {
                             Some(run) => {
-                                let id = run.id.to_string();
+                                let id = run.id.map(|i| i.to_string()).unwrap_or_default();
                                 Settlement::landed(run, ForgeClient::observed(&key, id))
                             }
                             None => Settlement::not_landed(ForgeClient::observed(&key, "absent")),

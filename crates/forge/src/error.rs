@@ -6,9 +6,15 @@
 //! sees (`error.source_as::<ForgeFailure>()`), as git's attempts carry
 //! their `GitError`.
 //!
+//! A failure on this side is [`ForgeFailure::Local`], whose typed
+//! [`LocalCause`] keeps the error that caused it as its source (built in
+//! one place, the crate's `local` module).
+//!
 //! The names are the forge's own (`ForgeInputError`, not `InputError`):
 //! a program that uses both clients imports `sluice_git::InputError` and
 //! `sluice_forge::ForgeInputError` side by side without renaming either.
+
+use std::sync::Arc;
 
 use sluice_policy::CredentialError;
 
@@ -70,6 +76,16 @@ pub enum ForgeInputError {
         /// What is wrong with it.
         why: String,
     },
+    /// A check name (required or excluded) that is empty.
+    #[error("{0:?} is not a check name: empty")]
+    CheckName(String),
+    /// A check name both required and excluded: its runs would be left
+    /// out, so it could never report.
+    #[error("{name:?} is both required and excluded")]
+    RequiredAndExcluded {
+        /// The name.
+        name: String,
+    },
     /// Not a repository: an owner or a name that is empty, `.` or `..`, or
     /// holds anything but ASCII letters, digits, `-`, `_` and `.`.
     #[error("{repo:?} is not owner/name: {why}")]
@@ -85,7 +101,11 @@ pub enum ForgeInputError {
 /// forge's own words as data. Its class comes from the forge's table
 /// (`classify`), never from these words. More kinds of failure may come:
 /// a match needs an arm for the others.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+///
+/// `Clone`, not `PartialEq`: a local failure keeps its typed cause (an
+/// HTTP stack's error among them), which cannot be compared; match with
+/// `matches!`.
+#[derive(Debug, Clone, thiserror::Error)]
 #[non_exhaustive]
 pub enum ForgeFailure {
     /// The forge answered with a status that is not a success (a redirect
@@ -168,12 +188,14 @@ pub enum ForgeFailure {
         /// The link, as the answer gave it.
         link: String,
     },
-    /// This side could not make the request (a credential that is no valid
-    /// header value; a request the HTTP stack cannot build).
-    #[error("{detail}")]
+    /// This side could not make the request: the operation stops with
+    /// `local-error`, never retried. The cause is typed and keeps its own
+    /// source (`std::error::Error::source` reaches it).
+    #[error("{cause}")]
     Local {
-        /// What failed.
-        detail: String,
+        /// What failed, typed.
+        #[source]
+        cause: Arc<LocalCause>,
     },
     /// No credential could be bought for the request, so it was not made:
     /// the operation's credential source failed (a token command that
@@ -219,6 +241,47 @@ impl ForgeFailure {
             | ForgeFailure::Local { .. }
             | ForgeFailure::Credential { .. } => ForgePhase::Connect,
             ForgeFailure::Redirect { .. } => ForgePhase::ResponseHeaders,
+        }
+    }
+}
+
+/// Why this side could not make a request to the forge: the cause of
+/// [`ForgeFailure::Local`], each keeping the error it came from as its
+/// `#[source]`. More causes may come: a match needs an arm for the others.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LocalCause {
+    /// A path or URL that does not make a request URL (a settling read's
+    /// path, say).
+    #[error("{0}")]
+    Url(#[source] ForgeInputError),
+    /// The credential bought is not a valid HTTP header value (a token
+    /// with a newline, say): sending it would not be the credential.
+    #[error("credential {fingerprint} is not a valid HTTP header value")]
+    CredentialHeader {
+        /// The credential's fingerprint (never the secret).
+        fingerprint: String,
+        /// What the header parser said.
+        #[source]
+        source: reqwest::header::InvalidHeaderValue,
+    },
+    /// The HTTP stack could not build the request.
+    #[error("{detail}")]
+    Request {
+        /// What the HTTP stack said, its causes joined (no URL).
+        detail: String,
+        /// The HTTP stack's error.
+        #[source]
+        source: reqwest::Error,
+    },
+}
+
+impl LocalCause {
+    /// A request the HTTP stack could not build, its words kept.
+    pub(crate) fn request(source: reqwest::Error) -> Self {
+        LocalCause::Request {
+            detail: sluice_policy::text::error_chain(&source),
+            source,
         }
     }
 }

@@ -3,6 +3,7 @@
 //! the call means (a path segment made of `..`, a commit id the settling
 //! read could never match, a state the API ignores).
 
+use crate::ci::CiQuery;
 use crate::error::ForgeInputError;
 use crate::types::RepoRef;
 
@@ -27,6 +28,30 @@ pub(crate) fn number(what: &'static str, n: u64) -> Result<(), ForgeInputError> 
         Err(ForgeInputError::Number { what })
     } else {
         Ok(())
+    }
+}
+
+/// A CI query: every name given not empty, the base branch a branch name
+/// (`main`, never `refs/heads/main`), no name both required and excluded.
+pub(crate) fn ci_query(q: &CiQuery) -> Result<(), ForgeInputError> {
+    if let Some(n) = q
+        .required_names()
+        .iter()
+        .chain(q.excluded_names())
+        .find(|n| n.trim().is_empty())
+    {
+        return Err(ForgeInputError::CheckName(n.clone()));
+    }
+    if let Some(b) = q.base_branch() {
+        ref_name(b, false)?;
+    }
+    match q
+        .required_names()
+        .iter()
+        .find(|n| q.excluded_names().contains(n))
+    {
+        Some(n) => Err(ForgeInputError::RequiredAndExcluded { name: n.clone() }),
+        None => Ok(()),
     }
 }
 

@@ -26,7 +26,8 @@
 //!   (ledger and retry budget): see [`ForgeClientBuilder`].
 //! * The typed calls ([`ForgeClient::get_pull`],
 //!   [`ForgeClient::create_pull`], [`ForgeClient::list_pulls_by_head`],
-//!   [`ForgeClient::ci_status`], [`ForgeClient::create_issue_comment`],
+//!   [`ForgeClient::ci_status`] / [`ForgeClient::ci_status_with`] (the
+//!   verdict in the value: see [`CiStatus`]), [`ForgeClient::create_issue_comment`],
 //!   [`ForgeClient::create_check_run`]) carry their settling reads; the
 //!   generic [`ForgeClient::request`], [`ForgeClient::request_write`] and
 //!   [`ForgeClient::get_url`] serve the rest.
@@ -56,7 +57,8 @@
 //!     .ci_status(&RepoRef::new("octo", "repo"), "main", &opts)
 //!     .expect("a repository and a ref name");
 //! if out.kind == OutcomeKind::Succeeded {
-//!     println!("{:?}", out.value.expect("value").state());
+//!     let ci = out.value.expect("value");
+//!     println!("{} (missing: {:?})", ci.state.as_str(), ci.missing);
 //! }
 //! ```
 #![deny(missing_docs)]
@@ -64,34 +66,43 @@
 
 mod app;
 mod base;
+mod builder;
 mod calls;
+mod ci;
 mod classify;
 mod client;
 mod error;
 mod etag;
+mod exchange;
 mod gate;
 mod input;
+mod local;
 mod pages;
 mod phase;
+mod reading;
 mod types;
 
 pub use app::{AppClaims, GitHubAppSource, JWT_BACKDATE, JWT_LIFETIME};
 pub use base::{split_user_info, API_VERSION, DEFAULT_USER_AGENT};
+pub use builder::ForgeClientBuilder;
+pub use ci::{CiQuery, CiState, CiStatus};
 pub use classify::{
     api_message, classify, documentation_url, failed, is_secondary_rate_limit, retry_hint,
     Exchange, SECONDARY_LIMIT_WAIT,
 };
-pub use client::{effect_of, ForgeClient, ForgeClientBuilder, HttpResponse, Reading};
-pub use error::{ForgeError, ForgeFailure, ForgeInputError};
+pub use client::ForgeClient;
+pub use error::{ForgeError, ForgeFailure, ForgeInputError, LocalCause};
 pub use etag::CAPACITY as KEPT_ANSWERS;
+pub use exchange::{effect_of, HttpResponse};
 pub use pages::next_page;
 pub use phase::ForgePhase;
+pub use reading::Reading;
 pub use reqwest::header::HeaderMap;
 pub use reqwest::{Method, Url};
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::CallOptions;
 pub use types::{
-    CheckRun, CheckRunList, CheckRunUpdate, CiState, CiStatus, CombinedStatus, GitRef,
-    IssueComment, MergeMethod, MergeResult, NewCheckRun, NewPullRequest, PullEnd, PullRequest,
-    RefTarget, RepoRef, StatusContext,
+    CheckRun, CheckRunList, CheckRunUpdate, CombinedStatus, GitRef, IssueComment, MergeMethod,
+    MergeResult, NewCheckRun, NewPullRequest, PullEnd, PullRequest, RefTarget, RepoRef,
+    StatusContext,
 };

@@ -12,8 +12,10 @@ use reqwest::{Method, Url};
 use sluice_policy::{AttemptCtx, AttemptError, Credential, Effect};
 
 use crate::classify;
-use crate::client::{judge, Answer, ForgeClient, Prepared, Reading};
+use crate::client::ForgeClient;
 use crate::error::ForgeFailure;
+use crate::exchange::{judge, Answer, Prepared};
+use crate::reading::Reading;
 
 /// The URL of the next page named by a list answer's `Link` headers, if
 /// any. A next page on another origin (scheme, host, port) than `current`

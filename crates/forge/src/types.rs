@@ -1,7 +1,16 @@
 //! The API's objects sluice uses, as far as it reads them (unknown fields
-//! are ignored, missing optional ones are `None`).
+//! are ignored, missing optional ones are `None`). A commit status, a
+//! combined status and a check run are read leniently: what cannot be
+//! read of one (a field missing or of another type) is left empty or
+//! `None`, and the rest is kept — one odd item never fails a CI read.
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+/// A string field of `v`, when it is one.
+fn text(v: &Value, key: &str) -> Option<String> {
+    v.get(key).and_then(Value::as_str).map(str::to_string)
+}
 
 /// A repository on the forge: `owner/name`.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
@@ -118,60 +127,102 @@ impl NewPullRequest {
     }
 }
 
-/// One commit status of the combined status.
+/// One commit status of the combined status, read leniently (a field that
+/// cannot be read is empty or `None`).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Value")]
 pub struct StatusContext {
-    /// The status's name.
+    /// The status's name (empty when it could not be read).
     pub context: String,
-    /// `error`, `failure`, `pending` or `success`.
+    /// `error`, `failure`, `pending` or `success` (empty when it could not
+    /// be read: not a pass).
     pub state: String,
     /// What the status says.
-    #[serde(default)]
     pub description: Option<String>,
     /// Where its details are.
-    #[serde(default)]
     pub target_url: Option<String>,
 }
 
-/// The combined commit status of a ref.
+impl From<Value> for StatusContext {
+    fn from(v: Value) -> Self {
+        StatusContext {
+            context: text(&v, "context").unwrap_or_default(),
+            state: text(&v, "state").unwrap_or_default(),
+            description: text(&v, "description"),
+            target_url: text(&v, "target_url"),
+        }
+    }
+}
+
+/// The combined commit status of a ref, read leniently: its statuses are
+/// kept as far as each decodes.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Value")]
 pub struct CombinedStatus {
     /// `failure`, `pending` or `success` (GitHub's combination).
     pub state: String,
     /// The commit.
-    #[serde(default)]
     pub sha: String,
     /// The statuses, latest per context.
-    #[serde(default)]
     pub statuses: Vec<StatusContext>,
 }
 
-/// A check run.
+impl From<Value> for CombinedStatus {
+    fn from(v: Value) -> Self {
+        CombinedStatus {
+            state: text(&v, "state").unwrap_or_default(),
+            sha: text(&v, "sha").unwrap_or_default(),
+            statuses: v["statuses"]
+                .as_array()
+                .map(|a| a.iter().cloned().map(StatusContext::from).collect())
+                .unwrap_or_default(),
+        }
+    }
+}
+
+/// A check run, read leniently: a field missing or of another type is
+/// empty or `None` and the rest is kept (one odd run never fails a read).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(from = "Value")]
 pub struct CheckRun {
-    /// The check run's id.
-    pub id: u64,
+    /// The check run's id (`None` when the forge gave none that reads as
+    /// one).
+    pub id: Option<u64>,
     /// Its name.
     pub name: String,
     /// The commit it checks (empty when the forge left it out: some
     /// GitHub Enterprise versions do, and it is still a check run).
-    #[serde(default)]
     pub head_sha: String,
-    /// `queued`, `in_progress`, `completed`, ...
+    /// `queued`, `in_progress`, `completed`, ... (empty when unreadable:
+    /// not finished).
     pub status: String,
     /// Once completed: `success`, `failure`, `neutral`, `cancelled`,
-    /// `skipped`, `timed_out`, `action_required`, ...
-    #[serde(default)]
+    /// `skipped`, `timed_out`, `action_required`, `stale`, ...
     pub conclusion: Option<String>,
+    /// When it started (ISO 8601, as the forge gives it).
+    pub started_at: Option<String>,
     /// The caller's own id for it.
-    #[serde(default)]
     pub external_id: Option<String>,
     /// Where its details are.
-    #[serde(default)]
     pub details_url: Option<String>,
     /// The page a person opens.
-    #[serde(default)]
     pub html_url: Option<String>,
+}
+
+impl From<Value> for CheckRun {
+    fn from(v: Value) -> Self {
+        CheckRun {
+            id: v.get("id").and_then(Value::as_u64),
+            name: text(&v, "name").unwrap_or_default(),
+            head_sha: text(&v, "head_sha").unwrap_or_default(),
+            status: text(&v, "status").unwrap_or_default(),
+            conclusion: text(&v, "conclusion"),
+            started_at: text(&v, "started_at"),
+            external_id: text(&v, "external_id"),
+            details_url: text(&v, "details_url"),
+            html_url: text(&v, "html_url"),
+        }
+    }
 }
 
 /// What creating a check run asks for. `external_id` is required: it is how
@@ -228,6 +279,7 @@ impl NewCheckRun {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct CheckRunList {
     /// How many there are in all (may exceed the page).
+    #[serde(default)]
     pub total_count: u64,
     /// This page's check runs.
     pub check_runs: Vec<CheckRun>,
@@ -244,60 +296,6 @@ pub struct IssueComment {
     /// The page a person opens.
     #[serde(default)]
     pub html_url: Option<String>,
-}
-
-/// The CI status of a ref: the combined commit status and the check runs
-/// (one read of both, the "CI status" read).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct CiStatus {
-    /// The combined commit status.
-    pub combined: CombinedStatus,
-    /// The check runs (the first page, up to 100).
-    pub check_runs: Vec<CheckRun>,
-}
-
-/// The verdict of a ref's CI.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum CiState {
-    /// Every status and check run passed (neutral and skipped runs pass).
-    Success,
-    /// Something is still running, or nothing reported yet.
-    Pending,
-    /// A status or check run failed (error, failure, cancelled, timed out,
-    /// action required, ...).
-    Failure,
-}
-
-impl CiStatus {
-    /// The verdict over both: any failure fails; else anything unfinished,
-    /// or nothing at all, is pending; else success.
-    pub fn state(&self) -> CiState {
-        let mut pending = self.combined.statuses.is_empty() && self.check_runs.is_empty();
-        for s in &self.combined.statuses {
-            match s.state.as_str() {
-                "success" => {}
-                "pending" => pending = true,
-                _ => return CiState::Failure,
-            }
-        }
-        for c in &self.check_runs {
-            if c.status != "completed" {
-                pending = true;
-                continue;
-            }
-            match c.conclusion.as_deref() {
-                Some("success" | "neutral" | "skipped") => {}
-                None => pending = true,
-                Some(_) => return CiState::Failure,
-            }
-        }
-        if pending {
-            CiState::Pending
-        } else {
-            CiState::Success
-        }
-    }
 }
 
 /// How a pull request is merged (`merge_method`).
@@ -420,58 +418,29 @@ impl CheckRunUpdate {
 mod tests {
     use super::*;
 
-    fn run(status: &str, conclusion: Option<&str>) -> CheckRun {
-        CheckRun {
-            id: 1,
-            name: "ci".into(),
-            head_sha: "a".repeat(40),
-            status: status.into(),
-            conclusion: conclusion.map(str::to_string),
-            external_id: None,
-            details_url: None,
-            html_url: None,
-        }
-    }
-
-    fn ci(statuses: &[&str], runs: Vec<CheckRun>) -> CiStatus {
-        CiStatus {
-            combined: CombinedStatus {
-                state: "pending".into(),
-                sha: "a".repeat(40),
-                statuses: statuses
-                    .iter()
-                    .map(|s| StatusContext {
-                        context: "ctx".into(),
-                        state: (*s).into(),
-                        description: None,
-                        target_url: None,
-                    })
-                    .collect(),
-            },
-            check_runs: runs,
-        }
-    }
-
     #[test]
-    fn ci_state_fails_on_any_failure_waits_on_anything_unfinished_and_passes_otherwise() {
-        assert_eq!(ci(&[], vec![]).state(), CiState::Pending);
-        assert_eq!(
-            ci(&["success"], vec![run("completed", Some("success"))]).state(),
-            CiState::Success
-        );
-        assert_eq!(
-            ci(&["success"], vec![run("in_progress", None)]).state(),
-            CiState::Pending
-        );
-        assert_eq!(
-            ci(&["pending"], vec![run("completed", Some("failure"))]).state(),
-            CiState::Failure
-        );
-        assert_eq!(ci(&["error"], vec![]).state(), CiState::Failure);
-        assert_eq!(
-            ci(&[], vec![run("completed", Some("skipped"))]).state(),
-            CiState::Success
-        );
+    fn a_check_run_or_a_status_is_kept_as_far_as_it_decodes() {
+        let run: CheckRun = serde_json::from_value(serde_json::json!({
+            "name": "build", "status": "completed", "conclusion": 7, "head_sha": null,
+        }))
+        .expect("never fails");
+        assert_eq!(run.id, None);
+        assert_eq!(run.name, "build");
+        assert_eq!(run.status, "completed");
+        assert_eq!(run.conclusion, None);
+        let list: CheckRunList = serde_json::from_str(
+            r#"{"check_runs":[{"id":"x","name":"a"},{"id":3,"name":"b","status":"queued"}]}"#,
+        )
+        .expect("a list");
+        assert_eq!(list.check_runs.len(), 2);
+        assert_eq!(list.check_runs[1].id, Some(3));
+        let combined: CombinedStatus = serde_json::from_str(
+            r#"{"state":"success","statuses":[{"context":"lint"},{"state":"success","context":["x"]}]}"#,
+        )
+        .expect("a status");
+        assert_eq!(combined.statuses.len(), 2);
+        assert_eq!(combined.statuses[0].context, "lint");
+        assert_eq!(combined.statuses[0].state, "");
     }
 
     #[test]

@@ -30,6 +30,11 @@ impl<'a, 'c> Attempt<'a, 'c> {
     pub fn reached(&mut self, phase: GitPhase) {
         self.phase = phase;
         self.ctx.reached(phase.as_str());
+        if phase == GitPhase::CommandsSent {
+            // The next step, the pack, completes the request: a push's
+            // ledger entry says so before its first byte goes out.
+            self.ctx.entering(GitPhase::PackSent.as_str());
+        }
     }
 
     /// The last phase recorded.

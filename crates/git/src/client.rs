@@ -1,6 +1,6 @@
-//! The client value every operation runs on ([`GitClient`]), input refused before any call
-//! ([`InputError`]), and what the three operations share: the policy's
-//! operation for a call and gix's "no credentials" callback.
+//! The client value every operation runs on ([`GitClient`]), and what the
+//! three operations share: the policy's operation for a call and gix's "no
+//! credentials" callback.
 //!
 //! The operations themselves live in their own modules: `ls_refs`, `fetch`
 //! and `push` each add their methods to [`GitClient`].
@@ -11,56 +11,8 @@ use sluice_policy::{Bounds, CallOptions, Effect, Operation, Policy, StaticSource
 
 use crate::connect::Connector;
 #[cfg(feature = "http")]
-use crate::ls_refs::one_request::V2Remotes;
-use crate::remote::{BadUrl, Remote, TransportKind};
-
-/// Input refused before any call to the remote.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[non_exhaustive]
-pub enum InputError {
-    /// A URL that is not a usable remote.
-    #[error(transparent)]
-    Url(#[from] BadUrl),
-    /// A refspec that does not parse.
-    #[error("invalid refspec {spec:?}: {reason}")]
-    Refspec {
-        /// The refspec.
-        spec: String,
-        /// Why.
-        reason: String,
-    },
-    /// A ref prefix with a glob (prefixes are literal).
-    #[error("invalid prefix {0:?}: a prefix is literal and may not contain '*'")]
-    Prefix(String),
-    /// A ref name that is not a full, valid ref name.
-    #[error("invalid ref name {name:?}: {reason}")]
-    RefName {
-        /// The name.
-        name: String,
-        /// Why.
-        reason: String,
-    },
-    /// A source revision not found in the local repository.
-    #[error("cannot resolve {rev:?} in the local repository: {reason}")]
-    Revision {
-        /// The revision.
-        rev: String,
-        /// Why.
-        reason: String,
-    },
-    /// A configured remote that cannot be used (no URL, a configuration
-    /// that does not parse, a URL no configured remote has).
-    #[error("remote {name:?}: {reason}")]
-    Remote {
-        /// The remote's name, or the URL given.
-        name: String,
-        /// Why.
-        reason: String,
-    },
-    /// The same destination twice, or no update at all.
-    #[error("invalid push: {0}")]
-    Push(String),
-}
+use crate::http::v2_remotes::V2Remotes;
+use crate::remote::{Remote, TransportKind};
 
 /// The git client: ls-refs, fetch and push under one [`Policy`].
 ///

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use sluice_policy::{AttemptError, Class};
 
-use crate::push::RejectReason;
+use crate::reject::RejectReason;
 use crate::wire::WireState;
 
 /// A protocol milestone. `Connect` is the starting state.
@@ -44,6 +44,44 @@ impl GitPhase {
             GitPhase::Negotiated => "negotiated",
             GitPhase::PackReceived => "pack-received",
             GitPhase::Done => "done",
+        }
+    }
+}
+
+/// Which time limit ended an attempt ([`GitError::Timeout`]).
+///
+/// Not exhaustive: a new bound may be added.
+#[non_exhaustive]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum TimeoutLimit {
+    /// The operation's deadline (less a write's reconcile reserve): no
+    /// attempt runs past it, however fast its transfer moves.
+    Deadline,
+    /// The attempt timeout, before any transfer moved (connecting, the
+    /// advertisement, the wait for the server).
+    AttemptTimeout,
+    /// The attempt timeout as a stall: nothing moved for that long once
+    /// the transfer had moved.
+    Stalled,
+    /// The transfer's floor: fewer than 1 KiB/s over the attempt timeout.
+    Floor,
+}
+
+impl TimeoutLimit {
+    /// The cause's words for a limit of `ms` milliseconds.
+    pub fn words(self, ms: u64) -> String {
+        match self {
+            TimeoutLimit::Deadline => {
+                format!("the operation's deadline ended the attempt ({ms} ms were left)")
+            }
+            TimeoutLimit::AttemptTimeout => format!("attempt timed out after {ms} ms"),
+            TimeoutLimit::Stalled => {
+                format!("attempt timed out: nothing moved for {ms} ms")
+            }
+            TimeoutLimit::Floor => format!(
+                "the transfer fell below its floor of {} bytes/s over {ms} ms",
+                crate::watchdog::LOW_SPEED_FLOOR
+            ),
         }
     }
 }
@@ -110,15 +148,22 @@ pub enum GitError {
         /// What happened.
         detail: String,
     },
-    /// The attempt's hard deadline ran out (the socket was shut or the child killed).
-    #[error("attempt timed out after {ms} ms (at {phase})")]
+    /// A time limit ended the attempt (the socket was shut or the child
+    /// killed): the words name which, with the bytes moved.
+    #[error("{} ({moved} bytes moved) (at {phase})", .limit.words(*.ms))]
     Timeout {
         /// The phase reached.
         phase: GitPhase,
         /// Whether the request was complete when it ran out.
         request_complete: bool,
-        /// The attempt's timeout.
+        /// The figure of the limit that ended it (ms): the attempt timeout,
+        /// the time left of the operation's deadline at the attempt's
+        /// start, or the window of the transfer's floor.
         ms: u64,
+        /// Which limit ended it.
+        limit: TimeoutLimit,
+        /// The bytes moved both ways in the attempt when it ended.
+        moved: u64,
     },
     /// The caller cancelled during the attempt.
     #[error("cancelled (at {phase})")]
@@ -413,10 +458,17 @@ pub(crate) fn from_wire(
         return foreign_format(phase, format);
     }
     if st.timed_out {
+        // The watchdog says which limit fired; a connect that ran out its
+        // time (no watchdog yet) is the attempt timeout.
+        let (limit, after) = st
+            .timed_out_by
+            .unwrap_or((TimeoutLimit::AttemptTimeout, timeout));
         return GitError::Timeout {
             phase,
             request_complete,
-            ms: u64::try_from(timeout.as_millis()).unwrap_or(u64::MAX),
+            ms: u64::try_from(after.as_millis()).unwrap_or(u64::MAX),
+            limit,
+            moved: st.bytes_read + st.bytes_written,
         };
     }
     if st.cancelled {

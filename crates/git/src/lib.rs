@@ -29,15 +29,18 @@
 //! What this crate promises to callers is what the crate root re-exports:
 //! [`GitClient`] and its three operations ([`GitClient::ls_refs`],
 //! [`GitClient::fetch`] / [`GitClient::fetch_with`], [`GitClient::push`]),
-//! [`CallOptions`], the values they return ([`RemoteRef`], [`FetchedRef`],
-//! [`PushReport`] and its parts), [`InputError`], [`GitError`] and
-//! [`GitPhase`], the parsers of the CLI's textual forms ([`PushSpec`],
-//! [`parse_lease`], …), [`Remote`], [`NamedRemote`] (a remote by name,
-//! [`GitClient::fetch_remote`]), [`check_trusted`], [`fresh_view`],
-//! [`redact`], [`remove_temporary_files`], and [`gix`] itself (the gix
-//! the signatures name). The public [`push`] module also exposes its
-//! pure parsers (`push::report`, `push::spec`) and `push::pack`'s
-//! statistics, for fuzzing and property tests; everything else is private.
+//! [`CallOptions`], [`FetchOptions`] and [`PushOptions`], the values they
+//! return ([`RemoteRef`], [`FetchedRef`], [`PushReport`] and its parts),
+//! the errors ([`InputError`], [`GitError`] and [`GitPhase`],
+//! [`TrackingRefError`]), the CLI's textual forms of a push ([`PushSpec`],
+//! [`LeaseSpec`], [`parse_lease_spec`]), [`Remote`], [`NamedRemote`] (a
+//! remote by name, [`GitClient::fetch_remote`]), [`check_trusted`],
+//! [`fresh_view`], [`redact`], [`remove_temporary_files`], and [`gix`]
+//! itself (the gix the signatures name). The public [`push`] module also
+//! exposes its pure parsers (`push::report`, `push::spec`: the ref-name
+//! checks, `parse_lease`, `parse_oid`, `expand_destination`) and
+//! `push::pack`'s statistics, for fuzzing and property tests; everything
+//! else is private.
 //!
 //! # Features
 //!
@@ -54,21 +57,25 @@
 //!
 //! # Modules
 //!
-//! * `client` — the client value, [`CallOptions`], [`InputError`], and
-//!   what the three operations share (the policy's operation for a call).
+//! * `client` — the client value, and what the three operations share
+//!   (the policy's operation for a call); `input` — [`InputError`], input
+//!   refused before any call.
 //! * `ls_refs` — the ls-refs operation and its attempt; `ls_refs::one_request`
-//!   lists a v2 HTTP remote in one POST.
+//!   lists a v2 HTTP remote in one POST (`http::v2_remotes` remembers which
+//!   remotes spoke v2).
 //! * `fetch` — the fetch operation (`fetch::attempt`, step by step), the
 //!   negotiation and pack receiving, `fetch::indexer` (storing the pack),
 //!   `fetch::apply` (reading deltas), `fetch::refs` (git's rules for the
 //!   local refs), `fetch::tips` (negotiation tips in repositories with many
-//!   refs).
+//!   refs), `fetch::options` ([`FetchOptions`], [`TagMode`]), `fetch::named`
+//!   (a configured remote fetched by name, [`GitClient::fetch_remote`]).
 //! * [`push`] — the push's values; `push::attempt` (the operation),
 //!   `push::steps` (connected → advertised → commands sent → pack sent →
 //!   reported, each a value the next consumes), `push::settle` (the
 //!   settling read), `push::advert`, `push::report`, `push::spec`,
 //!   `push::pack`, `push::bitmap`, `push::delta`, `push::odb` (the object
-//!   reader `pack` and `bitmap` share).
+//!   reader `pack` and `bitmap` share), `push::tracking` (a configured
+//!   remote's remote-tracking refs after a push that landed).
 //! * `attempt` — an attempt's context with the phase reached as a
 //!   [`GitPhase`], and the shield that turns a panic into an error.
 //! * `connect` — opening one attempt's session (socket, child, `Http`)
@@ -77,15 +84,14 @@
 //!   built reqwest clients.
 //! * `wire` — what the client saw on the wire; `error` — [`GitPhase`],
 //!   [`GitError`] and the one table that classes a failure from the wire;
+//!   `reject` — [`RejectReason`], its names and its reading of a report;
 //!   `local` — this side's failures (the object store, the disk), always
 //!   `local-error`, never classed from the wire.
 //! * `watchdog` — the attempt's hard deadline.
 //! * `remote` — URL parsing; `remote_ref` — a ref as a remote advertised it.
 //! * `named_remote` — a configured remote read by name as git reads it
 //!   ([`NamedRemote`]: `url`, `pushurl`, `fetch` lines, `tagOpt`, the
-//!   `insteadOf` rewrites), the remote a URL stands for, fetching it by
-//!   name ([`GitClient::fetch_remote`]) and its remote-tracking refs after
-//!   a push that landed ([`NamedRemote::update_tracking_refs`]).
+//!   `insteadOf` rewrites) and the remote a URL stands for.
 //! * `pktline` — pkt-line lengths and payloads; `refspec` — a name mapped
 //!   through a refspec; `progress` — progress values and gix's sink;
 //!   `view` — a fresh view of the caller's repository ([`fresh_view`],
@@ -104,6 +110,7 @@ mod error;
 mod fetch;
 #[cfg(feature = "http")]
 mod http;
+mod input;
 mod local;
 mod ls_refs;
 mod named_remote;
@@ -111,22 +118,24 @@ mod pktline;
 mod progress;
 pub mod push;
 mod refspec;
+mod reject;
 mod remote;
 mod remote_ref;
 mod view;
 mod watchdog;
 mod wire;
 
-pub use client::{GitClient, InputError};
-pub use error::{GitError, GitPhase};
+pub use client::GitClient;
+pub use error::{GitError, GitPhase, TimeoutLimit};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
+pub use input::InputError;
 pub use named_remote::{is_remote_name, NamedRemote};
 pub use progress::{Progress, ProgressCallback};
+pub use push::spec::{parse_lease_spec, LeaseSpec, PushSpec};
+pub use push::tracking::TrackingRefError;
 pub use push::{
-    check_ref_name, check_short_name, expand_destination, parse_lease, parse_lease_spec, parse_oid,
-    Lease, LeaseSpec, PackStats, PushOptions, PushReport, PushSpec, RefResult, RefStatus,
-    RefUpdate, RejectReason,
+    Lease, PackStats, PushOptions, PushReport, RefResult, RefStatus, RefUpdate, RejectReason,
 };
 pub use remote::{BadUrl, Remote, TransportKind};
 pub use remote_ref::RemoteRef;

@@ -7,22 +7,20 @@
 //! `pushInsteadOf` rewrites); this module decides, as git does, when a
 //! `<URL|REMOTE>` argument is a remote's name ([`NamedRemote::find`]), which
 //! configured remote a URL stands for ([`NamedRemote::for_url`], by the URL
-//! as git would normalise it), and updates the remote-tracking refs after a
-//! push that landed ([`NamedRemote::update_tracking_refs`]).
+//! as git would normalise it), and which remote-tracking ref a remote ref
+//! maps to ([`NamedRemote::tracking_ref`]). Fetching a remote by name is
+//! `fetch::named`'s; writing its remote-tracking refs after a push,
+//! `push::tracking`'s.
 
 use gix::bstr::ByteSlice;
 use gix::remote::Direction;
 
-use sluice_policy::Outcome;
-
-use crate::client::{GitClient, InputError};
-use crate::fetch::{FetchOptions, FetchedRef, ForMerge, Named, TagMode};
-use crate::push::{RefResult, RefStatus};
-use sluice_policy::CallOptions;
+use crate::fetch::options::TagMode;
+use crate::input::InputError;
 
 /// A remote configured in a repository, read as git reads it.
 ///
-/// Fetch it by name with [`GitClient::fetch_remote`]; push to
+/// Fetch it by name with [`crate::GitClient::fetch_remote`]; push to
 /// [`NamedRemote::url`] for [`Direction::Push`] and then move its
 /// remote-tracking refs with [`NamedRemote::update_tracking_refs`], as
 /// `git push <remote>` does:
@@ -184,146 +182,6 @@ impl NamedRemote {
                 .and_then(|t| String::from_utf8(t).ok())
         })
     }
-
-    /// After a push to this remote, the remote-tracking refs of the refs
-    /// that landed, as git updates them: set to the value pushed, or
-    /// deleted for a deletion that landed. A ref rejected, or whose fate is
-    /// unknown, leaves its tracking ref alone; so does a dry run (give no
-    /// results). Returns the tracking refs written. A ref that cannot be
-    /// written is this side's trouble, returned as the store's words.
-    pub fn update_tracking_refs(
-        &self,
-        repo: &gix::Repository,
-        results: &[RefResult],
-    ) -> Result<Vec<String>, String> {
-        use gix::refs::transaction::{Change, LogChange, PreviousValue, RefEdit, RefLog};
-        let mut edits = Vec::new();
-        let mut written = Vec::new();
-        for r in results {
-            let landed =
-                r.status == RefStatus::Ok || r.verdict == Some(sluice_policy::Verdict::Landed);
-            let Some(tracking) = self.tracking_ref(&r.name).filter(|_| landed) else {
-                continue;
-            };
-            let name: gix::refs::FullName = tracking
-                .as_str()
-                .try_into()
-                .map_err(|e| format!("invalid tracking ref {tracking}: {e}"))?;
-            let change = match r.new {
-                Some(new) => Change::Update {
-                    log: LogChange {
-                        mode: RefLog::AndReference,
-                        force_create_reflog: false,
-                        message: "update by push".into(),
-                    },
-                    expected: PreviousValue::Any,
-                    new: gix::refs::Target::Object(new),
-                },
-                None => {
-                    if repo
-                        .try_find_reference(tracking.as_str())
-                        .ok()
-                        .flatten()
-                        .is_none()
-                    {
-                        continue;
-                    }
-                    Change::Delete {
-                        expected: PreviousValue::Any,
-                        log: RefLog::AndReference,
-                    }
-                }
-            };
-            edits.push(RefEdit {
-                change,
-                name,
-                deref: false,
-            });
-            written.push(tracking);
-        }
-        if !edits.is_empty() {
-            repo.edit_references(edits)
-                .map_err(|e| sluice_policy::text::error_chain(&e))?;
-        }
-        Ok(written)
-    }
-}
-
-impl GitClient {
-    /// Fetch from a configured remote as `git fetch <remote>
-    /// [<refspec>...]` does: from its fetch URL (rewritten by `insteadOf`);
-    /// with no `refspecs`, its `fetch` lines (none: its `HEAD`), and
-    /// `FETCH_HEAD` marks for merge what the current branch's
-    /// `branch.<name>.merge` names when its `branch.<name>.remote` is this
-    /// remote (nothing when it is another), or, when the branch has no
-    /// merge configuration, the first line's ref when that line is no
-    /// pattern ([`ForMerge::Configured`]); with `refspecs`, those, every ref they
-    /// fetch marked for merge. `fetch.tags` is the caller's: give
-    /// `remote.tags` (its `tagOpt`) unless the caller chose.
-    ///
-    /// **A repository kept open.** Each attempt works on a view of `repo`
-    /// opened then ([`crate::fresh_view`]), so a handle kept open for weeks
-    /// is safe to pass; but gix's handle sizes its pack list when opened,
-    /// and after about 32 more packs (a pack per fetch) `repo` itself no
-    /// longer sees new objects: read what this call brought through
-    /// [`crate::fresh_view`]`(repo)`, not through `repo`.
-    ///
-    /// ```no_run
-    /// # fn f(client: &sluice_git::GitClient, repo: &gix::Repository) -> Result<(), Box<dyn std::error::Error>> {
-    /// let origin = sluice_git::NamedRemote::find(repo, "origin")?.ok_or("no remote origin")?;
-    /// let fetch = sluice_git::FetchOptions { tags: origin.tags, ..Default::default() };
-    /// let outcome = client.fetch_remote(&origin, &[], repo, &fetch, &Default::default())?;
-    /// # Ok(()) }
-    /// ```
-    pub fn fetch_remote(
-        &self,
-        remote: &NamedRemote,
-        refspecs: &[String],
-        repo: &gix::Repository,
-        fetch: &FetchOptions,
-        opts: &CallOptions,
-    ) -> Result<Outcome<Vec<FetchedRef>>, InputError> {
-        let url = remote.url(Direction::Fetch);
-        if !refspecs.is_empty() {
-            let named = Named {
-                for_merge: &ForMerge::Given,
-                tracking: &remote.fetch_refspecs,
-            };
-            return self.fetch_named(url, refspecs, repo, fetch, &named, opts);
-        }
-        let named = Named {
-            for_merge: &ForMerge::Configured {
-                merge: merged_from(repo, &remote.name),
-            },
-            tracking: &[],
-        };
-        self.fetch_named(url, &remote.fetch_refspecs, repo, fetch, &named, opts)
-    }
-}
-
-/// The remote refs the current branch merges from the remote `name`
-/// (`branch.<current>.merge` when `branch.<current>.remote` is `name`,
-/// empty when it is another remote); `None` when the current branch has no
-/// `branch.<current>.merge` (or there is no current branch).
-fn merged_from(repo: &gix::Repository, name: &str) -> Option<Vec<String>> {
-    let branch = repo.head_name().ok().flatten().and_then(|h| {
-        h.as_bstr()
-            .strip_prefix(b"refs/heads/")
-            .map(|b| b.to_str_lossy().into_owned())
-    })?;
-    let config = repo.config_snapshot();
-    let merge: Vec<String> = config
-        .strings(format!("branch.{branch}.merge").as_str())?
-        .into_iter()
-        .map(|m| m.to_string())
-        .collect();
-    let remote = config
-        .string(format!("branch.{branch}.remote").as_str())
-        .map(|r| r.to_str_lossy().into_owned());
-    if remote.as_deref() != Some(name) {
-        return Some(Vec::new());
-    }
-    Some(merge)
 }
 
 /// `url` as git's `url_normalize` would compare it (scheme and host in

@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 
 use sluice_policy::CancelFlag;
 
+use crate::error::TimeoutLimit;
 use crate::wire::Wire;
 
 /// The least a moving transfer keeps: 1 KiB/s averaged over the attempt
@@ -42,7 +43,9 @@ pub(crate) struct Limits {
     pub limit: Duration,
 }
 
-/// Why the watchdog fires now, if it does.
+/// Why the watchdog fires now, if it does: the limit and its figure. An
+/// attempt timeout capped by the operation's deadline (`timeout >=
+/// limit`) is the deadline.
 fn expired(
     limits: Limits,
     start: Instant,
@@ -51,27 +54,33 @@ fn expired(
     last_move: Instant,
     window: &VecDeque<(Instant, u64)>,
     moved: u64,
-) -> bool {
+) -> Option<(TimeoutLimit, Duration)> {
     let elapsed = now - start;
+    let capped = limits.timeout >= limits.limit;
+    let timeout = if capped {
+        (TimeoutLimit::Deadline, limits.timeout)
+    } else {
+        (TimeoutLimit::AttemptTimeout, limits.timeout)
+    };
     let Some(since) = moving_since else {
-        return elapsed >= limits.timeout;
+        return (elapsed >= limits.timeout).then_some(timeout);
     };
     if elapsed >= limits.limit.max(limits.timeout) {
-        return true;
+        return Some((TimeoutLimit::Deadline, limits.limit.max(limits.timeout)));
     }
     if now - last_move >= limits.timeout {
-        return true;
+        return Some((TimeoutLimit::Stalled, limits.timeout));
     }
     // The floor, once the transfer has moved for a whole window.
     if now - since >= limits.timeout {
         if let Some(&(_, base)) = window.front() {
             let need = LOW_SPEED_FLOOR as f64 * limits.timeout.as_secs_f64();
             if ((moved - base) as f64) < need {
-                return true;
+                return Some((TimeoutLimit::Floor, limits.timeout));
             }
         }
     }
-    false
+    None
 }
 
 impl Watchdog {
@@ -125,8 +134,14 @@ impl Watchdog {
                     while window.len() > 1 && now - window[1].0 >= limits.timeout {
                         window.pop_front();
                     }
-                    if expired(limits, start, now, moving_since, last_move, &window, moved) {
-                        wire.lock().timed_out = true;
+                    if let Some(by) =
+                        expired(limits, start, now, moving_since, last_move, &window, moved)
+                    {
+                        {
+                            let mut st = wire.lock();
+                            st.timed_out = true;
+                            st.timed_out_by = Some(by);
+                        }
                         tracing::debug!(
                             timeout_ms = limits.timeout.as_millis() as u64,
                             moving = moving_since.is_some(),
@@ -178,8 +193,21 @@ mod tests {
         let w = VecDeque::new();
         let at = |s: f64| t0 + Duration::from_secs_f64(s);
         // Bytes trickling in (an advertisement a byte a second) change nothing.
-        assert!(!expired(limits(), t0, at(1.9), None, at(1.8), &w, 100));
-        assert!(expired(limits(), t0, at(2.0), None, at(1.99), &w, 100));
+        assert_eq!(expired(limits(), t0, at(1.9), None, at(1.8), &w, 100), None);
+        assert_eq!(
+            expired(limits(), t0, at(2.0), None, at(1.99), &w, 100),
+            Some((TimeoutLimit::AttemptTimeout, Duration::from_secs(2)))
+        );
+        // An attempt timeout capped by what remained of the deadline is
+        // the deadline.
+        let capped = Limits {
+            timeout: Duration::from_secs(2),
+            limit: Duration::from_secs(2),
+        };
+        assert_eq!(
+            expired(capped, t0, at(2.0), None, at(1.99), &w, 100).map(|e| e.0),
+            Some(TimeoutLimit::Deadline)
+        );
     }
 
     #[test]
@@ -188,45 +216,31 @@ mod tests {
         let at = |s: f64| t0 + Duration::from_secs_f64(s);
         // 10 KiB/s for 6 s: well above the floor, not cut.
         let w: VecDeque<_> = [(at(4.0), 40_960), (at(6.0), 61_440)].into();
-        assert!(!expired(
-            limits(),
-            t0,
-            at(6.0),
-            Some(at(0.5)),
-            at(6.0),
-            &w,
-            61_440
-        ));
+        assert!(expired(limits(), t0, at(6.0), Some(at(0.5)), at(6.0), &w, 61_440).is_none());
         // Nothing moved for the timeout: a stall.
-        assert!(expired(
-            limits(),
-            t0,
-            at(8.0),
-            Some(at(0.5)),
-            at(6.0),
-            &w,
-            61_440
-        ));
+        assert_eq!(
+            expired(limits(), t0, at(8.0), Some(at(0.5)), at(6.0), &w, 61_440).map(|e| e.0),
+            Some(TimeoutLimit::Stalled)
+        );
         // 100 B/s over the last window: under the floor.
         let slow: VecDeque<_> = [(at(4.0), 61_440), (at(6.0), 61_640)].into();
-        assert!(expired(
-            limits(),
-            t0,
-            at(6.0),
-            Some(at(0.5)),
-            at(6.0),
-            &slow,
-            61_640
-        ));
+        assert_eq!(
+            expired(limits(), t0, at(6.0), Some(at(0.5)), at(6.0), &slow, 61_640).map(|e| e.0),
+            Some(TimeoutLimit::Floor)
+        );
         // The limit is hard, however fast it moves.
-        assert!(expired(
-            limits(),
-            t0,
-            at(20.0),
-            Some(at(0.5)),
-            at(20.0),
-            &w,
-            61_440 + 1
-        ));
+        assert_eq!(
+            expired(
+                limits(),
+                t0,
+                at(20.0),
+                Some(at(0.5)),
+                at(20.0),
+                &w,
+                61_440 + 1
+            )
+            .map(|e| e.0),
+            Some(TimeoutLimit::Deadline)
+        );
     }
 }

@@ -38,6 +38,8 @@ pub(crate) struct WireState {
     pub fatal: Option<String>,
     /// The attempt's watchdog fired.
     pub timed_out: bool,
+    /// Which limit it fired at, and that limit's figure.
+    pub timed_out_by: Option<(crate::error::TimeoutLimit, std::time::Duration)>,
     /// The caller cancelled during the attempt.
     pub cancelled: bool,
     /// The sniffer found bytes that are not pkt-lines.
@@ -331,8 +333,9 @@ impl<R: Read> Read for TrackedRead<R> {
     }
 }
 
-/// A buffered writer: every request leaves in one write (no Nagle stall,
-/// see GIX-NOTES), and each flush is noted on the [`Wire`].
+/// A buffered writer: every request leaves in one write (no Nagle stall:
+/// small pkt-lines written apart would wait on delayed acknowledgements),
+/// and each flush is noted on the [`Wire`].
 pub(crate) struct TrackedWrite<W: Write> {
     inner: W,
     buf: Vec<u8>,

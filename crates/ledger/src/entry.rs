@@ -23,7 +23,8 @@ pub const PRUNE_INTERVAL: Duration = Duration::from_secs(60);
 
 /// One id's row, as `ledger show` and `ledger list` print it.
 ///
-/// Times serialize as RFC 3339 strings in UTC with milliseconds.
+/// Times serialize as RFC 3339 strings in UTC with milliseconds; the
+/// fields in the order of the design's `<entry>`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct LedgerEntry {
     /// The operation id.
@@ -35,8 +36,8 @@ pub struct LedgerEntry {
     /// process died).
     #[serde(serialize_with = "rfc3339_opt")]
     pub finished_at: Option<SystemTime>,
-    /// How it ended; `None` while it is running (or its process died).
-    pub run: Option<PreviousRun>,
+    /// Finished, running, or abandoned (judged when the row was read).
+    pub state: EntryState,
     /// What ran: the operation's kind (`ls-refs`, `fetch`, `push`, …);
     /// `None` in a row written before the ledger kept it.
     pub kind: Option<String>,
@@ -47,6 +48,102 @@ pub struct LedgerEntry {
     /// deleting); `None` when the caller gave none to the ledger (a forge
     /// call) or the row is older than the ledger's record of them.
     pub refs: Option<Vec<String>>,
+    /// The operation's deadline as its claim recorded it (ms from the
+    /// claim); `None` in a row older than that record (or not claimed).
+    pub deadline_ms: Option<u64>,
+    /// The furthest phase its run recorded before taking it (`pack-sent`,
+    /// `request-sent`); `None` when it recorded none.
+    pub phase: Option<String>,
+    /// The host its claim was made on, when recorded.
+    pub host: Option<String>,
+    /// The process id that claimed it, when recorded.
+    pub pid: Option<u32>,
+    /// How it ended; `None` while it is running (or was abandoned).
+    pub run: Option<PreviousRun>,
+}
+
+/// Where an id's run stands, as a ledger entry shows it.
+///
+/// Closed: a row has a run (finished) or not, and one without is judged by
+/// its deadline.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum EntryState {
+    /// Its run was recorded.
+    Finished,
+    /// Not finished, and its deadline (plus the finish's floor) has not
+    /// passed, or the row does not record a deadline.
+    Running,
+    /// Not finished, and its deadline plus the finish's floor has passed:
+    /// its process died without a finish.
+    Abandoned,
+}
+
+impl EntryState {
+    /// The kebab-case name.
+    pub const fn as_str(self) -> &'static str {
+        match self {
+            EntryState::Finished => "finished",
+            EntryState::Running => "running",
+            EntryState::Abandoned => "abandoned",
+        }
+    }
+
+    /// The state of a row with (or without) a run, claimed `since` ago
+    /// with the deadline it recorded (`None`: not recorded, never
+    /// abandoned).
+    pub(crate) fn judge(finished: bool, since: Duration, deadline_ms: Option<u64>) -> EntryState {
+        match deadline_ms {
+            _ if finished => EntryState::Finished,
+            Some(d) if since > Duration::from_millis(d) + sluice_policy::FINISH_FLOOR => {
+                EntryState::Abandoned
+            }
+            _ => EntryState::Running,
+        }
+    }
+}
+
+/// What a claim records of its run beside what ran: its deadline (ms
+/// from the claim), host and pid.
+#[derive(Debug, Default, Clone, PartialEq, Eq)]
+pub(crate) struct Origin {
+    pub(crate) deadline_ms: Option<i64>,
+    pub(crate) host: Option<String>,
+    pub(crate) pid: Option<i64>,
+}
+
+impl Origin {
+    pub(crate) fn of(req: &sluice_policy::ClaimRequest<'_>) -> Origin {
+        Origin {
+            deadline_ms: Some(i64::try_from(req.deadline().as_millis()).unwrap_or(i64::MAX)),
+            host: req.host.map(str::to_owned),
+            pid: req.pid.map(i64::from),
+        }
+    }
+}
+
+/// The earlier run a claim answers for a row without a run: running or
+/// abandoned, judged at `since` (the claim's age by the store's clock).
+pub(crate) fn unfinished(
+    kind: Option<String>,
+    effect: Option<Effect>,
+    since: Duration,
+    deadline_ms: Option<i64>,
+    host: Option<String>,
+    pid: Option<i64>,
+    phase: Option<String>,
+) -> PreviousRun {
+    let run = PreviousRun::running(kind, effect, since)
+        .claimed_by(
+            deadline_ms.map(|d| Duration::from_millis(d.max(0) as u64)),
+            host,
+            pid.and_then(|p| u32::try_from(p).ok()),
+        )
+        .at_phase(phase);
+    match EntryState::judge(false, since, run.deadline_ms) {
+        EntryState::Abandoned => run.abandon(),
+        _ => run,
+    }
 }
 
 /// Whether `spec` names a PostgreSQL database (`postgres://` or

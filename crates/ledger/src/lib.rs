@@ -124,7 +124,9 @@ mod sqlite;
 #[cfg(feature = "sqlite")]
 mod sqlite_schema;
 
-pub use entry::{is_postgres_url, LedgerEntry, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL};
+pub use entry::{
+    is_postgres_url, EntryState, LedgerEntry, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL,
+};
 #[cfg(feature = "postgres")]
 pub use postgres::{
     PostgresBudgets, PostgresLedger, BUDGET_WAIT, DEFAULT_CALL_TIMEOUT, DEFAULT_CONNECT_TIMEOUT,
@@ -140,7 +142,9 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
-use sluice_policy::{BudgetStore, Claim, ClaimRequest, FinishRequest, Ledger, LedgerError};
+use sluice_policy::{
+    BudgetStore, Claim, ClaimRequest, FinishRequest, Ledger, LedgerError, ProgressRequest,
+};
 
 /// The bound [`Store::open`] gives opening a database: PostgreSQL's
 /// default call timeout (5 s; SQLite is bounded by its busy timeout).
@@ -277,6 +281,15 @@ impl Ledger for Store {
             Store::Sqlite(ref s) => s.claim(req),
             #[cfg(feature = "postgres")]
             Store::Postgres(ref p) => p.claim(req),
+        }
+    }
+
+    fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
+        match *self {
+            #[cfg(feature = "sqlite")]
+            Store::Sqlite(ref s) => s.progress(req),
+            #[cfg(feature = "postgres")]
+            Store::Postgres(ref p) => p.progress(req),
         }
     }
 

@@ -7,10 +7,13 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant, SystemTime};
 
 use rusqlite::{params, Connection, OptionalExtension};
-use sluice_policy::{Claim, ClaimRequest, FinishRequest, Ledger, LedgerError, PreviousRun};
+use sluice_policy::{
+    Claim, ClaimRequest, FinishRequest, Ledger, LedgerError, PreviousRun, ProgressRequest,
+};
 
 use crate::entry::{
-    error, from_ms, parse_effect, to_ms, LedgerEntry, What, DEFAULT_RETENTION, PRUNE_INTERVAL,
+    error, from_ms, parse_effect, to_ms, unfinished, EntryState, LedgerEntry, Origin, What,
+    DEFAULT_RETENTION, PRUNE_INTERVAL,
 };
 use crate::import;
 use crate::sqlite_schema::{ensure_schema, read_schema, SCHEMA_VERSION};
@@ -35,12 +38,16 @@ pub const CHECKPOINT_EVERY: u32 = 500;
 /// thread fall behind.
 const AUTOCHECKPOINT_BACKSTOP: u32 = 10_000;
 
-const CLAIM: &str =
-    "INSERT INTO claims (id, claimed_at, kind, remote, refs, effect) VALUES (?1, ?2, ?3, ?4, ?5, ?6)
+const CLAIM: &str = "INSERT INTO claims
+     (id, claimed_at, kind, remote, refs, effect, deadline_ms, host, pid)
+     VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)
      ON CONFLICT (id) DO NOTHING";
 /// What a taken id's row says of its earlier run: the run once it has
 /// ended; while it runs, what its claim recorded and when.
-const READ_CLAIM: &str = "SELECT run, kind, effect, claimed_at FROM claims WHERE id = ?1";
+const READ_CLAIM: &str = "SELECT run, kind, effect, claimed_at, deadline_ms, host, pid, phase
+     FROM claims WHERE id = ?1";
+/// The phase a run still running records (best effort).
+const PROGRESS: &str = "UPDATE claims SET phase = ?2 WHERE id = ?1 AND run IS NULL";
 /// What ran is the claim's when the claim wrote it (a generated id is
 /// never claimed: its finish writes it).
 const FINISH: &str =
@@ -57,27 +64,33 @@ const PRUNE_SLICE_END: &str = "SELECT id FROM claims WHERE id >= ?1 ORDER BY id 
 const PRUNE_SLICE: &str = "DELETE FROM claims WHERE id >= ?1 AND id < ?2 AND claimed_at < ?3";
 /// The expired rows from `?1` to the end (the last slice).
 const PRUNE_TAIL: &str = "DELETE FROM claims WHERE id >= ?1 AND claimed_at < ?2";
-/// The columns a row is read back from (schema 3).
-const COLUMNS: &str = "id, claimed_at, finished_at, run, kind, remote, refs";
+/// The columns a row is read back from (schema 5).
+const COLUMNS: &str =
+    "id, claimed_at, finished_at, run, kind, remote, refs, deadline_ms, host, pid, phase";
+/// The same from a ledger of schema 3 or 4, read as it is.
+const COLUMNS_BEFORE_5: &str =
+    "id, claimed_at, finished_at, run, kind, remote, refs, NULL, NULL, NULL, NULL";
 /// The same from a ledger older than schema 3, read as it is.
-const COLUMNS_BEFORE_3: &str = "id, claimed_at, finished_at, run, NULL, NULL, NULL";
+const COLUMNS_BEFORE_3: &str =
+    "id, claimed_at, finished_at, run, NULL, NULL, NULL, NULL, NULL, NULL, NULL";
+
+fn columns(schema: i32) -> &'static str {
+    match schema {
+        5.. => COLUMNS,
+        3 | 4 => COLUMNS_BEFORE_5,
+        _ => COLUMNS_BEFORE_3,
+    }
+}
 
 fn show_sql(schema: i32) -> String {
-    let cols = if schema >= 3 {
-        COLUMNS
-    } else {
-        COLUMNS_BEFORE_3
-    };
-    format!("SELECT {cols} FROM claims WHERE id = ?1")
+    format!("SELECT {} FROM claims WHERE id = ?1", columns(schema))
 }
 
 fn list_sql(schema: i32) -> String {
-    let cols = if schema >= 3 {
-        COLUMNS
-    } else {
-        COLUMNS_BEFORE_3
-    };
-    format!("SELECT {cols} FROM claims WHERE claimed_at >= ?1 ORDER BY claimed_at, id")
+    format!(
+        "SELECT {} FROM claims WHERE claimed_at >= ?1 ORDER BY claimed_at, id",
+        columns(schema)
+    )
 }
 
 /// When a commit is synced to disk.
@@ -476,15 +489,28 @@ impl SqliteLedger {
         Ok(())
     }
 
+    /// The row as an entry, its state judged by this reader's clock.
     fn entry(&self, raw: RawEntry) -> Result<LedgerEntry, LedgerError> {
+        let run = self.parse_run(&raw.id, raw.run.as_deref())?;
+        let since = Duration::from_millis(
+            to_ms(SystemTime::now())
+                .saturating_sub(raw.claimed_at)
+                .max(0) as u64,
+        );
+        let deadline_ms = raw.deadline_ms.map(|d| d.max(0) as u64);
         Ok(LedgerEntry {
-            run: self.parse_run(&raw.id, raw.run.as_deref())?,
+            state: EntryState::judge(run.is_some(), since, deadline_ms),
+            run,
             id: raw.id,
             claimed_at: from_ms(raw.claimed_at),
             finished_at: raw.finished_at.map(from_ms),
             kind: raw.kind,
             remote: raw.remote,
             refs: What::parse_refs(raw.refs.as_deref()),
+            deadline_ms,
+            phase: raw.phase,
+            host: raw.host,
+            pid: raw.pid.and_then(|p| u32::try_from(p).ok()),
         })
     }
 
@@ -530,6 +556,7 @@ impl Ledger for SqliteLedger {
         self.writable()?;
         let id = req.id;
         let what = What::of(req.kind, req.remote, req.refs).effect(req.effect);
+        let origin = Origin::of(req);
         let now = to_ms(SystemTime::now());
         let mut st = self.lock();
         self.bound(&st, req.left)?;
@@ -544,7 +571,10 @@ impl Ledger for SqliteLedger {
                         what.kind,
                         what.remote,
                         what.refs,
-                        what.effect
+                        what.effect,
+                        origin.deadline_ms,
+                        origin.host,
+                        origin.pid
                     ])
                 })
                 .map_err(|e| self.err(e))?;
@@ -557,22 +587,49 @@ impl Ledger for SqliteLedger {
                 .prepare_cached(READ_CLAIM)
                 .and_then(|mut s| {
                     s.query_row(params![id], |r| {
-                        Ok((
-                            r.get::<_, Option<String>>(0)?,
-                            r.get::<_, Option<String>>(1)?,
-                            r.get::<_, Option<String>>(2)?,
-                            r.get::<_, i64>(3)?,
-                        ))
+                        Ok(Unfinished {
+                            run: r.get(0)?,
+                            kind: r.get(1)?,
+                            effect: r.get(2)?,
+                            claimed_at: r.get(3)?,
+                            deadline_ms: r.get(4)?,
+                            host: r.get(5)?,
+                            pid: r.get(6)?,
+                            phase: r.get(7)?,
+                        })
                     })
                     .optional()
                 })
                 .map_err(|e| self.err(e))?;
             match row {
-                Some((Some(run), ..)) => break Claim::Taken(self.parse_run(id, Some(&run))?),
-                Some((None, kind, effect, claimed_at)) => {
-                    let since = Duration::from_millis(now.saturating_sub(claimed_at).max(0) as u64);
-                    let effect = effect.as_deref().and_then(parse_effect);
-                    break Claim::Taken(Some(PreviousRun::running(kind, effect, since)));
+                Some(Unfinished {
+                    run: Some(run),
+                    host,
+                    pid,
+                    ..
+                }) => {
+                    // The claim's host and pid stay with the run.
+                    let run = self.parse_run(id, Some(&run))?.map(|mut r| {
+                        r.host = r.host.take().or(host);
+                        r.pid = r.pid.or_else(|| pid.and_then(|p| u32::try_from(p).ok()));
+                        r
+                    });
+                    break Claim::Taken(run);
+                }
+                Some(u) => {
+                    // Judged by this process's clock.
+                    let since =
+                        Duration::from_millis(now.saturating_sub(u.claimed_at).max(0) as u64);
+                    let effect = u.effect.as_deref().and_then(parse_effect);
+                    break Claim::Taken(Some(unfinished(
+                        u.kind,
+                        effect,
+                        since,
+                        u.deadline_ms,
+                        u.host,
+                        u.pid,
+                        u.phase,
+                    )));
                 }
                 // Pruned (by another process) between the two statements:
                 // its window had passed, so the id is free again.
@@ -611,6 +668,32 @@ impl Ledger for SqliteLedger {
         committed(&mut st);
         Ok(())
     }
+
+    /// One update of the row's phase while it has no run; waits for
+    /// another process's write at most the request's `left`.
+    fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
+        self.writable()?;
+        let mut st = self.lock();
+        self.bound(&st, req.left)?;
+        st.conn
+            .prepare_cached(PROGRESS)
+            .and_then(|mut s| s.execute(params![req.id, req.phase]))
+            .map_err(|e| self.err(e))?;
+        committed(&mut st);
+        Ok(())
+    }
+}
+
+/// A taken id's row as a claim reads it.
+struct Unfinished {
+    run: Option<String>,
+    kind: Option<String>,
+    effect: Option<String>,
+    claimed_at: i64,
+    deadline_ms: Option<i64>,
+    host: Option<String>,
+    pid: Option<i64>,
+    phase: Option<String>,
 }
 
 struct RawEntry {
@@ -621,6 +704,10 @@ struct RawEntry {
     kind: Option<String>,
     remote: Option<String>,
     refs: Option<String>,
+    deadline_ms: Option<i64>,
+    host: Option<String>,
+    pid: Option<i64>,
+    phase: Option<String>,
 }
 
 fn raw_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEntry> {
@@ -632,6 +719,10 @@ fn raw_entry(r: &rusqlite::Row<'_>) -> rusqlite::Result<RawEntry> {
         kind: r.get(4)?,
         remote: r.get(5)?,
         refs: r.get(6)?,
+        deadline_ms: r.get(7)?,
+        host: r.get(8)?,
+        pid: r.get(9)?,
+        phase: r.get(10)?,
     })
 }
 

@@ -1,5 +1,5 @@
 //! The SQLite ledger's schema: created in an empty database, brought from
-//! schemas 1, 2 and 3 to 4, and checked to be a sluice ledger of a version
+//! schemas 1 to 4 to 5, and checked to be a sluice ledger of a version
 //! this crate reads. Both the store (on opening) and the JSON import (into
 //! its new database) use it; a reader ([`read_schema`]) only looks.
 
@@ -14,10 +14,14 @@ const APPLICATION_ID: i32 = 0x736c_6c67;
 /// page, not two); 3 added what ran (`kind`, `remote`, `refs` as a JSON
 /// array), written at the claim; 4 added its `effect` (`read` or
 /// `write`), so that a claim still running says whether it may have
-/// written. An older file is brought to 4 when it is opened for writing
-/// (the rows already there keep NULL: effect not known); a reader reads it
-/// as it is (the columns it lacks NULL).
-pub(crate) const SCHEMA_VERSION: i32 = 4;
+/// written; 5 added what a claim records of its run (`deadline_ms`, from
+/// the claim; `host`; `pid`) and the furthest `phase` it recorded, so that
+/// a claim whose process died reads as abandoned once its deadline has
+/// passed. An older file is brought to 5 when it is opened for writing
+/// (the rows already there keep NULL: not known, and a row without a
+/// deadline stays running); a reader reads it as it is (the columns it
+/// lacks NULL).
+pub(crate) const SCHEMA_VERSION: i32 = 5;
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS claims (
@@ -28,7 +32,11 @@ CREATE TABLE IF NOT EXISTS claims (
     kind TEXT,
     remote TEXT,
     refs TEXT,
-    effect TEXT
+    effect TEXT,
+    deadline_ms INTEGER,
+    host TEXT,
+    pid INTEGER,
+    phase TEXT
 ) WITHOUT ROWID;
 ";
 
@@ -42,6 +50,13 @@ ALTER TABLE claims ADD COLUMN refs TEXT;";
 
 /// Schema 3 to 4: the effect, NULL in the rows already there.
 const MIGRATE_3_TO_4: &str = "ALTER TABLE claims ADD COLUMN effect TEXT;";
+
+/// Schema 4 to 5: what a claim records of its run, NULL in the rows
+/// already there.
+const MIGRATE_4_TO_5: &str = "ALTER TABLE claims ADD COLUMN deadline_ms INTEGER;
+ALTER TABLE claims ADD COLUMN host TEXT;
+ALTER TABLE claims ADD COLUMN pid INTEGER;
+ALTER TABLE claims ADD COLUMN phase TEXT;";
 
 /// Check that the database is a ledger of a version this crate reads, and
 /// create the schema in an empty one.
@@ -63,7 +78,10 @@ pub(crate) fn ensure_schema(
                 if v < 3 {
                     conn.execute_batch(MIGRATE_2_TO_3)?;
                 }
-                conn.execute_batch(MIGRATE_3_TO_4)?;
+                if v < 4 {
+                    conn.execute_batch(MIGRATE_3_TO_4)?;
+                }
+                conn.execute_batch(MIGRATE_4_TO_5)?;
             }
             SchemaState::Empty => {
                 let objects: i64 =
@@ -93,7 +111,7 @@ pub(crate) fn ensure_schema(
 enum SchemaState {
     /// Not a ledger yet (a new file, or not ours: the caller looks).
     Empty,
-    /// A ledger of an older schema (1 to 3), brought to the current one on
+    /// A ledger of an older schema (1 to 4), brought to the current one on
     /// opening for writing.
     Older(i32),
     /// A ledger of this crate's schema.

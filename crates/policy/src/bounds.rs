@@ -119,6 +119,7 @@ impl Default for Bounds {
 /// | `round` | 30 s | 10 s | 5 | 200 ms doubling to 5 s, jittered |
 /// | `submit` | 60 s | 20 s | 5 | 500 ms doubling to 10 s, jittered |
 /// | `command` | 20 s | 8 s | 4 | 200 ms doubling to 5 s, jittered |
+/// | `transfer` | 15 min | 30 s | 4 | as `command`'s |
 ///
 /// Writes keep back 2 s of each attempt for settling reads (at most half of
 /// what remains of the deadline).
@@ -135,17 +136,22 @@ pub enum Profile {
     Round,
     /// Submitting a merge (a push, a forge write): a minute.
     Submit,
-    /// An interactive command; the CLI's default.
+    /// An interactive command; the CLI's default but for fetch and push.
     Command,
+    /// A person's fetch or push of a large repository: minutes (the CLI's
+    /// default for `fetch` and `push`). A moving pack runs on to the
+    /// deadline; the attempt timeout cuts waits and stalls.
+    Transfer,
 }
 
 impl Profile {
     /// Every profile, in order.
-    pub const ALL: [Profile; 4] = [
+    pub const ALL: [Profile; 5] = [
         Profile::Wait,
         Profile::Round,
         Profile::Submit,
         Profile::Command,
+        Profile::Transfer,
     ];
 
     /// The profile's name.
@@ -155,6 +161,7 @@ impl Profile {
             Profile::Round => "round",
             Profile::Submit => "submit",
             Profile::Command => "command",
+            Profile::Transfer => "transfer",
         }
     }
 
@@ -177,13 +184,17 @@ impl Profile {
                     jitter: true,
                 }),
             Profile::Command => Bounds::new(Duration::from_secs(20), Duration::from_secs(8), 4),
+            Profile::Transfer => {
+                Bounds::new(Duration::from_secs(15 * 60), Duration::from_secs(30), 4)
+            }
         }
     }
 }
 
-/// A profile name that is not one of `wait`, `round`, `submit`, `command`.
+/// A profile name that is not one of `wait`, `round`, `submit`, `command`,
+/// `transfer`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("unknown profile {0:?}: expected one of wait, round, submit, command")]
+#[error("unknown profile {0:?}: expected one of wait, round, submit, command, transfer")]
 pub struct UnknownProfile(pub String);
 
 impl FromStr for Profile {

@@ -111,9 +111,21 @@ impl Sleeper for ManualClock {
 }
 
 /// A cancel flag a caller raises to stop an operation between and during
-/// attempts.
+/// attempts, with a second level: a stop.
+///
+/// [`cancel`](CancelFlag::cancel) stops the operation's attempts; a write
+/// whose request was complete is still settled by reading (its first
+/// answered read, or the reconcile reserve after the cancel).
+/// [`stop`](CancelFlag::stop) also ends that settling and any read in
+/// flight at once: the outcome is what stands. A stop implies a cancel
+/// ([`is_cancelled`](CancelFlag::is_cancelled) is true after either).
+/// The CLI raises the first level on the first SIGINT or SIGTERM and the
+/// second on the next.
 #[derive(Debug, Clone, Default)]
-pub struct CancelFlag(Arc<AtomicBool>);
+pub struct CancelFlag {
+    cancelled: Arc<AtomicBool>,
+    stopped: Arc<AtomicBool>,
+}
 
 impl CancelFlag {
     /// A flag not raised.
@@ -121,18 +133,74 @@ impl CancelFlag {
         Self::default()
     }
 
-    /// Raise the flag.
+    /// Raise the flag (the first level).
     pub fn cancel(&self) {
-        self.0.store(true, Ordering::SeqCst);
+        self.cancelled.store(true, Ordering::SeqCst);
     }
 
-    /// Whether the flag is raised.
+    /// Raise the second level: stop at once, settling reads included. A
+    /// stop is a cancel too.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+        self.cancelled.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether the flag is raised (by [`cancel`](Self::cancel) or
+    /// [`stop`](Self::stop)).
     pub fn is_cancelled(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
+        self.cancelled.load(Ordering::SeqCst)
     }
 
-    /// The underlying atomic, for sleepers and watchdogs.
+    /// Whether the second level is raised: nothing more is read, the
+    /// outcome is what stands.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+
+    /// A flag that reads as cancelled only once this one is stopped: what
+    /// a settling read watches (a cancel leaves it alone, a stop cuts it).
+    /// Raising it stops this one.
+    pub fn stops_only(&self) -> CancelFlag {
+        CancelFlag {
+            cancelled: Arc::clone(&self.stopped),
+            stopped: Arc::clone(&self.stopped),
+        }
+    }
+
+    /// The underlying atomic of the first level, for sleepers and
+    /// watchdogs (raised by a cancel and by a stop).
     pub fn as_atomic(&self) -> &AtomicBool {
-        &self.0
+        &self.cancelled
+    }
+
+    /// The underlying atomic of the second level (raised by a stop only),
+    /// for a settling read's watchdog.
+    pub fn stop_atomic(&self) -> &AtomicBool {
+        &self.stopped
+    }
+}
+
+#[cfg(test)]
+mod cancel_tests {
+    use super::CancelFlag;
+
+    #[test]
+    fn a_stop_is_a_cancel_and_a_cancel_is_not_a_stop() {
+        let f = CancelFlag::new();
+        assert!(!f.is_cancelled() && !f.is_stopped());
+        f.cancel();
+        assert!(f.is_cancelled() && !f.is_stopped());
+        let g = CancelFlag::new();
+        let seen = g.clone();
+        g.stop();
+        assert!(seen.is_cancelled() && seen.is_stopped());
+        assert!(seen.as_atomic().load(std::sync::atomic::Ordering::SeqCst));
+        // What a settling read watches: a cancel leaves it, a stop cuts it.
+        let h = CancelFlag::new();
+        let read = h.stops_only();
+        h.cancel();
+        assert!(!read.is_cancelled());
+        h.stop();
+        assert!(read.is_cancelled() && read.is_stopped());
     }
 }

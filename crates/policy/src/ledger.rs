@@ -52,6 +52,11 @@ pub struct ClaimRequest<'a> {
     /// (none: every ref), fetch its refspecs, push one `[+]<new>:<dst>`
     /// per ref (`:<dst>` deletes).
     pub refs: Option<&'a [String]>,
+    /// The host the claim is made on (see [`this_host`]), when given: a
+    /// store keeps it so that a run whose process died can be found.
+    pub host: Option<&'a str>,
+    /// The process id making the claim, when given.
+    pub pid: Option<u32>,
 }
 
 impl<'a> ClaimRequest<'a> {
@@ -64,6 +69,8 @@ impl<'a> ClaimRequest<'a> {
             kind: None,
             remote: None,
             refs: None,
+            host: None,
+            pid: None,
         }
     }
 
@@ -80,6 +87,57 @@ impl<'a> ClaimRequest<'a> {
         self.refs = Some(refs);
         self
     }
+
+    /// With the host and process that claim (the policy gives
+    /// [`this_host`] and [`std::process::id`]).
+    pub const fn origin(mut self, host: Option<&'a str>, pid: u32) -> Self {
+        self.host = host;
+        self.pid = Some(pid);
+        self
+    }
+
+    /// The operation's deadline as a store records it: what remains of it
+    /// at the claim (`left`). A claim without a finish is abandoned once
+    /// this plus [`FINISH_FLOOR`] has passed since it was made.
+    pub const fn deadline(&self) -> Duration {
+        self.left
+    }
+}
+
+/// What a progress call asks of a [`Ledger`]: record that the run of `id`
+/// is about to take the step that completes `phase` (a push's pack, a forge
+/// write's request), within `left`. Best effort: a failure is logged by
+/// the policy and never stops the operation.
+///
+/// Built with [`ProgressRequest::new`] (fields may be added).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ProgressRequest<'a> {
+    /// The operation id (claimed by this run).
+    pub id: &'a str,
+    /// The phase the run is entering.
+    pub phase: &'a str,
+    /// The bound of the whole call.
+    pub left: Duration,
+}
+
+impl<'a> ProgressRequest<'a> {
+    /// Record that `id` is entering `phase`, within `left`.
+    pub const fn new(id: &'a str, phase: &'a str, left: Duration) -> Self {
+        ProgressRequest { id, phase, left }
+    }
+}
+
+/// This machine's host name as a claim records it (the kernel's node
+/// name), or `None` when it cannot be read. Read once per process.
+pub fn this_host() -> Option<&'static str> {
+    static HOST: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    HOST.get_or_init(|| {
+        let name = rustix::system::uname();
+        let name = name.nodename().to_string_lossy().trim().to_owned();
+        (!name.is_empty()).then_some(name)
+    })
+    .as_deref()
 }
 
 /// What a finish asks of a [`Ledger`]: record `run` as how the operation
@@ -180,6 +238,16 @@ pub trait Ledger: Send + Sync {
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError>;
     /// Record how the operation with `req.id` ended, within `req.left`.
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError>;
+    /// Record that the run of `req.id` (claimed by this process) is about
+    /// to take the step that completes `req.phase`, within `req.left`: an
+    /// abandoned run's entry shows the furthest phase it reached. Best
+    /// effort: the policy logs a failure and goes on. An id the store
+    /// never saw claimed, or one already finished, is left as it is.
+    /// Default: nothing is recorded.
+    fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
+        let _ = req;
+        Ok(())
+    }
     /// Whether the outcomes of writes under ids the policy generates are
     /// recorded here too (default: yes). A generated id is unique by
     /// construction, so it needs no claim; a ledger that outlives the
@@ -205,11 +273,14 @@ pub struct MemoryLedger {
 /// One id in a [`MemoryLedger`].
 #[derive(Debug)]
 enum Slot {
-    /// Claimed, not finished: what the claim said, and when.
+    /// Claimed, not finished: what the claim said, and when; the phase
+    /// its run recorded last.
     Running {
         kind: Option<Box<str>>,
         effect: Effect,
         at: Instant,
+        deadline: Duration,
+        phase: Option<Box<str>>,
     },
     /// Finished.
     Ended(PreviousRun),
@@ -230,11 +301,25 @@ impl Ledger for MemoryLedger {
         // One lookup: a taken id (rare) pays for its key's copy.
         match e.entry(id.to_owned()) {
             Entry::Occupied(prev) => Ok(Claim::Taken(Some(match prev.get() {
-                Slot::Running { kind, effect, at } => PreviousRun::running(
+                Slot::Running {
+                    kind,
+                    effect,
+                    at,
+                    deadline,
+                    phase,
+                } => PreviousRun::running(
                     kind.as_deref().map(str::to_owned),
                     Some(*effect),
                     at.elapsed(),
-                ),
+                )
+                // One process: the host and pid are this process's.
+                .claimed_by(
+                    Some(*deadline),
+                    this_host().map(str::to_owned),
+                    Some(std::process::id()),
+                )
+                .at_phase(phase.as_deref().map(str::to_owned))
+                .judged_at(at.elapsed()),
                 Slot::Ended(run) => run.clone(),
             }))),
             Entry::Vacant(slot) => {
@@ -242,6 +327,8 @@ impl Ledger for MemoryLedger {
                     kind: req.kind.map(Box::from),
                     effect: req.effect,
                     at: Instant::now(),
+                    deadline: req.deadline(),
+                    phase: None,
                 });
                 Ok(Claim::Claimed)
             }
@@ -256,6 +343,14 @@ impl Ledger for MemoryLedger {
             None => {
                 e.insert(id.to_string(), Slot::Ended(run));
             }
+        }
+        Ok(())
+    }
+
+    fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
+        let mut e = self.entries.lock().expect("ledger lock poisoned");
+        if let Some(Slot::Running { phase, .. }) = e.get_mut(req.id) {
+            *phase = Some(Box::from(req.phase));
         }
         Ok(())
     }
@@ -287,6 +382,11 @@ struct FileEntry {
     /// When the claim of a run still running was made (Unix ms).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     claimed_at_ms: Option<u64>,
+    /// The operation's deadline as its claim recorded it (ms from the
+    /// claim); absent in an entry written before the file kept it (such a
+    /// run reads as running, never abandoned).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    deadline_ms: Option<u64>,
 }
 
 impl FileEntry {
@@ -297,8 +397,12 @@ impl FileEntry {
             None => PreviousRun::running(None, None, Duration::ZERO),
             Some(e) => {
                 let mut run = e.run.clone();
+                run.deadline_ms = e.deadline_ms;
                 if let Some(at) = e.claimed_at_ms {
                     run.elapsed_ms = unix_ms().saturating_sub(at);
+                    // Judged by the reader's clock.
+                    let elapsed = Duration::from_millis(run.elapsed_ms);
+                    run = run.judged_at(elapsed);
                 }
                 run
             }
@@ -435,10 +539,14 @@ impl Ledger for FileLedger {
                     req.kind.map(str::to_owned),
                     Some(req.effect),
                     Duration::ZERO,
-                );
+                )
+                .claimed_by(None, req.host.map(str::to_owned), req.pid);
                 let entry = FileEntry {
                     run,
                     claimed_at_ms: Some(unix_ms()),
+                    deadline_ms: Some(
+                        u64::try_from(req.deadline().as_millis()).unwrap_or(u64::MAX),
+                    ),
                 };
                 data.operations.insert(id.to_string(), Some(entry));
                 (true, Claim::Claimed)
@@ -448,12 +556,30 @@ impl Ledger for FileLedger {
 
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
         self.with_lock(req.left, |data| {
+            // The claim's host and pid stay with the run.
+            let mut run = req.run.clone();
+            if let Some(Some(claimed)) = data.operations.get(req.id) {
+                run.host = run.host.take().or_else(|| claimed.run.host.clone());
+                run.pid = run.pid.or(claimed.run.pid);
+            }
             let entry = FileEntry {
-                run: req.run.clone(),
+                run,
                 claimed_at_ms: None,
+                deadline_ms: None,
             };
             data.operations.insert(req.id.to_string(), Some(entry));
             (true, ())
+        })
+    }
+
+    /// Rewrites the file under its lock: the phase of a run still running.
+    fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
+        self.with_lock(req.left, |data| match data.operations.get_mut(req.id) {
+            Some(Some(e)) if e.run.result == crate::outcome::PreviousResult::Running => {
+                e.run.phase = Some(req.phase.to_owned());
+                (true, ())
+            }
+            _ => (false, ()),
         })
     }
 }

@@ -109,7 +109,8 @@ pub use engine::{
 };
 pub use hint::{parse_rate_limit_reset, parse_retry_after};
 pub use ledger::{
-    Claim, ClaimRequest, FileLedger, FinishRequest, Ledger, LedgerError, MemoryLedger, FINISH_FLOOR,
+    this_host, Claim, ClaimRequest, FileLedger, FinishRequest, Ledger, LedgerError, MemoryLedger,
+    ProgressRequest, FINISH_FLOOR,
 };
 pub use outcome::{
     AttemptRecord, OperationInfo, Outcome, OutcomeKind, PreviousResult, PreviousRun, Reconciled,

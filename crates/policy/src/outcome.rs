@@ -73,9 +73,14 @@ pub enum PreviousResult {
     Unknown,
     /// It stopped on this side.
     LocalError,
-    /// It has not finished: it may still be running, or its process died;
-    /// nothing tells them apart, and nothing may start it again.
+    /// It has not finished and its deadline (plus the finish's floor) has
+    /// not passed: it may still be running. Nothing may start it again.
     Running,
+    /// It never finished and its deadline (plus the finish's floor) has
+    /// passed: its process died without a finish (SIGKILL, a power loss).
+    /// A write's `may_have_applied` is `true` (what it reached is in
+    /// [`PreviousRun::phase`]); nothing may start it again.
+    Abandoned,
 }
 
 impl PreviousResult {
@@ -88,18 +93,19 @@ impl PreviousResult {
             PreviousResult::Unknown => "unknown",
             PreviousResult::LocalError => "local-error",
             PreviousResult::Running => "running",
+            PreviousResult::Abandoned => "abandoned",
         }
     }
 
     /// How the earlier run ended as an [`OutcomeKind`]; `None` while it
-    /// is running.
+    /// is running and when it was abandoned (it never ended).
     pub const fn ended(self) -> Option<OutcomeKind> {
         match self {
             PreviousResult::Succeeded => Some(OutcomeKind::Succeeded),
             PreviousResult::Answered => Some(OutcomeKind::Answered),
             PreviousResult::Unknown => Some(OutcomeKind::Unknown),
             PreviousResult::LocalError => Some(OutcomeKind::LocalError),
-            PreviousResult::Running => None,
+            PreviousResult::Running | PreviousResult::Abandoned => None,
         }
     }
 }
@@ -139,7 +145,7 @@ impl PartialEq<PreviousResult> for OutcomeKind {
 }
 
 impl TryFrom<PreviousResult> for OutcomeKind {
-    /// The earlier run is still `running`.
+    /// The earlier run is still `running`, or was `abandoned`.
     type Error = PreviousResult;
 
     fn try_from(result: PreviousResult) -> Result<Self, Self::Error> {
@@ -269,26 +275,53 @@ pub struct SettlingRead {
 /// One id names one logical operation: a call that re-asks an id under
 /// another kind (a job's fetch id reused for its push) is rejected like any
 /// other, and `kind` says what the earlier run was.
+///
+/// Fields may be added (a minor change): it is `#[non_exhaustive]`, built
+/// by [`PreviousRun::running`] or [`Outcome::summary`] and the builders
+/// beside them, never as a literal outside this crate.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[non_exhaustive]
 pub struct PreviousRun {
     /// What the earlier run was (`ls-refs`, `fetch`, `push`, `merge-pull`,
     /// …), also while it is still running; `None` when the store did not
     /// say (a run claimed or recorded before the ledger kept it).
     #[serde(default)]
     pub kind: Option<String>,
-    /// How it ended, or [`PreviousResult::Running`] when it has not.
+    /// How it ended, [`PreviousResult::Running`] when it has not, or
+    /// [`PreviousResult::Abandoned`] when it never will.
     pub result: PreviousResult,
     /// Writes: whether the remote may hold the write (always `true` for a
-    /// write still running). Reads: `None`. A run still running whose
-    /// effect the store does not know (claimed before the store kept it)
-    /// is `true`: nothing says it did not write.
+    /// write still running or abandoned). Reads: `None`. A run still
+    /// running whose effect the store does not know (claimed before the
+    /// store kept it) is `true`: nothing says it did not write.
     #[serde(default)]
     pub may_have_applied: Option<bool>,
-    /// How long it ran (ms); while it is running, how long ago it was
-    /// claimed, as far as the store knows (`0` when it does not).
+    /// How long it ran (ms); while it is running (or abandoned), how long
+    /// ago it was claimed, as far as the store knows (`0` when it does
+    /// not).
     pub elapsed_ms: u64,
     /// Its attempt history.
     pub attempts: Vec<AttemptRecord>,
+    /// The furthest phase a run that has not finished recorded before
+    /// taking it (a push's `pack-sent` before the pack's last byte, a
+    /// forge write's `request-sent` before its request); `None` when it
+    /// recorded none or the store does not keep it (a finished run's
+    /// phases are in its attempts).
+    #[serde(default)]
+    pub phase: Option<String>,
+    /// The host its claim was made on; `None` where the store did not
+    /// record it.
+    #[serde(default)]
+    pub host: Option<String>,
+    /// The process id that made its claim; `None` where the store did not
+    /// record it.
+    #[serde(default)]
+    pub pid: Option<u32>,
+    /// The operation's deadline as its claim recorded it (ms from the
+    /// claim); `None` where the store did not record it. Not part of the
+    /// JSON document's `previous` (a ledger entry shows it).
+    #[serde(skip)]
+    pub deadline_ms: Option<u64>,
 }
 
 impl PreviousRun {
@@ -309,7 +342,65 @@ impl PreviousRun {
             },
             elapsed_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
             attempts: Vec::new(),
+            phase: None,
+            host: None,
+            pid: None,
+            deadline_ms: None,
         }
+    }
+
+    /// With what its claim recorded: the operation's deadline, the host
+    /// and the process id (each `None` where the store did not keep it).
+    #[must_use]
+    pub fn claimed_by(
+        mut self,
+        deadline: Option<Duration>,
+        host: Option<String>,
+        pid: Option<u32>,
+    ) -> Self {
+        self.deadline_ms = deadline.map(|d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX));
+        self.host = host;
+        self.pid = pid;
+        self
+    }
+
+    /// With the furthest phase the run recorded.
+    #[must_use]
+    pub fn at_phase(mut self, phase: Option<String>) -> Self {
+        self.phase = phase;
+        self
+    }
+
+    /// A run still `running` judged at `elapsed` since its claim: once its
+    /// recorded deadline plus the finish's floor has passed, it is
+    /// [`PreviousResult::Abandoned`] (its process died without a finish).
+    /// A run whose deadline the store did not record stays running, as
+    /// does any run that ended. A store that judges by another clock (a
+    /// database's) uses [`PreviousRun::abandon`].
+    #[must_use]
+    pub fn judged_at(self, elapsed: Duration) -> Self {
+        match self.deadline_ms {
+            Some(d)
+                if self.result == PreviousResult::Running
+                    && elapsed > Duration::from_millis(d) + crate::ledger::FINISH_FLOOR =>
+            {
+                self.abandon()
+            }
+            _ => self,
+        }
+    }
+
+    /// This run, which never finished, as abandoned. A write's (and one of
+    /// unknown effect) `may_have_applied` stays `true`: what it recorded is
+    /// best effort, so no recorded phase proves that no request of it was
+    /// ever complete. A read's stays `None`. A run that ended is returned
+    /// as it is.
+    #[must_use]
+    pub fn abandon(mut self) -> Self {
+        if self.result == PreviousResult::Running {
+            self.result = PreviousResult::Abandoned;
+        }
+        self
     }
 }
 
@@ -398,6 +489,56 @@ pub struct Outcome<T> {
 }
 
 impl<T> Outcome<T> {
+    /// An operation refused on this side before any attempt (a repository
+    /// that may not be used, say): `local-error`, stopped `local-error`,
+    /// no attempt and no value, `cause` kept as the error (class `local`,
+    /// phase `connect`: nothing got further, its typed error beside its
+    /// words), `may_have_applied: Some(false)` for a write (`None` for a
+    /// read), nothing recorded, `elapsed_ms: 0`.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use sluice_policy::{Effect, OperationInfo, Outcome, OutcomeKind};
+    ///
+    /// let info = OperationInfo {
+    ///     id: "op-1".into(),
+    ///     kind: "push".into(),
+    ///     effect: Effect::Write,
+    ///     remote: "git://127.0.0.1/r.git".into(),
+    ///     redirected: None,
+    /// };
+    /// let cause = std::io::Error::other("the repository may not be used");
+    /// let out: Outcome<()> = Outcome::local_error(info, cause, Duration::from_secs(20));
+    /// assert_eq!(out.kind, OutcomeKind::LocalError);
+    /// assert_eq!(out.may_have_applied, Some(false));
+    /// assert!(out.attempts.is_empty());
+    /// assert_eq!(out.deadline_ms, 20_000);
+    /// ```
+    pub fn local_error(
+        operation: OperationInfo,
+        cause: impl std::error::Error + Send + Sync + 'static,
+        deadline: Duration,
+    ) -> Self {
+        let write = operation.effect == Effect::Write;
+        Outcome {
+            kind: OutcomeKind::LocalError,
+            value: None,
+            error: Some(AttemptError::local("connect", cause.to_string()).with_source(cause)),
+            operation,
+            deadline_ms: u64::try_from(deadline.as_millis()).unwrap_or(u64::MAX),
+            elapsed_ms: 0,
+            may_have_applied: write.then_some(false),
+            stopped: Some(Stopped::LocalError),
+            attempts: Vec::new(),
+            reconciled: None,
+            refused_credentials: Vec::new(),
+            previous: None,
+            remote_messages: Vec::new(),
+            remote_messages_dropped: Default::default(),
+            recorded: None,
+        }
+    }
+
     /// Whether the operation succeeded.
     #[must_use]
     pub fn is_success(&self) -> bool {
@@ -436,6 +577,10 @@ impl<T> Outcome<T> {
             may_have_applied: self.may_have_applied,
             elapsed_ms: self.elapsed_ms,
             attempts: self.attempts.clone(),
+            phase: None,
+            host: None,
+            pid: None,
+            deadline_ms: None,
         })
     }
 }

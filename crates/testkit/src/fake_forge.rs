@@ -48,7 +48,9 @@
 //! | GET | `/repos/{o}/{r}/pulls?head=&base=&state=` | [`Endpoint::ListPulls`] |
 //! | POST | `/repos/{o}/{r}/pulls` | [`Endpoint::CreatePull`] |
 //! | GET | `/repos/{o}/{r}/commits/{ref}/status` | [`Endpoint::CombinedStatus`] |
-//! | GET | `/repos/{o}/{r}/commits/{ref}/check-runs?check_name=` | [`Endpoint::ListCheckRuns`] |
+//! | GET | `/repos/{o}/{r}/commits/{ref}/check-runs?check_name=&filter=` | [`Endpoint::ListCheckRuns`] (`filter=all`: every run; else the latest per name, as GitHub's default `latest`) |
+//! | GET | `/repos/{o}/{r}/branches/{b}/protection/required_status_checks` | [`Endpoint::RequiredStatusChecks`] (404 unless seeded) |
+//! | GET | `/repos/{o}/{r}/rules/branches/{b}` | [`Endpoint::BranchRules`] (in pages; `[]` unless seeded) |
 //! | POST | `/repos/{o}/{r}/check-runs` | [`Endpoint::CreateCheckRun`] |
 //! | POST | `/repos/{o}/{r}/issues/{n}/comments` | [`Endpoint::CreateIssueComment`] |
 //! | POST | `/app/installations/{id}/access_tokens` | [`Endpoint::AccessToken`] |
@@ -76,6 +78,7 @@ mod check_runs;
 mod comments;
 pub mod github;
 mod merges;
+mod protection;
 mod pulls;
 mod refs;
 mod statuses;
@@ -114,6 +117,10 @@ pub enum Endpoint {
     GetCheckRun,
     /// `PATCH /repos/{o}/{r}/check-runs/{id}`.
     UpdateCheckRun,
+    /// `GET /repos/{o}/{r}/branches/{b}/protection/required_status_checks`.
+    RequiredStatusChecks,
+    /// `GET /repos/{o}/{r}/rules/branches/{b}`.
+    BranchRules,
     /// `GET /zen`: a line of text.
     Zen,
     /// Anything else: 404.
@@ -272,6 +279,10 @@ struct State {
     check_runs: HashMap<String, Vec<Value>>,
     comments: HashMap<String, Vec<Value>>,
     statuses: HashMap<(String, String), Vec<Value>>,
+    /// A branch's classic protection: (contexts, checks' contexts).
+    protection: HashMap<(String, String), (Vec<String>, Vec<String>)>,
+    /// The rules that apply to a branch.
+    rules: HashMap<(String, String), Vec<Value>>,
     app_tokens: VecDeque<String>,
     app_token_lifetime: Option<Duration>,
     app_jwts: Vec<String>,
@@ -449,6 +460,70 @@ impl FakeForge {
         lock(&self.shared.state)
             .statuses
             .insert((repo.to_string(), git_ref.to_string()), list);
+    }
+
+    /// Protect `branch` of `repo` (`owner/name`) the classic way, requiring
+    /// the status checks `contexts` (the old list) and `checks` (each a
+    /// `{ context, app_id }`); its required-status-checks read answers
+    /// them (an unprotected branch's answers 404).
+    pub fn set_required_status_checks(
+        &self,
+        repo: &str,
+        branch: &str,
+        contexts: &[&str],
+        checks: &[&str],
+    ) {
+        let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect();
+        lock(&self.shared.state).protection.insert(
+            (repo.to_string(), branch.to_string()),
+            (own(contexts), own(checks)),
+        );
+    }
+
+    /// Add a rule that applies to `branch` of `repo`, as `GET
+    /// …/rules/branches/{b}` lists it (any JSON: a rule of another type, or
+    /// one this client cannot read).
+    pub fn add_branch_rule(&self, repo: &str, branch: &str, rule: Value) {
+        lock(&self.shared.state)
+            .rules
+            .entry((repo.to_string(), branch.to_string()))
+            .or_default()
+            .push(rule);
+    }
+
+    /// Add a ruleset's `required_status_checks` rule requiring `contexts`
+    /// on `branch` of `repo`.
+    pub fn add_required_checks_rule(&self, repo: &str, branch: &str, contexts: &[&str]) {
+        let checks: Vec<Value> = contexts
+            .iter()
+            .map(|c| json!({ "context": c, "integration_id": 15368 }))
+            .collect();
+        self.add_branch_rule(
+            repo,
+            branch,
+            json!({
+                "type": "required_status_checks",
+                "ruleset_source_type": "Repository",
+                "ruleset_source": repo,
+                "ruleset_id": 42,
+                "parameters": {
+                    "strict_required_status_checks_policy": false,
+                    "do_not_enforce_on_create": false,
+                    "required_status_checks": checks,
+                },
+            }),
+        );
+    }
+
+    /// Seed a check run in `repo` exactly as given (one without an `id`,
+    /// or with fields of odd types); it is listed with the head's runs
+    /// when its `head_sha` is the ref read.
+    pub fn add_raw_check_run(&self, repo: &str, run: Value) {
+        lock(&self.shared.state)
+            .check_runs
+            .entry(repo.to_string())
+            .or_default()
+            .push(run);
     }
 
     /// Seed a check run in `repo` (`owner/name`); returns its id.
@@ -1055,6 +1130,12 @@ fn route(method: &str, path: &str) -> (Endpoint, String, Vec<String>) {
                 ["commits", .., "status"] if get && rest.len() >= 3 => Endpoint::CombinedStatus,
                 ["commits", .., "check-runs"] if get && rest.len() >= 3 => Endpoint::ListCheckRuns,
                 ["check-runs"] if post => Endpoint::CreateCheckRun,
+                ["branches", .., "protection", "required_status_checks"]
+                    if get && rest.len() >= 4 =>
+                {
+                    Endpoint::RequiredStatusChecks
+                }
+                ["rules", "branches", ..] if get && rest.len() >= 3 => Endpoint::BranchRules,
                 ["issues", _, "comments"] if post => Endpoint::CreateIssueComment,
                 _ => Endpoint::Other,
             };
@@ -1268,6 +1349,10 @@ fn apply_locked(st: &mut State, req: &Request, base: &str, started: Instant) -> 
         Endpoint::GetCheckRun => check_runs::get_check_run(st, &repo, number()),
         Endpoint::UpdateCheckRun => check_runs::update_check_run(st, req, &repo, number(), started),
         Endpoint::CombinedStatus => statuses::combined_status(st, &repo, &git_ref(1, 1)),
+        Endpoint::RequiredStatusChecks => {
+            protection::required_status_checks(st, &repo, &git_ref(1, 2))
+        }
+        Endpoint::BranchRules => protection::branch_rules(st, req, &repo, &git_ref(2, 0)),
         Endpoint::CreateIssueComment => {
             comments::create_issue_comment(st, req, &repo, &rest[1], started)
         }

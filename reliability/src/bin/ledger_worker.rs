@@ -13,25 +13,24 @@ use std::io::Write;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use sluice_policy::{AttemptRecord, Claim, Class, FileLedger, Ledger, PreviousResult, PreviousRun};
+use sluice_policy::{
+    AttemptRecord, Claim, Class, Effect, FileLedger, Ledger, PreviousResult, PreviousRun,
+};
 
 fn run_of(n: u64) -> PreviousRun {
-    PreviousRun {
-        kind: None,
-        result: PreviousResult::Succeeded,
-        may_have_applied: None,
+    let mut run = PreviousRun::running(None, Some(Effect::Read), Duration::from_millis(n));
+    run.result = PreviousResult::Succeeded;
+    run.attempts = vec![AttemptRecord {
+        n: 1,
+        phase: "done".into(),
+        class: None::<Class>,
+        cause: None,
+        remaining_ms: 1000,
+        timeout_ms: 1000,
+        delay_ms: None,
         elapsed_ms: n,
-        attempts: vec![AttemptRecord {
-            n: 1,
-            phase: "done".into(),
-            class: None::<Class>,
-            cause: None,
-            remaining_ms: 1000,
-            timeout_ms: 1000,
-            delay_ms: None,
-            elapsed_ms: n,
-        }],
-    }
+    }];
+    run
 }
 
 fn main() {

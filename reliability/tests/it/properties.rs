@@ -17,10 +17,8 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use proptest::prelude::*;
 use sluice_git::push::report::{parse_lines, parse_plain, parse_sideband, pkt_payloads, Report};
-use sluice_git::{
-    check_ref_name, check_short_name, parse_lease, parse_oid, Lease, PushSpec, Remote,
-    TransportKind,
-};
+use sluice_git::push::spec::{check_ref_name, check_short_name, parse_lease, parse_oid};
+use sluice_git::{Lease, PushSpec, Remote, TransportKind};
 use sluice_policy::{parse_rate_limit_reset, parse_retry_after, Profile};
 use sluice_testkit::pktline::{self, Framer, OwnedPkt};
 

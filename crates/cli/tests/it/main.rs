@@ -35,3 +35,4 @@ mod secrets;
 mod signals;
 mod ssh_command;
 mod user_side;
+mod write_errors;

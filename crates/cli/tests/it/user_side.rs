@@ -354,7 +354,13 @@ fn a_repository_owned_by_another_user_is_refused_unless_safe_directory_allows_it
         env.push(("HOME", "/nonexistent"));
         run_in("runuser", top, &all, &env)
     };
-    let sl = env!("CARGO_BIN_EXE_sluice-remote");
+    // `nobody` runs a copy of the binary in the 0755 directory: the build's
+    // own directory may sit under a private (0700) one.
+    let bin = top.join("sluice-remote");
+    std::fs::copy(env!("CARGO_BIN_EXE_sluice-remote"), &bin).expect("copy the binary");
+    std::fs::set_permissions(&bin, std::os::unix::fs::PermissionsExt::from_mode(0o755))
+        .expect("chmod");
+    let sl = &p(&bin);
     let ssh = "ssh://127.0.0.1:1/x.git";
     let r = p(&repo_dir);
 

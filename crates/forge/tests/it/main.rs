@@ -8,5 +8,6 @@ mod credentials_and_wire;
 mod evidence;
 mod exercise;
 mod https;
+mod required_checks;
 mod resends;
 mod writes;

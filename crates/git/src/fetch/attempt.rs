@@ -15,11 +15,13 @@ use sluice_policy::text::error_chain;
 use sluice_policy::{AttemptError, Effect, Outcome, Rejection};
 
 use super::indexer::EntryGuard;
+use super::named::Named;
 use super::{FetchOptions, FetchStatus, FetchedRef, ForMerge, Received, TagMode};
 use crate::attempt::{shielded, Attempt};
-use crate::client::{no_auth, GitClient, InputError};
+use crate::client::{no_auth, GitClient};
 use crate::connect::{ssh_config, Meta, Session};
 use crate::error::{GitError, GitPhase};
+use crate::input::InputError;
 use crate::progress::{Progress, Sink};
 use crate::remote::Remote;
 use crate::view::attempt_view;
@@ -42,15 +44,6 @@ struct FetchJob<'a> {
     /// its own: the remote-tracking refs they map are updated too.
     tracking: Vec<gix::refspec::RefSpec>,
     opts: &'a CallOptions,
-}
-
-/// What a fetch of a configured remote by name adds to a fetch of its URL.
-pub(crate) struct Named<'a> {
-    /// Which refs `FETCH_HEAD` marks for merge.
-    pub for_merge: &'a ForMerge,
-    /// The remote's `fetch` lines when the caller gave refspecs of its
-    /// own (git's opportunistic remote-tracking updates); else empty.
-    pub tracking: &'a [String],
 }
 
 /// Advertised: the session, gix's handshake and the ref map (what each
@@ -209,7 +202,7 @@ impl GitClient {
                 let typed = GitError::Refused {
                     phase: GitPhase::Done,
                     name: local.to_string(),
-                    reason: crate::push::RejectReason::from_report(detail),
+                    reason: crate::reject::RejectReason::from_report(detail),
                     detail: detail.to_string(),
                 };
                 Some(Rejection {

@@ -7,9 +7,10 @@
 
 pub(crate) mod apply;
 mod attempt;
-pub(crate) use attempt::Named;
 pub(crate) mod fetch_head;
 pub(crate) mod indexer;
+mod named;
+pub(crate) mod options;
 pub(crate) mod refs;
 mod tips;
 
@@ -20,45 +21,10 @@ use std::sync::atomic::AtomicBool;
 use gix::protocol::fetch::{negotiate, Arguments, RefMap};
 
 pub use fetch_head::ForMerge;
+pub use options::{FetchOptions, TagMode};
 pub(crate) use refs::prune as prune_refs;
 pub(crate) use refs::update as update_refs;
 pub use refs::FetchStatus;
-
-/// Which tags a fetch brings besides what its refspecs name.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum TagMode {
-    /// git's default: tags pointing into what the fetch brings
-    /// (`refs/tags/*` to `refs/tags/*`, only those the new history reaches).
-    #[default]
-    Follow,
-    /// `--tags`: every tag the remote has, to `refs/tags/*`.
-    All,
-    /// `--no-tags`: no tag but those the refspecs name.
-    None,
-}
-
-impl TagMode {
-    pub(crate) fn to_gix(self) -> gix::protocol::fetch::Tags {
-        match self {
-            TagMode::Follow => gix::protocol::fetch::Tags::Included,
-            TagMode::All => gix::protocol::fetch::Tags::All,
-            TagMode::None => gix::protocol::fetch::Tags::None,
-        }
-    }
-}
-
-/// What a fetch does beside its refspecs: `git fetch`'s `--prune`,
-/// `--tags` and `--no-tags`.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct FetchOptions {
-    /// Delete the local refs in a glob refspec's destination space
-    /// (`refs/remotes/origin/*`) whose remote ref is gone (status
-    /// [`FetchStatus::Pruned`]). Tags followed or fetched by `tags` are
-    /// never pruned; those an explicit refspec names are.
-    pub prune: bool,
-    /// Which tags come along.
-    pub tags: TagMode,
-}
 
 /// One ref a fetch brought.
 #[derive(Clone, Debug, PartialEq, Eq)]

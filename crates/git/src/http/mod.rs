@@ -42,6 +42,7 @@
 
 pub(crate) mod exchange;
 pub(crate) mod redirect;
+pub(crate) mod v2_remotes;
 
 use std::future::Future;
 use std::sync::{Arc, Mutex};

@@ -18,15 +18,18 @@ use gix::protocol::transport::Service;
 use sluice_policy::{CancelFlag, Effect, Outcome};
 
 use crate::attempt::{shielded, Attempt};
-use crate::client::{no_auth, GitClient, InputError};
+use crate::client::{no_auth, GitClient};
 use crate::connect::{Dial, Session};
 use crate::error::{GitError, GitPhase};
+#[cfg(feature = "http")]
+use crate::http::v2_remotes::SeenV2;
+use crate::input::InputError;
 use crate::remote::Remote;
 #[cfg(feature = "http")]
 use crate::remote::TransportKind;
 use crate::remote_ref::RemoteRef;
 #[cfg(feature = "http")]
-use one_request::{Miss, SeenV2};
+use one_request::Miss;
 use sluice_policy::CallOptions;
 
 impl GitClient {

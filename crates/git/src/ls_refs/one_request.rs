@@ -5,7 +5,7 @@
 //! `info/refs` for the capabilities, then the POST of the command. Both are
 //! stateless, and a v2 server's capabilities do not change between two
 //! calls a few seconds apart, so once a remote answered v2 the client
-//! remembers it (for [`FRESH`]) and sends the `ls-refs` POST alone. Anything
+//! remembers it (for `http::v2_remotes::FRESH`) and sends the `ls-refs` POST alone. Anything
 //! unexpected in that answer (not pkt-lines, not refs) forgets the remote
 //! and the same attempt goes the long way; an answer the wire judged (a
 //! status, a cut, a timeout) is the attempt's result, classed as always.
@@ -15,10 +15,7 @@
 //! answered with a redirect (the repository moved again) goes the long
 //! way, whose GET follows it.
 
-use std::collections::HashMap;
 use std::io::{Read, Write};
-use std::sync::Mutex;
-use std::time::{Duration, Instant};
 
 use gix::ObjectId;
 use gix_transport::client::blocking_io::http::{Http, PostBodyDataKind, PostResponse};
@@ -28,47 +25,8 @@ use crate::error::{GitError, GitPhase};
 use crate::pktline::FramingError;
 use crate::remote_ref::RemoteRef;
 
-/// How long a remote's v2 answer is trusted without asking again.
-pub(crate) const FRESH: Duration = Duration::from_secs(300);
-
 /// The most a one-request listing may be (a million refs is about 80 MiB).
 const MAX_LISTING: u64 = 256 << 20;
-
-/// What a remote seen speaking v2 answered: whether it lists unborn
-/// refs, and the base its `info/refs` redirected to, if it did.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct SeenV2 {
-    /// `ls-refs=unborn` was offered.
-    pub unborn: bool,
-    /// Where the remote's requests go now, when it redirected.
-    pub base: Option<String>,
-}
-
-/// Remotes seen speaking v2 over HTTP: URL → (when, what it answered).
-#[derive(Debug, Default)]
-pub(crate) struct V2Remotes(Mutex<HashMap<String, (Instant, SeenV2)>>);
-
-impl V2Remotes {
-    /// Whether `url` spoke v2 lately: what it answered.
-    pub fn get(&self, url: &str) -> Option<SeenV2> {
-        let map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.get(url)
-            .filter(|(at, _)| at.elapsed() < FRESH)
-            .map(|(_, seen)| seen.clone())
-    }
-
-    /// `url` answered v2 just now.
-    pub fn put(&self, url: &str, seen: SeenV2) {
-        let mut map = self.0.lock().unwrap_or_else(|p| p.into_inner());
-        map.retain(|_, (at, _)| at.elapsed() < FRESH);
-        map.insert(url.to_string(), (Instant::now(), seen));
-    }
-
-    /// Ask `url` the long way next time.
-    pub fn forget(&self, url: &str) {
-        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(url);
-    }
-}
 
 /// Why the one-request listing did not give refs.
 pub(crate) enum Miss {

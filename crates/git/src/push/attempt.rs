@@ -9,12 +9,13 @@ use sluice_policy::{Effect, Outcome, Rejection};
 
 use super::steps::{self, Decided};
 use super::{
-    check_ref_name, PushJob, PushOptions, PushReport, PushState, RefResult, RefStatus, RefUpdate,
-    RejectReason,
+    spec::check_ref_name, PushJob, PushOptions, PushReport, PushState, RefResult, RefStatus,
+    RefUpdate, RejectReason,
 };
 use crate::attempt::{shielded, Attempt};
-use crate::client::{GitClient, InputError};
+use crate::client::GitClient;
 use crate::error::{GitError, GitPhase};
+use crate::input::InputError;
 use crate::remote::Remote;
 use crate::view::attempt_view;
 use sluice_policy::CallOptions;

@@ -32,14 +32,15 @@ impl GitClient {
         };
         let prefixes: Vec<String> = updates.iter().map(|u| u.dst.clone()).collect();
         // A cancelled push is still settled: the read ignores the caller's
-        // cancel flag and is bounded by this read's timeout (the attempt
-        // timeout, capped by what remains).
+        // cancel (not its stop: a second signal ends it at once) and is
+        // bounded by this read's timeout (the attempt timeout, capped by
+        // what remains).
         let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             self.ls_refs_once(
                 remote,
                 &prefixes,
                 rctx.timeout,
-                &sluice_policy::CancelFlag::new(),
+                &rctx.cancel_flag().stops_only(),
                 rctx.credential().map(|c| c.secret()),
             )
         }))

@@ -6,7 +6,7 @@
 
 use gix::ObjectId;
 
-use crate::client::InputError;
+use crate::input::InputError;
 use crate::named_remote::NamedRemote;
 
 /// `[+]<SRC>:<DST>` before its source is resolved.

@@ -27,7 +27,8 @@ use gix::protocol::transport::{Protocol, Service};
 use gix::ObjectId;
 
 use super::advert;
-use super::pack::{self, Counted, PackStats};
+use super::pack::write::{Counted, ProgressWriter};
+use super::pack::{self, PackStats};
 use super::report::{self, Report};
 use super::{Lease, PushJob, PushReport, RefResult, RefStatus, RefUpdate, RejectReason};
 use crate::attempt::Attempt;
@@ -344,7 +345,7 @@ impl<'s> Advertised<'s> {
         // bases of what changed (a repeat is dropped when counting).
         let mut remote_tips: Vec<ObjectId> = plan.commands.iter().filter_map(|c| c.old).collect();
         remote_tips.extend(self.adv.tips.iter().copied());
-        pack::count(
+        pack::count::count(
             self.repo,
             &new_tips,
             &remote_tips,
@@ -534,8 +535,8 @@ impl<'s> CommandsSent<'s> {
                     bytes: 0,
                 });
             }
-            let mut sending = pack::ProgressWriter::new(&mut w, objects, progress.cloned());
-            let st = pack::write(counted, &mut sending).map_err(|e| {
+            let mut sending = ProgressWriter::new(&mut w, objects, progress.cloned());
+            let st = pack::write::write(counted, &mut sending).map_err(|e| {
                 // The sink failing is a cut before the request was
                 // complete, classed from the wire; anything else is local.
                 e.into_git(GitPhase::CommandsSent, |sink| {

@@ -21,13 +21,14 @@ use std::time::{Duration, Instant, SystemTime};
 
 use sluice_policy::{
     BudgetStore, Claim, ClaimRequest, FinishRequest, Ledger, LedgerError, LocalBudgets,
-    PreviousRun, RetryBudget,
+    PreviousRun, ProgressRequest, RetryBudget,
 };
 use tokio_postgres::types::Type;
 use tokio_postgres::Client;
 
 use crate::entry::{
-    from_ms, parse_effect, to_ms, LedgerEntry, What, DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL,
+    from_ms, parse_effect, to_ms, unfinished, EntryState, LedgerEntry, Origin, What,
+    DEFAULT_RETENTION, PRUNE_BATCH, PRUNE_INTERVAL,
 };
 use pool::Pool;
 pub use pool::MAX_CONNECTIONS;
@@ -39,8 +40,12 @@ pub use pool::MAX_CONNECTIONS;
 /// claim still running says whether it may have written. A database of an
 /// older schema is brought to 3 when a store opens it (the rows already
 /// there keep NULL: not known); a replica of an earlier version then
-/// refuses it, naming the newer schema.
-pub const PG_SCHEMA_VERSION: i32 = 3;
+/// refuses it, naming the newer schema. 4 added what a claim records of
+/// its run (`deadline_ms` from the claim, `host`, `pid`) and the furthest
+/// `phase` it recorded: a claim without a finish whose deadline plus the
+/// finish's floor has passed by the database's clock is abandoned (rows
+/// without a deadline stay running).
+pub const PG_SCHEMA_VERSION: i32 = 4;
 
 /// How long a TCP connect waits when the URL sets no `connect_timeout`:
 /// 5 s (every call is bounded by its own time left as well).
@@ -79,8 +84,9 @@ mod sql {
 
     pub(super) fn claim() -> String {
         format!(
-            "INSERT INTO sluice_ledger (id, claimed_at, token, kind, remote, refs, effect)
-             VALUES ($1, {NOW_MS}, $2, $3, $4, $5, $6)
+            "INSERT INTO sluice_ledger
+               (id, claimed_at, token, kind, remote, refs, effect, deadline_ms, host, pid)
+             VALUES ($1, {NOW_MS}, $2, $3, $4, $5, $6, $7, $8, $9)
              ON CONFLICT (id) DO NOTHING"
         )
     }
@@ -90,10 +96,14 @@ mod sql {
     /// server's clock).
     pub(super) fn read_claim() -> String {
         format!(
-            "SELECT token, run, kind, effect, {NOW_MS} - claimed_at
+            "SELECT token, run, kind, effect, {NOW_MS} - claimed_at, deadline_ms, host, pid, phase
              FROM sluice_ledger WHERE id = $1"
         )
     }
+
+    /// The phase a run still running records (best effort).
+    pub(super) const PROGRESS: &str =
+        "UPDATE sluice_ledger SET phase = $2 WHERE id = $1 AND run IS NULL";
 
     pub(super) fn finish() -> String {
         format!(
@@ -116,24 +126,37 @@ mod sql {
         )
     }
 
-    pub(super) const SHOW: &str =
-        "SELECT id, claimed_at, finished_at, run, kind, remote, refs FROM sluice_ledger WHERE id = $1";
-
-    pub(super) const LIST: &str = "SELECT id, claimed_at, finished_at, run, kind, remote, refs
-         FROM sluice_ledger WHERE claimed_at >= $1 ORDER BY claimed_at, id";
-
-    /// A read (`SHOW`, `LIST`) for a ledger of `schema`: before 2, what ran
-    /// is read as NULL.
-    pub(super) fn columns(read: &str, schema: i32) -> String {
-        if schema >= 2 {
-            read.to_string()
+    /// The columns of a row read back from a ledger of `schema` (what it
+    /// lacks read as NULL), the last one the row's age by the server's
+    /// clock (ms).
+    fn row_columns(schema: i32) -> String {
+        let what = if schema >= 2 {
+            "kind, remote, refs"
         } else {
-            read.replacen(
-                "kind, remote, refs",
-                "NULL::text, NULL::text, NULL::text",
-                1,
-            )
-        }
+            "NULL::text, NULL::text, NULL::text"
+        };
+        let claim = if schema >= 4 {
+            "deadline_ms, host, pid, phase"
+        } else {
+            "NULL::bigint, NULL::text, NULL::bigint, NULL::text"
+        };
+        format!("id, claimed_at, finished_at, run, {what}, {claim}, {NOW_MS} - claimed_at")
+    }
+
+    /// `ledger show` of a ledger of `schema`.
+    pub(super) fn show(schema: i32) -> String {
+        format!(
+            "SELECT {} FROM sluice_ledger WHERE id = $1",
+            row_columns(schema)
+        )
+    }
+
+    /// `ledger list` of a ledger of `schema`.
+    pub(super) fn list(schema: i32) -> String {
+        format!(
+            "SELECT {} FROM sluice_ledger WHERE claimed_at >= $1 ORDER BY claimed_at, id",
+            row_columns(schema)
+        )
     }
 
     /// $1 host, $2 capacity, $3 refill per second. `level` is the bucket
@@ -174,7 +197,11 @@ mod sql {
              kind text,
              remote text,
              refs text,
-             effect text
+             effect text,
+             deadline_ms bigint,
+             host text,
+             pid bigint,
+             phase text
          );
          CREATE INDEX sluice_ledger_claimed_at ON sluice_ledger (claimed_at);
          CREATE TABLE sluice_retry_budget (
@@ -195,6 +222,15 @@ mod sql {
     pub(super) const MIGRATE_2_TO_3: &str = "ALTER TABLE sluice_ledger
          ADD COLUMN IF NOT EXISTS effect text;
          UPDATE sluice_schema SET version = 3 WHERE component = 'ledger'";
+
+    /// Schema 3 to 4: what a claim records of its run, NULL in the rows
+    /// already there.
+    pub(super) const MIGRATE_3_TO_4: &str = "ALTER TABLE sluice_ledger
+         ADD COLUMN IF NOT EXISTS deadline_ms bigint,
+         ADD COLUMN IF NOT EXISTS host text,
+         ADD COLUMN IF NOT EXISTS pid bigint,
+         ADD COLUMN IF NOT EXISTS phase text;
+         UPDATE sluice_schema SET version = 4 WHERE component = 'ledger'";
 }
 
 /// Create the schema in a database that has none, or check that the one
@@ -220,11 +256,15 @@ async fn ensure_schema(c: &mut Client) -> Result<Result<(), String>, tokio_postg
         .map(|r| r.get(0));
     match version {
         Some(PG_SCHEMA_VERSION) => {}
-        Some(1) => {
-            tx.batch_execute(sql::MIGRATE_1_TO_2).await?;
-            tx.batch_execute(sql::MIGRATE_2_TO_3).await?;
+        Some(v @ 1..=3) => {
+            if v < 2 {
+                tx.batch_execute(sql::MIGRATE_1_TO_2).await?;
+            }
+            if v < 3 {
+                tx.batch_execute(sql::MIGRATE_2_TO_3).await?;
+            }
+            tx.batch_execute(sql::MIGRATE_3_TO_4).await?;
         }
-        Some(2) => tx.batch_execute(sql::MIGRATE_2_TO_3).await?,
         Some(v) if v > PG_SCHEMA_VERSION => {
             return Ok(Err(format!(
                 "written by a newer sluice (ledger schema {v}; this one reads {PG_SCHEMA_VERSION})"
@@ -474,11 +514,18 @@ impl PostgresLedger {
     /// `claim` does): a claim of the id while it runs is answered running,
     /// its kind `None` and `may_have_applied: Some(true)`.
     pub fn claim_within(&self, id: &str, left: Duration) -> Result<Claim, LedgerError> {
-        self.claim_what(id, &What::default(), left)
+        self.claim_what(id, &What::default(), &Origin::default(), left)
     }
 
-    /// [`claim_within`](Self::claim_within), writing what ran beside the id.
-    fn claim_what(&self, id: &str, what: &What, left: Duration) -> Result<Claim, LedgerError> {
+    /// [`claim_within`](Self::claim_within), writing what ran beside the id
+    /// and what the claim records of its run.
+    fn claim_what(
+        &self,
+        id: &str,
+        what: &What,
+        origin: &Origin,
+        left: Duration,
+    ) -> Result<Claim, LedgerError> {
         let started = Instant::now();
         let token = claim_token();
         let claim_sql = sql::claim();
@@ -496,6 +543,9 @@ impl PostgresLedger {
                             (&what.remote, Type::TEXT),
                             (&what.refs, Type::TEXT),
                             (&what.effect, Type::TEXT),
+                            (&origin.deadline_ms, Type::INT8),
+                            (&origin.host, Type::TEXT),
+                            (&origin.pid, Type::INT8),
                         ],
                     )
                     .await?;
@@ -512,13 +562,37 @@ impl PostgresLedger {
                 (false, Some(row)) if row.token.as_deref() == Some(token.as_str()) => {
                     break Claim::Claimed
                 }
-                (false, Some(TakenRow { run: Some(run), .. })) => {
-                    break Claim::Taken(self.parse_run(id, Some(&run))?)
+                (
+                    false,
+                    Some(TakenRow {
+                        run: Some(run),
+                        host,
+                        pid,
+                        ..
+                    }),
+                ) => {
+                    // The claim's host and pid stay with the run.
+                    let run = self.parse_run(id, Some(&run))?.map(|mut r| {
+                        r.host = r.host.take().or(host);
+                        r.pid = r.pid.or_else(|| pid.and_then(|p| u32::try_from(p).ok()));
+                        r
+                    });
+                    break Claim::Taken(run);
                 }
                 (false, Some(row)) => {
+                    // Judged by the database's clock: one clock for every
+                    // replica.
                     let since = Duration::from_millis(row.since_ms.max(0) as u64);
                     let effect = row.effect.as_deref().and_then(parse_effect);
-                    break Claim::Taken(Some(PreviousRun::running(row.kind, effect, since)));
+                    break Claim::Taken(Some(unfinished(
+                        row.kind,
+                        effect,
+                        since,
+                        row.deadline_ms,
+                        row.host,
+                        row.pid,
+                        row.phase,
+                    )));
                 }
                 // Pruned between the two statements: the id is free again.
                 (false, None) => continue,
@@ -594,7 +668,7 @@ impl PostgresLedger {
 
     /// The row of `id`, if it is kept.
     pub fn show(&self, id: &str) -> Result<Option<LedgerEntry>, LedgerError> {
-        let show = sql::columns(sql::SHOW, self.schema);
+        let show = sql::show(self.schema);
         let row = self.pool.with(READ_TIMEOUT, async |c: &Client| {
             c.query_typed_opt(&show, &[(&id, Type::TEXT)]).await
         })?;
@@ -604,24 +678,34 @@ impl PostgresLedger {
     /// The rows claimed at or after `since`, oldest first (ties by id).
     pub fn list(&self, since: SystemTime) -> Result<Vec<LedgerEntry>, LedgerError> {
         let since = to_ms(since);
-        let list = sql::columns(sql::LIST, self.schema);
+        let list = sql::list(self.schema);
         let rows = self.pool.with(LIST_TIMEOUT, async |c: &Client| {
             c.query_typed(&list, &[(&since, Type::INT8)]).await
         })?;
         rows.iter().map(|r| self.entry(r)).collect()
     }
 
+    /// The row as an entry, its state judged by the database's clock.
     fn entry(&self, r: &tokio_postgres::Row) -> Result<LedgerEntry, LedgerError> {
         let id: String = r.get(0);
-        let run: Option<String> = r.get(3);
+        let run = self.parse_run(&id, r.get::<_, Option<&str>>(3))?;
+        let deadline_ms = r.get::<_, Option<i64>>(7).map(|d| d.max(0) as u64);
+        let since = Duration::from_millis(r.get::<_, i64>(11).max(0) as u64);
         Ok(LedgerEntry {
-            run: self.parse_run(&id, run.as_deref())?,
+            state: EntryState::judge(run.is_some(), since, deadline_ms),
+            run,
             claimed_at: from_ms(r.get(1)),
             finished_at: r.get::<_, Option<i64>>(2).map(from_ms),
             id,
             kind: r.get(4),
             remote: r.get(5),
             refs: What::parse_refs(r.get::<_, Option<&str>>(6)),
+            deadline_ms,
+            host: r.get(8),
+            pid: r
+                .get::<_, Option<i64>>(9)
+                .and_then(|p| u32::try_from(p).ok()),
+            phase: r.get(10),
         })
     }
 
@@ -657,13 +741,24 @@ impl Ledger for PostgresLedger {
     /// [`PostgresLedger::claim_within`] the request's `left`.
     fn claim(&self, req: &ClaimRequest<'_>) -> Result<Claim, LedgerError> {
         let what = What::of(req.kind, req.remote, req.refs).effect(req.effect);
-        self.claim_what(req.id, &what, req.left)
+        self.claim_what(req.id, &what, &Origin::of(req), req.left)
     }
 
     /// [`PostgresLedger::finish_within`] the request's `left`.
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
         let what = What::of(req.kind, req.remote, req.refs).effect(req.effect);
         self.finish_what(req.id, req.run, &what, req.left)
+    }
+
+    /// One update of the row's phase while it has no run, within the
+    /// request's `left`.
+    fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
+        let (id, phase) = (req.id, req.phase);
+        self.pool.with(req.left, async |c: &Client| {
+            c.execute_typed(sql::PROGRESS, &[(&id, Type::TEXT), (&phase, Type::TEXT)])
+                .await
+        })?;
+        Ok(())
     }
 }
 
@@ -675,6 +770,10 @@ struct TakenRow {
     effect: Option<String>,
     /// How long ago it was claimed (ms, the server's clock).
     since_ms: i64,
+    deadline_ms: Option<i64>,
+    host: Option<String>,
+    pid: Option<i64>,
+    phase: Option<String>,
 }
 
 impl TakenRow {
@@ -685,6 +784,10 @@ impl TakenRow {
             kind: r.get(2),
             effect: r.get(3),
             since_ms: r.get(4),
+            deadline_ms: r.get(5),
+            host: r.get(6),
+            pid: r.get(7),
+            phase: r.get(8),
         }
     }
 }

@@ -327,7 +327,7 @@ fn a_schema_1_ledger_is_brought_to_the_current_schema_keeping_its_rows() {
     let version: i32 = raw
         .query_row("PRAGMA user_version", [], |r| r.get(0))
         .expect("version");
-    assert_eq!(version, 4);
+    assert_eq!(version, 5);
     let indexes: i64 = raw
         .query_row(
             "SELECT count(*) FROM sqlite_schema WHERE type = 'index' AND name = 'claims_claimed_at'",
@@ -510,11 +510,11 @@ fn a_schema_2_ledger_is_read_as_it_is_and_migrated_when_opened_for_writing() {
     assert_eq!(fs::read(&path).expect("read"), bytes, "not written");
     assert_eq!(user_version(&path), 2, "not migrated by a read");
 
-    // A writer brings it to schema 4: the old rows stay, new ones say what
+    // A writer brings it to schema 5: the old rows stay, new ones say what
     // ran. The old claim still running is answered so, of a kind and
     // effect not known (a write may have applied).
     let writer = SqliteLedger::open(&path).expect("opens and migrates");
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     let old = running(writer.claim(&req("old-running")).expect("claim"));
     assert_eq!(
         (old.kind, old.may_have_applied),
@@ -566,7 +566,7 @@ fn a_schema_3_ledgers_claim_still_running_keeps_its_kind_once_migrated() {
         .expect("a claim still running");
     }
     let ledger = SqliteLedger::open(&path).expect("opens and migrates");
-    assert_eq!(user_version(&path), 4);
+    assert_eq!(user_version(&path), 5);
     let earlier = running(
         ledger
             .claim(&req("job").operation("push", "git://h/r.git"))
@@ -654,7 +654,11 @@ fn a_claim_still_running_is_answered_with_its_kind_effect_and_age() {
             [],
         )
         .expect("an hour earlier");
-    let earlier = running(other.claim(&push).expect("claim"));
+    // Its deadline (plus the finish's floor) long past: abandoned.
+    let Claim::Taken(Some(earlier)) = other.claim(&push).expect("claim") else {
+        panic!("taken");
+    };
+    assert_eq!(earlier.result, PreviousResult::Abandoned, "{earlier:?}");
     assert!(earlier.elapsed_ms >= 3_600_000, "{earlier:?}");
     // Once it ends, its run is the answer.
     let run = a_run();

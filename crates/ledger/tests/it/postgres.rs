@@ -214,7 +214,7 @@ fn the_schema_is_created_once_and_a_newer_one_is_refused() {
         pg.psql("SELECT version FROM sluice_schema WHERE component = 'ledger'")
             .expect("psql")
             .trim(),
-        "3"
+        "4"
     );
     pg.psql("UPDATE sluice_schema SET version = 99 WHERE component = 'ledger'")
         .expect("psql");
@@ -269,7 +269,7 @@ fn a_read_creates_no_ledger_and_a_schema_1_database_is_read_as_it_is_then_migrat
         pg.psql("SELECT version FROM sluice_schema WHERE component = 'ledger'")
             .expect("psql")
             .trim(),
-        "3"
+        "4"
     );
     // The old claim still running: of a kind and effect not known (a write
     // may have applied), claimed a minute ago.

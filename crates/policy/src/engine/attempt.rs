@@ -63,6 +63,7 @@ impl Run<'_> {
             phase: Cow::Borrowed("connect"),
             messages: Vec::new(),
             dropped: Default::default(),
+            progress: &|phase| self.progress(phase),
         };
         let result = attempt(&mut ctx);
         let phase = ctx.phase.clone();

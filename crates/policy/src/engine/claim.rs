@@ -27,7 +27,8 @@ impl Run<'_> {
             // step): a store that cannot answer in that time fails it.
             let left = self.remaining_at(policy.clock.now());
             let mut req = ClaimRequest::new(id, self.info.effect, left)
-                .operation(&self.info.kind, &self.info.remote);
+                .operation(&self.info.kind, &self.info.remote)
+                .origin(crate::ledger::this_host(), std::process::id());
             if let Some(refs) = &self.refs {
                 req = req.refs(refs);
             }
@@ -68,6 +69,26 @@ impl Run<'_> {
                 o.error = Some(AttemptError::local("connect", e.to_string()).with_source(e));
                 Err(Box::new(o))
             }
+        }
+    }
+}
+
+impl Run<'_> {
+    /// Record in the ledger that this write is entering `phase` (see
+    /// [`AttemptCtx::entering`](super::AttemptCtx::entering)): bounded by
+    /// what remains, at most [`FINISH_FLOOR`](crate::FINISH_FLOOR); a
+    /// failure is logged, never the operation's. Nothing for a read or a
+    /// generated id (no claim of it exists).
+    pub(super) fn progress(&self, phase: &str) {
+        if !self.write || self.generated {
+            return;
+        }
+        let left = self
+            .remaining_at(self.policy.clock.now())
+            .min(crate::ledger::FINISH_FLOOR);
+        let req = crate::ledger::ProgressRequest::new(self.id(), phase, left);
+        if let Err(e) = self.policy.ledger.progress(&req) {
+            tracing::warn!(op = %self.id(), phase, error = %e, "the ledger could not record the phase reached; going on");
         }
     }
 }

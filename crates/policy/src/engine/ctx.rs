@@ -42,9 +42,22 @@ pub struct AttemptCtx<'a> {
     pub(super) phase: Cow<'static, str>,
     pub(super) messages: Vec<String>,
     pub(super) dropped: crate::remote_text::RemoteTextDropped,
+    /// Records a phase in the ledger before a write takes its step.
+    pub(super) progress: &'a dyn Fn(&str),
 }
 
 impl AttemptCtx<'_> {
+    /// Say that a write is about to take the step that completes `phase`,
+    /// after which it may have applied (a push's `pack-sent`, before the
+    /// pack's last byte; a forge write's `request-sent`, before its request
+    /// goes out). The ledger records it first, so that a run whose process
+    /// dies shows how far it got. Best effort and bounded: a ledger that
+    /// cannot record it is logged and the attempt goes on. Nothing for a
+    /// read, nor for an id no ledger claimed.
+    pub fn entering(&self, phase: &str) {
+        (self.progress)(phase);
+    }
+
     /// Keep a line the server said beside the protocol (side-band 2, a
     /// hook's words): the outcome's `remote_messages`, in order.
     pub fn remote_message(&mut self, line: impl Into<String>) {

@@ -55,7 +55,14 @@ impl Run<'_> {
             answered_agrees(&mut out);
         }
         if self.records() {
-            out.recorded = Some(self.policy.record(&out, self.end(), self.refs.as_deref()));
+            // After a stop (a second signal) the finish gets its floor, not
+            // what remains of the deadline: the outcome is what stands.
+            let end = if self.cancel.is_stopped() {
+                self.policy.clock.now()
+            } else {
+                self.end()
+            };
+            out.recorded = Some(self.policy.record(&out, end, self.refs.as_deref()));
         }
         out
     }

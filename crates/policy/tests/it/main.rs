@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod abandoned;
 mod attempts;
 mod credentials;
 mod evidence;

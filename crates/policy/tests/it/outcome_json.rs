@@ -172,10 +172,15 @@ fn a_rejected_outcome_carries_the_earlier_run_in_its_documented_shape() {
             "result",
             "may_have_applied",
             "elapsed_ms",
-            "attempts"
+            "attempts",
+            "phase",
+            "host",
+            "pid"
         ])
     );
     assert_eq!(v["previous"]["result"], "answered");
+    // A finished run's phases are in its attempts.
+    assert_eq!(v["previous"]["phase"], Value::Null);
     assert_eq!(v["previous"]["kind"], "ls-refs");
     assert_eq!(
         v["previous"]["attempts"][0]["cause"],
@@ -256,6 +261,7 @@ fn a_match_on_an_outcome_kind_needs_no_arm_for_an_earlier_runs_state() {
         (PreviousResult::Unknown, "unknown"),
         (PreviousResult::LocalError, "local-error"),
         (PreviousResult::Running, "running"),
+        (PreviousResult::Abandoned, "abandoned"),
     ] {
         assert_eq!(serde_json::to_value(r).unwrap(), name);
         assert_eq!(r.as_str(), name);
@@ -265,7 +271,14 @@ fn a_match_on_an_outcome_kind_needs_no_arm_for_an_earlier_runs_state() {
                 assert_eq!(r, kind);
                 assert_eq!(PreviousResult::try_from(kind), Ok(r));
             }
-            Err(still) => assert_eq!((still, name), (PreviousResult::Running, "running")),
+            Err(still) => assert!(
+                [
+                    (PreviousResult::Running, "running"),
+                    (PreviousResult::Abandoned, "abandoned")
+                ]
+                .contains(&(still, name)),
+                "{name}"
+            ),
         }
     }
     assert!(PreviousResult::try_from(OutcomeKind::Rejected).is_err());
@@ -280,16 +293,17 @@ fn a_stored_running_or_answered_previous_run_reads_back_as_the_same_json() {
         r#"{"kind":"ls-refs","result":"answered","may_have_applied":null,"elapsed_ms":12,"attempts":[{"n":1,"phase":"connect","class":"answered","cause":"ERR no such repository","remaining_ms":20000,"timeout_ms":8000,"delay_ms":null,"elapsed_ms":12}]}"#,
         r#"{"kind":"push","result":"unknown","may_have_applied":true,"elapsed_ms":20000,"attempts":[]}"#,
         r#"{"result":"local-error","may_have_applied":false,"elapsed_ms":3,"attempts":[]}"#,
+        r#"{"kind":"push","result":"abandoned","may_have_applied":true,"elapsed_ms":90000,"attempts":[],"phase":"pack-sent","host":"ci-7","pid":4242}"#,
     ];
     let results: Vec<PreviousResult> = stored
         .iter()
         .map(|text| {
             let run: PreviousRun = serde_json::from_str(text).expect("a stored run reads");
             let mut want: Value = serde_json::from_str(text).expect("json");
-            want.as_object_mut()
-                .expect("an object")
-                .entry("kind")
-                .or_insert(Value::Null);
+            let obj = want.as_object_mut().expect("an object");
+            for key in ["kind", "phase", "host", "pid"] {
+                obj.entry(key).or_insert(Value::Null);
+            }
             assert_eq!(serde_json::to_value(&run).unwrap(), want, "{text}");
             run.result
         })
@@ -300,7 +314,8 @@ fn a_stored_running_or_answered_previous_run_reads_back_as_the_same_json() {
             PreviousResult::Running,
             PreviousResult::Answered,
             PreviousResult::Unknown,
-            PreviousResult::LocalError
+            PreviousResult::LocalError,
+            PreviousResult::Abandoned
         ]
     );
 }
@@ -318,6 +333,14 @@ fn profile_names_parse_and_their_figures_are_as_documented() {
         ("round", Profile::Round, 30, 10, 5, jittered(200, 5_000)),
         ("submit", Profile::Submit, 60, 20, 5, jittered(500, 10_000)),
         ("command", Profile::Command, 20, 8, 4, jittered(200, 5_000)),
+        (
+            "transfer",
+            Profile::Transfer,
+            900,
+            30,
+            4,
+            jittered(200, 5_000),
+        ),
     ];
     for (name, profile, deadline, timeout, attempts, backoff) in table {
         assert_eq!(name.parse::<Profile>().unwrap(), profile);
@@ -329,15 +352,16 @@ fn profile_names_parse_and_their_figures_are_as_documented() {
         assert_eq!(b.backoff, backoff, "{name}");
         assert_eq!(b.reconcile_reserve, secs(2), "{name}");
     }
-    assert_eq!(Profile::ALL.len(), 4);
+    assert_eq!(Profile::ALL.len(), 5);
     assert_eq!(
         Bounds::default(),
         Profile::Command.bounds(),
-        "the CLI's default"
+        "the library's default (and the CLI's, but for fetch and push)"
     );
     let err = "Wait".parse::<Profile>().unwrap_err();
     assert!(
-        err.to_string().contains("wait, round, submit, command"),
+        err.to_string()
+            .contains("wait, round, submit, command, transfer"),
         "{err}"
     );
     assert!("".parse::<Profile>().is_err());

@@ -8,11 +8,13 @@ use serde_json::{json, Value};
 use super::github::{self, run_key};
 use super::{body_json, json_reply, message, missing, str_field, Endpoint, Reply, Request, State};
 
-/// `GET /repos/{o}/{r}/commits/{ref}/check-runs?check_name=`, one page of
-/// it, each run as reads see it.
+/// `GET /repos/{o}/{r}/commits/{ref}/check-runs?check_name=&filter=`, one
+/// page of it, each run as reads see it: with `filter=all` every run, else
+/// (`latest`, GitHub's default) the latest of each name (the highest id).
 pub(super) fn list_check_runs(st: &State, req: &Request, repo: &str, git_ref: &str) -> Reply {
     let name = req.query("check_name");
-    let runs: Vec<Value> = st
+    let all = req.query("filter").as_deref() == Some("all");
+    let mut runs: Vec<Value> = st
         .check_runs
         .get(repo)
         .map(|rs| {
@@ -26,6 +28,15 @@ pub(super) fn list_check_runs(st: &State, req: &Request, repo: &str, git_ref: &s
                 .collect()
         })
         .unwrap_or_default();
+    if !all {
+        let id = |r: &Value| r["id"].as_u64().unwrap_or(0);
+        let newest: Vec<bool> = runs
+            .iter()
+            .map(|r| !runs.iter().any(|o| o["name"] == r["name"] && id(o) > id(r)))
+            .collect();
+        let mut keep = newest.into_iter();
+        runs.retain(|_| keep.next().unwrap_or(true));
+    }
     let total = runs.len();
     github::page(
         req,

@@ -1,0 +1,393 @@
+//! clap's raw view of the command line and its help: every argument a
+//! string (or a flag), checked only by [`crate::config::validate`].
+
+use std::path::{Path, PathBuf};
+
+use clap::{ArgAction, Args, Parser, Subcommand};
+
+/// The exit codes and profiles: the tail of every command's help.
+macro_rules! help_tail {
+    () => {
+        "Exit codes: 0 succeeded · 1 answered (the remote refused; never retried) \
+· 2 usage or bad input (nothing sent) · 3 unknown (no answer within the budget; a push may \
+have landed: see may_have_applied) · 4 rejected (the operation id was claimed before) \
+· 5 local-error (this side failed: a repository, a ledger, a token command).
+
+Profiles (--profile; explicit --deadline/--attempt-timeout/--max-attempts override):
+  command  20s deadline, 8s per attempt, 4 attempts (the default)
+  round    30s deadline, 10s per attempt, 5 attempts
+  submit   60s deadline, 20s per attempt, 5 attempts
+  wait     5m deadline, 30s per attempt, 40 attempts (reading through an outage)"
+    };
+}
+
+/// A command's examples, then [`help_tail!`].
+macro_rules! help_with_examples {
+    ($examples:literal) => {
+        concat!("Examples:\n", $examples, "\n\n", help_tail!())
+    };
+}
+
+/// The command line as clap sees it: raw strings, checked by [`crate::config::validate`].
+#[derive(Parser)]
+#[command(
+    name = "sluice-remote",
+    version,
+    about = "Talk to git remotes and forge APIs under one retry policy.",
+    long_about = "Talk to git remotes and forge APIs under one retry policy: what the remote \
+                  never judged is tried again, what it answered is not, and a write whose \
+                  answer was lost is settled by reading.",
+    after_help = help_tail!()
+)]
+pub struct Cli {
+    /// The flags every command takes, anywhere on the line.
+    #[command(flatten)]
+    pub global: GlobalArgs,
+    /// The command.
+    #[command(subcommand)]
+    pub command: CommandArgs,
+}
+
+/// The flags every command takes, anywhere on the line (raw).
+#[derive(Args, Default)]
+pub struct GlobalArgs {
+    /// The operation's overall deadline (`500ms`, `12s`, `5m`); sleeps count.
+    #[arg(long, global = true, value_name = "DUR")]
+    pub deadline: Option<String>,
+    /// The hard deadline of one attempt, capped by what remains.
+    #[arg(long, global = true, value_name = "DUR")]
+    pub attempt_timeout: Option<String>,
+    /// The most attempts (not retries), at least 1.
+    #[arg(long, global = true, value_name = "N", allow_negative_numbers = true)]
+    pub max_attempts: Option<String>,
+    /// Named bounds: wait, round, submit or command (the default).
+    #[arg(long, global = true, value_name = "NAME")]
+    pub profile: Option<String>,
+    /// The operation id (generated when not given); asked again with the
+    /// same --ledger, rejected (without --ledger: only within this process).
+    #[arg(long, global = true, value_name = "ID")]
+    pub operation_id: Option<String>,
+    /// Where operation ids are claimed: a file (SQLite, shared by the
+    /// processes of one machine) or a `postgres://` URL (shared by replicas;
+    /// also their retry budget).
+    #[arg(long, global = true, value_name = "FILE|URL")]
+    pub ledger: Option<PathBuf>,
+    /// http(s) only: a command run with `sh -c` whose trimmed stdout is the token.
+    #[arg(long, global = true, value_name = "CMD")]
+    pub token_command: Option<String>,
+    /// The least pause before a credential bought after a refusal (default 5s).
+    #[arg(long, global = true, value_name = "DUR")]
+    pub settle: Option<String>,
+    /// https: trust roots (PEM) added to the platform's; repeatable.
+    /// SSL_CERT_FILE replaces the platform's, as in curl and git.
+    #[arg(long = "ca-file", global = true, value_name = "PEM", action = ArgAction::Append)]
+    pub ca_files: Vec<PathBuf>,
+    /// This proxy for every http(s) request (default: HTTPS_PROXY, HTTP_PROXY
+    /// and NO_PROXY, as curl reads them).
+    #[arg(long, global = true, value_name = "URL", conflicts_with = "no_proxy")]
+    pub proxy: Option<String>,
+    /// No proxy, whatever the environment says.
+    #[arg(long, global = true)]
+    pub no_proxy: bool,
+    /// Progress of fetch and push on stderr, even when it is not a terminal.
+    #[arg(long, global = true, conflicts_with = "no_progress")]
+    pub progress: bool,
+    /// No progress (the default when stderr is not a terminal).
+    #[arg(long = "no-progress", global = true)]
+    pub no_progress: bool,
+    /// Print one JSON document on stdout.
+    #[arg(long, global = true)]
+    pub json: bool,
+    /// forge: the REST API's base, http:// or https://, its path kept
+    /// (default: GitHub's, api.github.com over https).
+    #[arg(long, global = true, value_name = "URL")]
+    pub api: Option<String>,
+    /// Tracing to stderr (debug for the sluice crates; -vv: trace).
+    #[arg(short = 'v', long = "verbose", global = true, action = ArgAction::Count)]
+    pub verbose: u8,
+}
+
+impl std::fmt::Debug for GlobalArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The token command may hold a literal secret: never shown.
+        f.debug_struct("GlobalArgs")
+            .field("deadline", &self.deadline)
+            .field("attempt_timeout", &self.attempt_timeout)
+            .field("max_attempts", &self.max_attempts)
+            .field("profile", &self.profile)
+            .field("operation_id", &self.operation_id)
+            .field("ledger", &self.ledger.as_deref().map(ledger_shown))
+            .field(
+                "token_command",
+                &self.token_command.as_ref().map(|_| "<hidden>"),
+            )
+            .field("settle", &self.settle)
+            .field("ca_files", &self.ca_files)
+            .field("proxy", &self.proxy.as_deref().map(sluice_git::redact))
+            .field("no_proxy", &self.no_proxy)
+            .field("json", &self.json)
+            .field("api", &self.api.as_deref().map(sluice_git::redact))
+            .field("verbose", &self.verbose)
+            .field("progress", &self.progress)
+            .finish()
+    }
+}
+
+/// The commands (raw).
+#[derive(Subcommand, Debug)]
+pub enum CommandArgs {
+    /// List the remote's refs (printed like `git ls-remote`).
+    #[command(after_help = help_with_examples!("  sluice-remote ls-refs https://github.com/org/repo.git --prefix refs/heads/
+  sluice-remote ls-refs git://127.0.0.1/repo.git --json --profile wait"))]
+    LsRefs {
+        /// The remote: git://, http(s)://, ssh://, file:// or a path.
+        #[arg(value_name = "URL")]
+        url: String,
+        /// A literal ref prefix (`refs/heads/`); repeatable; no `*`.
+        #[arg(long = "prefix", value_name = "P")]
+        prefixes: Vec<String>,
+    },
+    /// Fetch refspecs into a local repository.
+    #[command(after_help = help_with_examples!("  sluice-remote fetch origin                  (its fetch lines, in the repository found from here)
+  sluice-remote fetch https://github.com/org/repo.git '+refs/heads/*:refs/remotes/origin/*' --repo . --prune
+  sluice-remote fetch git://127.0.0.1/repo.git refs/heads/main:refs/heads/main --repo repo.git --no-tags
+  sluice-remote fetch ssh://git@host/repo.git 'refs/tags/*:refs/tags/*' --repo . -v"))]
+    Fetch {
+        /// The remote: a URL, or a configured remote's name (`origin`).
+        #[arg(value_name = "URL|REMOTE")]
+        url: String,
+        /// What to fetch (`+refs/heads/*:refs/remotes/origin/*`); none: a
+        /// remote's `fetch` lines, or a URL's `HEAD` (into FETCH_HEAD).
+        #[arg(value_name = "REFSPEC")]
+        refspecs: Vec<String>,
+        /// The local repository (default: found from the working
+        /// directory, as git finds it).
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+        /// Delete local refs in a glob refspec's destination whose remote
+        /// ref is gone (as `git fetch --prune`).
+        #[arg(long, short = 'p')]
+        prune: bool,
+        /// Fetch every tag of the remote too (`refs/tags/*:refs/tags/*`).
+        #[arg(long, short = 't', conflicts_with = "no_tags")]
+        tags: bool,
+        /// Fetch no tag the refspecs do not name (default: tags pointing
+        /// into what was fetched).
+        #[arg(long = "no-tags", short = 'n')]
+        no_tags: bool,
+    },
+    /// Push revisions of a local repository.
+    #[command(after_help = help_with_examples!("  sluice-remote push origin main --lease main  (origin/main's value expected; origin/main updated once it landed)
+  sluice-remote push https://github.com/org/repo.git HEAD:main --repo . --operation-id land-1234 --ledger ops.db
+  sluice-remote push git://127.0.0.1/repo.git HEAD:refs/heads/topic --repo . --lease topic=absent
+  sluice-remote push ssh://git@host/repo.git main --repo . --lease main        (expects origin/main's value)
+  sluice-remote push https://github.com/org/repo.git :refs/heads/old --repo . --porcelain
+  sluice-remote push git://127.0.0.1/repo.git HEAD:main --repo . --dry-run --json"))]
+    Push {
+        /// The remote: a URL, or a configured remote's name (`origin`).
+        #[arg(value_name = "URL|REMOTE")]
+        url: String,
+        /// `[+]SRC:DST` (`+` forces; `:DST` deletes; DST full, or short
+        /// (`main`) taking the kind of SRC: a branch or a tag).
+        #[arg(value_name = "[+]SRC:DST", required = true)]
+        specs: Vec<String>,
+        /// The local repository the sources are read from (default: found
+        /// from the working directory, as git finds it).
+        #[arg(long, value_name = "DIR")]
+        repo: Option<PathBuf>,
+        /// `DST=OID` (full or abbreviated), `DST=absent`, or `DST` alone (what
+        /// the remote-tracking ref of the remote named, or configured with
+        /// URL, holds): what the remote ref must hold (implies force).
+        #[arg(long = "lease", value_name = "DST[=OID|=absent]")]
+        leases: Vec<String>,
+        /// All refs or none.
+        #[arg(long)]
+        atomic: bool,
+        /// A push option (`-o` of git push); repeatable.
+        #[arg(long = "push-option", value_name = "S")]
+        push_options: Vec<String>,
+        /// Everything up to the commands, nothing sent: what would happen
+        /// (a read; refuses --operation-id).
+        #[arg(long)]
+        dry_run: bool,
+        /// git's porcelain output (`To <url>`, one `<flag>\t<from>:<to>\t<summary>`
+        /// line per ref, `Done`); not with --json.
+        #[arg(long)]
+        porcelain: bool,
+    },
+    /// HTTP calls through the forge client.
+    #[command(after_help = help_with_examples!("  sluice-remote http get https://api.github.com/zen --token-command 'cat token.txt'
+  sluice-remote http get https://api.github.com/repos/org/repo/pulls/1 --json --profile round"))]
+    Http {
+        /// The HTTP method.
+        #[command(subcommand)]
+        method: HttpArgs,
+    },
+    /// The forge's typed calls (GitHub's REST API): a write whose answer
+    /// was lost is settled by reading, never sent again.
+    #[command(after_help = help_with_examples!("  sluice-remote forge get-pull octo/repo 42 --json
+  sluice-remote forge merge-pull octo/repo 42 --sha 0123456789abcdef0123456789abcdef01234567 --api https://ghe.example/api/v3"))]
+    Forge {
+        /// The call.
+        #[command(subcommand)]
+        call: ForgeArgs,
+    },
+    /// Read the operation ledger (`--ledger FILE`): what ran under an id.
+    #[command(after_help = help_with_examples!("  sluice-remote ledger show land-1234 --ledger ops.db
+  sluice-remote ledger list --since 2h --ledger ops.db --json"))]
+    Ledger {
+        /// `show <ID>` or `list [--since DUR]`.
+        #[command(subcommand)]
+        what: LedgerArgs,
+    },
+    /// Show, on loopback, what the retry policy does (needs only git).
+    #[command(
+        help_template = "{about-with-newline}\n{usage-heading} {usage}\n\nOptions:\n  -v, --verbose  Tracing to stderr\n  -h, --help     Print help\n\n{after-help}",
+        after_help = "demo chooses its own bounds and prints prose: it takes no other option.\n\nExample:\n  cargo run --release -p sluice-remote -- demo"
+    )]
+    Demo,
+}
+
+/// `ledger show <ID>` | `ledger list [--since <DUR>]` (raw).
+#[derive(Subcommand, Debug)]
+pub enum LedgerArgs {
+    /// One id: when it was claimed, and how its run ended (or `running`).
+    #[command(after_help = help_with_examples!("  sluice-remote ledger show land-1234 --ledger ops.db --json"))]
+    Show {
+        /// The operation id.
+        #[arg(value_name = "ID")]
+        id: String,
+    },
+    /// Every id claimed within `--since` (default 1d), oldest first.
+    #[command(after_help = help_with_examples!("  sluice-remote ledger list --since 30m --ledger ops.db"))]
+    List {
+        /// How far back (`30m`, `1d`).
+        #[arg(long, value_name = "DUR")]
+        since: Option<String>,
+    },
+}
+
+/// `http` subcommands (raw).
+#[derive(Subcommand, Debug)]
+pub enum HttpArgs {
+    /// GET an absolute http(s) URL.
+    #[command(after_help = help_with_examples!("  sluice-remote http get https://api.github.com/zen"))]
+    Get {
+        /// The URL; user info in it is a static credential.
+        #[arg(value_name = "URL")]
+        url: String,
+    },
+}
+
+/// `forge` subcommands (raw).
+#[derive(Subcommand, Debug)]
+pub enum ForgeArgs {
+    /// Read a pull request (printed as the forge sent it with --json).
+    #[command(after_help = help_with_examples!("  sluice-remote forge get-pull octo/repo 42 --token-command 'cat token.txt' --json"))]
+    GetPull {
+        /// `owner/name`.
+        #[arg(value_name = "OWNER/REPO")]
+        repo: String,
+        /// The pull request's number.
+        #[arg(value_name = "N")]
+        number: String,
+    },
+    /// Merge a pull request at the head you checked; a lost answer is
+    /// settled by reading the pull request, never by merging again.
+    #[command(after_help = help_with_examples!("  sluice-remote forge merge-pull octo/repo 42 --sha 0123456789abcdef0123456789abcdef01234567 --method squash"))]
+    MergePull {
+        /// `owner/name`.
+        #[arg(value_name = "OWNER/REPO")]
+        repo: String,
+        /// The pull request's number.
+        #[arg(value_name = "N")]
+        number: String,
+        /// The head commit the caller checked (40 hex digits).
+        #[arg(long, value_name = "OID")]
+        sha: String,
+        /// merge (the default), squash or rebase.
+        #[arg(long, value_name = "METHOD")]
+        method: Option<String>,
+    },
+    /// Move a ref (`heads/main`) to a commit; the ref is read first, so a
+    /// lost answer's settling read tells landed, not landed and moved apart.
+    #[command(after_help = help_with_examples!("  sluice-remote forge update-ref octo/repo heads/main --sha 0123456789abcdef0123456789abcdef01234567"))]
+    UpdateRef {
+        /// `owner/name`.
+        #[arg(value_name = "OWNER/REPO")]
+        repo: String,
+        /// The ref, as `heads/main` (a leading `refs/` is dropped).
+        #[arg(value_name = "REF")]
+        git_ref: String,
+        /// The commit to move it to (40 hex digits).
+        #[arg(long, value_name = "OID")]
+        sha: String,
+        /// Move it even when that is not a fast-forward.
+        #[arg(long)]
+        force: bool,
+    },
+    /// A ref's CI: the combined status and every check run, all pages.
+    #[command(after_help = help_with_examples!("  sluice-remote forge ci-status octo/repo 0123456789abcdef0123456789abcdef01234567 --json"))]
+    CiStatus {
+        /// `owner/name`.
+        #[arg(value_name = "OWNER/REPO")]
+        repo: String,
+        /// A sha, branch or tag.
+        #[arg(value_name = "REF")]
+        git_ref: String,
+    },
+    /// Create a check run; a lost answer is settled by finding its
+    /// external id among the head's check runs.
+    #[command(after_help = help_with_examples!("  sluice-remote forge create-check-run octo/repo --name sluice --head-sha 0123456789abcdef0123456789abcdef01234567 --external-id land-42"))]
+    CreateCheckRun {
+        /// `owner/name`.
+        #[arg(value_name = "OWNER/REPO")]
+        repo: String,
+        /// The check run's name.
+        #[arg(long, value_name = "S")]
+        name: String,
+        /// The commit it checks (40 hex digits).
+        #[arg(long, value_name = "OID")]
+        head_sha: String,
+        /// Your own id for it, unique per check run.
+        #[arg(long, value_name = "S")]
+        external_id: String,
+        /// queued, in_progress or completed.
+        #[arg(long, value_name = "S")]
+        status: Option<String>,
+        /// success, failure, neutral, cancelled, skipped, timed_out, ...
+        #[arg(long, value_name = "S")]
+        conclusion: Option<String>,
+    },
+    /// Update a check run's status or conclusion; the run is read first.
+    #[command(after_help = help_with_examples!("  sluice-remote forge update-check-run octo/repo 4711 --conclusion success"))]
+    UpdateCheckRun {
+        /// `owner/name`.
+        #[arg(value_name = "OWNER/REPO")]
+        repo: String,
+        /// The check run's id.
+        #[arg(value_name = "ID")]
+        id: String,
+        /// queued, in_progress or completed.
+        #[arg(long, value_name = "S")]
+        status: Option<String>,
+        /// success, failure, neutral, cancelled, skipped, timed_out, ...
+        #[arg(long, value_name = "S")]
+        conclusion: Option<String>,
+    },
+}
+
+/// `--ledger` as it may be printed: a PostgreSQL URL without its user info
+/// and query (a password may be in either).
+pub(crate) fn ledger_shown(path: &Path) -> String {
+    match path.to_str().filter(|s| sluice_ledger::is_postgres_url(s)) {
+        Some(url) => {
+            let url = url.split('?').next().unwrap_or(url);
+            match (url.find("://"), url.rfind('@')) {
+                (Some(s), Some(at)) if at > s => format!("{}://{}", &url[..s], &url[at + 1..]),
+                _ => url.to_string(),
+            }
+        }
+        None => path.display().to_string(),
+    }
+}

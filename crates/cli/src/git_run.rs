@@ -1,0 +1,202 @@
+//! The git commands: `ls-refs`, `fetch` and `push` through sluice-git
+//! under the process's policy, their lines printed as git prints them.
+
+use sluice_cli::{contract, human, Common};
+use sluice_git::GitClient;
+use sluice_policy::{Effect, OutcomeKind};
+
+use crate::progress;
+use crate::session::{emit, git_options, policy, progress_mode, refuse_untrusted};
+
+/// `ls-refs <URL> [--prefix P]...`: the remote's refs, as `git ls-remote`
+/// prints them.
+pub(crate) fn ls_refs(common: &Common, url: &str, prefixes: &[String]) -> anyhow::Result<u8> {
+    let client = GitClient::new(policy(common)).with_https(common.https.clone());
+    let out = client
+        .ls_refs(url, prefixes, &git_options(common))
+        .map_err(|e| sluice_cli::input_error(&e))?;
+    let text = out.value.as_deref().map(human::ls_refs);
+    Ok(emit(
+        common,
+        out.map(|v| contract::ls_refs_value(&v)),
+        text,
+        false,
+    ))
+}
+
+/// `fetch <URL|REMOTE> [<REFSPEC>...]`: the repository opened (or found)
+/// and checked, the remote read by name when it is one, the fetch, its
+/// lines as git prints them.
+pub(crate) fn fetch(
+    common: &Common,
+    url: &str,
+    refspecs: &[String],
+    repo: Option<&std::path::Path>,
+    options: &sluice_git::FetchOptions,
+    tags_given: bool,
+) -> anyhow::Result<u8> {
+    let repo = match sluice_cli::open_repo(repo) {
+        Ok(r) => r,
+        Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
+        Err(sluice_cli::RepoError::Untrusted(e)) => {
+            return Ok(refuse_untrusted(common, "fetch", Effect::Read, url, e))
+        }
+    };
+    let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Fetch)?;
+    let https = sluice_cli::https_for_repo(common, &repo)?;
+    let client = GitClient::new(policy(common)).with_https(https);
+    let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
+    let mut opts = git_options(common);
+    if let Some(cb) = bar.callback() {
+        opts = opts.progress(cb);
+    }
+    let out = match &target.remote {
+        Some(remote) => {
+            let mut options = *options;
+            if !tags_given {
+                options.tags = remote.tags;
+            }
+            client.fetch_remote(remote, refspecs, &repo, &options, &opts)
+        }
+        None => client.fetch_with(&target.url, refspecs, &repo, options, &opts),
+    }
+    .map_err(|e| sluice_cli::input_error(&e));
+    bar.finish();
+    let out = out?;
+    let view = view_after(&repo);
+    let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
+    let text = out
+        .value
+        .as_deref()
+        .map(|v| human::fetch(&out.operation.remote, v, common.verbose > 0, &abbrev));
+    Ok(emit(
+        common,
+        out.map(|v| contract::fetch_value(&v)),
+        text,
+        true,
+    ))
+}
+
+/// `push <URL|REMOTE> [+]<SRC>[:<DST>]...`: the repository opened (or
+/// found) and checked, the remote read by name when it is one, the
+/// updates resolved, the push, the remote-tracking refs of what landed,
+/// its lines as git prints them.
+pub(crate) fn push(
+    common: &Common,
+    url: &str,
+    specs: &[sluice_git::PushSpec],
+    leases: &std::collections::BTreeMap<String, sluice_git::LeaseSpec>,
+    repo: Option<&std::path::Path>,
+    options: &sluice_git::PushOptions,
+    porcelain: bool,
+) -> anyhow::Result<u8> {
+    let repo = match sluice_cli::open_repo(repo) {
+        Ok(r) => r,
+        Err(sluice_cli::RepoError::Usage(u)) => return Err(u.into()),
+        Err(sluice_cli::RepoError::Untrusted(e)) => {
+            let effect = if options.dry_run {
+                Effect::Read
+            } else {
+                Effect::Write
+            };
+            return Ok(refuse_untrusted(common, "push", effect, url, e));
+        }
+    };
+    let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;
+    let updates = sluice_cli::resolve_updates(specs, leases, url, &repo)?;
+    let https = sluice_cli::https_for_repo(common, &repo)?;
+    let client = GitClient::new(policy(common)).with_https(https);
+    let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
+    let mut opts = git_options(common);
+    if let Some(cb) = bar.callback() {
+        opts = opts.progress(cb);
+    }
+    let out = client
+        .push(&target.url, &updates, options, &repo, &opts)
+        .map_err(|e| sluice_cli::input_error(&e));
+    bar.finish();
+    let out = out?;
+    if !options.dry_run {
+        update_tracking(&target, &repo, out.value.as_ref());
+    }
+    // What git prints: ids abbreviated as git does, forced updates
+    // told from fast-forwards.
+    let view = view_after(&repo);
+    let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
+    let fast_forward = |old: gix::ObjectId, new: gix::ObjectId| {
+        view.as_ref()
+            .and_then(|v| v.merge_base(old, new).ok().flatten())
+            .is_some_and(|base| base.detach() == old)
+    };
+    let full_src = |src: &str| {
+        view.as_ref()
+            .and_then(|v| v.find_reference(src).ok())
+            .map(|r| r.name().as_bstr().to_string())
+            .unwrap_or_else(|| src.to_string())
+    };
+    let text = out.value.as_ref().map(|r| {
+        let lines = human::push_lines(specs, r, &abbrev, &fast_forward, &full_src);
+        if porcelain {
+            // git says `Done` once the exchange completed, rejections
+            // or not; not when its answer is unknown.
+            let done = matches!(out.kind, OutcomeKind::Succeeded | OutcomeKind::Answered);
+            human::push_porcelain(&out.operation.remote, &lines, done)
+        } else {
+            human::push(&out.operation.remote, &lines, common.verbose > 0)
+        }
+    });
+    Ok(emit(
+        common,
+        out.map(|v| contract::push_value(&v)),
+        text,
+        !porcelain,
+    ))
+}
+
+/// After a push, the remote-tracking refs of the refs that landed, as git
+/// updates them: for the remote named, or else the configured remote whose
+/// URL names the same repository (the one a value-less `--lease` reads).
+/// A tracking ref that cannot be written is said on stderr; the push's
+/// outcome stands.
+pub(crate) fn update_tracking(
+    target: &sluice_cli::Target,
+    repo: &gix::Repository,
+    report: Option<&sluice_git::PushReport>,
+) {
+    let Some(report) = report else {
+        return;
+    };
+    let remote = target
+        .remote
+        .clone()
+        .or_else(|| sluice_git::NamedRemote::for_url(repo, &target.url));
+    let Some(remote) = remote else {
+        return;
+    };
+    let Some(view) = view_after(repo) else {
+        return;
+    };
+    if let Err(e) = remote.update_tracking_refs(&view, &report.refs) {
+        eprintln!(
+            "warning: the push landed, but the remote-tracking refs of {:?} were not updated: {e}",
+            remote.name
+        );
+    }
+}
+
+/// A view of `repo` opened after the operation, so the objects it brought
+/// are seen (`None` when it cannot be opened: ids are then not shortened
+/// against the repository).
+pub(crate) fn view_after(repo: &gix::Repository) -> Option<gix::Repository> {
+    gix::open_opts(repo.git_dir(), repo.open_options().clone()).ok()
+}
+
+/// `id` abbreviated as git abbreviates it (core.abbrev, auto length).
+pub(crate) fn abbreviate(view: Option<&gix::Repository>, id: &gix::ObjectId) -> String {
+    match view {
+        Some(v) => gix::prelude::ObjectIdExt::attach(*id, v)
+            .shorten_or_id()
+            .to_string(),
+        None => id.to_hex_with_len(7).to_string(),
+    }
+}

@@ -1,0 +1,156 @@
+//! What the binary's commands share: the policy of this process (its
+//! ledger and settle pause), the credentials, the cancel flag raised by a
+//! signal, the call options built from them, and the output — the outcome
+//! printed as one JSON document or as text and a summary, its exit code
+//! returned.
+
+use std::sync::Arc;
+
+use serde::Serialize;
+use sluice_cli::{contract, human, Common};
+use sluice_git::CallOptions;
+use sluice_policy::{
+    CommandSource, CredentialSource, Effect, OperationInfo, Outcome, OutcomeKind, Policy,
+};
+
+use crate::{ledger_cmd, progress, stdout};
+
+/// The policy of this process: the ledger file and settle pause given.
+pub(crate) fn policy(common: &Common) -> Arc<Policy> {
+    let mut b = Policy::builder();
+    ledger_cmd::warn_id_without_ledger(common);
+    if let Some(path) = &common.ledger {
+        let (ledger, budgets) = ledger_cmd::open_ledger(path, common.bounds.deadline);
+        b = b.ledger(ledger);
+        if let Some(budgets) = budgets {
+            b = b.budget_store(budgets);
+        }
+    }
+    if let Some(settle) = common.settle {
+        b = b.settle(settle);
+    }
+    Arc::new(b.build())
+}
+
+pub(crate) fn credentials(common: &Common) -> Option<Arc<dyn CredentialSource>> {
+    common
+        .token_command
+        .as_ref()
+        .map(|c| Arc::new(CommandSource::new(c.clone())) as Arc<dyn CredentialSource>)
+}
+
+/// Raised by the first SIGINT or SIGTERM (what a service manager sends):
+/// the operation stops trying, a push whose answer was not read is settled
+/// by reading, and the document is still printed. A second signal exits at
+/// once (130), removing the temporary pack files first.
+pub(crate) fn cancel_flag() -> &'static sluice_policy::CancelFlag {
+    static FLAG: std::sync::OnceLock<sluice_policy::CancelFlag> = std::sync::OnceLock::new();
+    FLAG.get_or_init(|| {
+        let flag = sluice_policy::CancelFlag::new();
+        let raised = flag.clone();
+        let _ = ctrlc::set_handler(move || {
+            if raised.is_cancelled() {
+                sluice_git::remove_temporary_files();
+                std::process::exit(130);
+            }
+            eprintln!("interrupted: stopping (a push whose request was complete is settled by reading first)");
+            raised.cancel();
+        });
+        flag
+    })
+}
+
+pub(crate) fn git_options(common: &Common) -> CallOptions {
+    let mut opts = CallOptions::new()
+        .bounds(common.bounds)
+        .cancel(cancel_flag());
+    if let Some(id) = &common.operation_id {
+        opts = opts.id(id.clone());
+    }
+    if let Some(c) = credentials(common) {
+        opts = opts.credentials(c);
+    }
+    opts
+}
+
+/// The forge's call options: the bounds, the cancel flag, the id and the
+/// credentials given.
+pub(crate) fn forge_options(common: &Common) -> sluice_forge::CallOptions {
+    let mut opts = sluice_forge::CallOptions::new()
+        .bounds(common.bounds)
+        .cancel(cancel_flag());
+    if let Some(id) = &common.operation_id {
+        opts = opts.id(id.clone());
+    }
+    if let Some(source) = credentials(common) {
+        opts = opts.credentials(source);
+    }
+    opts
+}
+
+/// A repository owned by another user that `safe.directory` does not
+/// allow: the operation ends `local-error` (exit 5) before any of the
+/// repository's configuration is read and before any call — its document
+/// with `--json`, the summary otherwise, the cause on stderr either way.
+pub(crate) fn refuse_untrusted(
+    common: &Common,
+    kind: &str,
+    effect: Effect,
+    remote: &str,
+    e: sluice_git::Untrusted,
+) -> u8 {
+    let info = OperationInfo {
+        id: common
+            .operation_id
+            .clone()
+            .unwrap_or_else(|| format!("op-{}-refused", std::process::id())),
+        kind: kind.to_string(),
+        effect,
+        remote: sluice_git::redact(remote),
+        redirected: None,
+    };
+    let out: Outcome<()> = Outcome::local_error(info, e, common.bounds.deadline);
+    emit(common, out, None, true)
+}
+
+/// Print the outcome and return its exit code (the outcome's, whether or
+/// not stdout could be written: see [`stdout::write`]). With `--json`, exactly one
+/// document on stdout; otherwise the value's text on stdout and the summary
+/// on stderr (always for fetch and push; for reads only when there was
+/// more than one attempt or the read did not succeed).
+pub(crate) fn emit<T: Serialize>(
+    common: &Common,
+    out: Outcome<T>,
+    text: Option<String>,
+    always_summary: bool,
+) -> u8 {
+    let code = sluice_cli::exit_code(out.kind);
+    if common.json {
+        stdout::write(format!("{}\n", contract::document(&out)).as_bytes());
+        if out.kind == OutcomeKind::LocalError {
+            // Nothing in the document may carry it (no attempt ran): the
+            // local cause, in the caller's terms, on stderr.
+            if let Some(e) = &out.error {
+                eprintln!("error: {}", e.cause);
+            }
+        }
+    } else {
+        if let Some(t) = text {
+            stdout::write(t.as_bytes());
+        }
+        let notable = out.kind != OutcomeKind::Succeeded || out.attempts.len() > 1;
+        if always_summary || notable {
+            eprint!("{}", human::summary(&out));
+        }
+    }
+    code
+}
+
+/// `--progress` / `--no-progress` as the progress module takes them.
+pub(crate) fn progress_mode(common: &Common) -> progress::Mode {
+    match common.progress {
+        Some(true) => progress::Mode::On,
+        Some(false) => progress::Mode::Off,
+        None => progress::Mode::Auto,
+    }
+}

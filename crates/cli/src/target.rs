@@ -1,0 +1,237 @@
+//! Where a command works: the local repository (opened and checked before
+//! any of its configuration is read), the remote `<URL|REMOTE>` leads to,
+//! the https settings git's configuration adds, and the push specs
+//! resolved against the repository.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use sluice_git::{LeaseSpec, PushSpec, RefUpdate};
+
+use crate::config::{check_git_url, check_token_transport, Common};
+use crate::usage::{strip_invalid_prefix, UsageError};
+
+/// Why the repository could not be used: bad input (exit 2), or a
+/// repository owned by another user that `safe.directory` does not allow
+/// (`local-error`, exit 5).
+#[derive(Debug)]
+pub enum RepoError {
+    /// `--repo` is no repository, or none was found from the working
+    /// directory.
+    Usage(UsageError),
+    /// Owned by another user and not allowed by `safe.directory`.
+    Untrusted(sluice_git::Untrusted),
+}
+
+impl std::fmt::Display for RepoError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RepoError::Usage(e) => write!(f, "{e}"),
+            RepoError::Untrusted(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for RepoError {}
+
+/// Open `--repo` (a git repository, bare or not), or without it the
+/// repository found from the working directory as git finds it (upwards,
+/// honouring `GIT_DIR`, `GIT_CEILING_DIRECTORIES` and
+/// `GIT_DISCOVERY_ACROSS_FILESYSTEM`); then refuse it, before any of its
+/// configuration is read, when it is owned by another user and git's
+/// `safe.directory` does not allow it ([`sluice_git::check_trusted`]).
+pub fn open_repo(path: Option<&Path>) -> Result<gix::Repository, RepoError> {
+    let repo = match path {
+        Some(path) => {
+            if !path.exists() {
+                return Err(RepoError::Usage(UsageError::new(
+                    "--repo",
+                    format!("{}: no such directory", path.display()),
+                )));
+            }
+            gix::open(path).map_err(|e| {
+                RepoError::Usage(UsageError::new(
+                    "--repo",
+                    format!("{} is not a git repository ({e})", path.display()),
+                ))
+            })?
+        }
+        None => gix::ThreadSafeRepository::discover_with_environment_overrides(".")
+            .map(gix::Repository::from)
+            .map_err(|e| {
+                RepoError::Usage(UsageError::new(
+                    "--repo",
+                    format!(
+                        "not in a git repository (nor any parent directory), and no --repo \
+                         given ({})",
+                        sluice_policy::text::error_chain(&e)
+                    ),
+                ))
+            })?,
+    };
+    sluice_git::check_trusted(&repo).map_err(RepoError::Untrusted)?;
+    Ok(repo)
+}
+
+/// Where `<URL|REMOTE>` leads: the URL to call, and the configured remote
+/// when the argument named one.
+#[derive(Debug)]
+pub struct Target {
+    /// The URL called (a remote's, rewritten as git rewrites it; user info
+    /// kept for the call, removed from every output).
+    pub url: String,
+    /// The configured remote the argument named.
+    pub remote: Option<sluice_git::NamedRemote>,
+}
+
+/// `<URL|REMOTE>` read as git reads it: a configured remote's name is that
+/// remote (its `url` to fetch, its `pushurl` or `url` to push, each
+/// rewritten by `url.<base>.insteadOf` / `pushInsteadOf`); anything else
+/// is a URL or a path. The URL is then checked (and `--token-command`
+/// against its transport).
+pub fn resolve_remote(
+    common: &Common,
+    arg: &str,
+    repo: &gix::Repository,
+    direction: gix::remote::Direction,
+) -> Result<Target, UsageError> {
+    let remote = sluice_git::NamedRemote::find(repo, arg).map_err(|e| input_error(&e))?;
+    let url = remote
+        .as_ref()
+        .map_or_else(|| arg.to_string(), |r| r.url(direction).to_string());
+    let kind = check_git_url(&url)?;
+    check_token_transport(common, &url, kind)?;
+    Ok(Target { url, remote })
+}
+
+/// The https settings for a call working in `repo`: `common`'s, with git's
+/// configuration of the repository (its global and system files included)
+/// where no flag decided — `http.proxy` when neither `--proxy` nor
+/// `--no-proxy` was given (it wins over the environment, as in git), and
+/// `http.sslCAInfo` or `GIT_SSL_CAINFO`, which wins over it as in git (it
+/// replaces the platform's roots and `SSL_CERT_FILE`; `--ca-file` still
+/// adds to it). A value that cannot be used is bad input naming the key.
+pub fn https_for_repo(
+    common: &Common,
+    repo: &gix::Repository,
+) -> Result<sluice_git::HttpsConfig, UsageError> {
+    let mut https = common.https.clone();
+    let config = repo.config_snapshot();
+    if *https.proxy() == sluice_git::ProxyChoice::Environment {
+        if let Some(proxy) = config.string("http.proxy") {
+            let proxy = proxy.to_string();
+            if !proxy.trim().is_empty() {
+                let url = if proxy.contains("://") {
+                    proxy
+                } else {
+                    format!("http://{proxy}")
+                };
+                https = https
+                    .with_proxy(sluice_git::ProxyChoice::Url(url))
+                    .map_err(|e| UsageError::new("http.proxy", e.to_string()))?;
+            }
+        }
+    }
+    let ca_info = config
+        .string("http.sslCAInfo")
+        .map(|v| PathBuf::from(v.to_string()))
+        .filter(|p| !p.as_os_str().is_empty());
+    if let Some(path) = ca_info {
+        https = https
+            .with_ca_info(&path)
+            .map_err(|e| UsageError::new("http.sslCAInfo", e.to_string()))?;
+    }
+    Ok(https)
+}
+
+/// Resolve the push specs against `repo` — sources, short destinations
+/// (by the kind of the source) — with their leases, each matched to the
+/// spec whose destination it names (short or full) and resolved for a push
+/// to `url` (an abbreviated id in `repo`; a lease without a value from the
+/// remote-tracking ref of the remote configured with `url`).
+pub fn resolve_updates(
+    specs: &[PushSpec],
+    leases: &BTreeMap<String, LeaseSpec>,
+    url: &str,
+    repo: &gix::Repository,
+) -> Result<Vec<RefUpdate>, UsageError> {
+    let mut updates = specs
+        .iter()
+        .map(|s| {
+            RefUpdate::resolve(s, None, repo).map_err(|e| {
+                let shown = format!(
+                    "{}{}:{}",
+                    if s.force { "+" } else { "" },
+                    s.src.as_deref().unwrap_or(""),
+                    s.dst
+                );
+                UsageError::new("[+]SRC:DST", format!("{shown:?}: {e}"))
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let mut seen = std::collections::BTreeSet::new();
+    for u in &updates {
+        if !seen.insert(u.dst().to_string()) {
+            return Err(UsageError::new(
+                "[+]SRC:DST",
+                format!("{} is named twice", u.dst()),
+            ));
+        }
+    }
+    for (dst, lease) in leases {
+        let shown = || match lease {
+            LeaseSpec::Tracking => dst.clone(),
+            _ => format!("{dst}=…"),
+        };
+        let candidates: Vec<usize> = (0..specs.len())
+            .filter(|&i| {
+                specs[i].dst == *dst
+                    || updates[i].dst() == *dst
+                    || (!dst.starts_with("refs/")
+                        && (updates[i].dst() == format!("refs/heads/{dst}")
+                            || updates[i].dst() == format!("refs/tags/{dst}")))
+            })
+            .collect();
+        let i = match candidates.as_slice() {
+            [i] => *i,
+            [] => {
+                return Err(UsageError::new(
+                    "--lease",
+                    format!(
+                        "{:?}: {dst} is not the destination of any push spec",
+                        shown()
+                    ),
+                ))
+            }
+            _ => {
+                return Err(UsageError::new(
+                    "--lease",
+                    format!("{:?}: {dst} names more than one destination", shown()),
+                ))
+            }
+        };
+        let full = updates[i].dst().to_string();
+        let resolved = lease.resolve(&full, url, repo).map_err(|e| {
+            UsageError::new(
+                "--lease",
+                format!("{:?}: {}", shown(), strip_invalid_prefix(&e.to_string())),
+            )
+        })?;
+        updates[i] = updates[i].clone().with_lease(resolved);
+    }
+    Ok(updates)
+}
+
+/// A [`sluice_git::InputError`] returned by a client call, as a usage error.
+pub fn input_error(e: &sluice_git::InputError) -> UsageError {
+    use sluice_git::InputError as E;
+    let arg = match e {
+        E::Url(_) | E::Remote { .. } => "<URL>",
+        E::Refspec { .. } => "<REFSPEC>",
+        E::Prefix(_) => "--prefix",
+        E::RefName { .. } | E::Revision { .. } | E::Push(_) => "[+]SRC:DST",
+        // A kind of bad input this CLI does not know yet: its words name it.
+        _ => "<ARGS>",
+    };
+    UsageError::new(arg, e.to_string())
+}
