@@ -21,6 +21,7 @@ use sluice_policy::text::redact;
 use crate::app::GitHubAppSource;
 use crate::base::resolve;
 use crate::error::{ForgeFailure, ForgeInputError};
+use crate::phase::ForgePhase;
 use crate::exchange::{decode, judge, Answer, HttpResponse, Prepared, Wire};
 use crate::reading::Reading;
 
