@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use sluice_policy::{AttemptError, Class};
 
-use crate::local::LocalCause;
 pub use crate::limit::TimeoutLimit;
+use crate::local::LocalCause;
 use crate::reject::RejectReason;
 use crate::wire::WireState;
 

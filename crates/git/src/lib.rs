@@ -134,6 +134,7 @@ pub use error::{GitError, GitPhase};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
 pub use input::InputError;
+pub use limit::TimeoutLimit;
 pub use local::{LocalCause, ObjectStoreError};
 pub use maintenance::{maintain, AfterFetch, Maintained, MaintenanceError};
 pub use named_remote::{is_remote_name, NamedRemote};
@@ -149,7 +150,6 @@ pub use remote_ref::RemoteRef;
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::text::redact;
 pub use sluice_policy::CallOptions;
-pub use limit::TimeoutLimit;
 pub use view::{check_trusted, fresh_view, Untrusted, ViewError};
 
 /// The gix this crate is built on; use `sluice_git::gix::Repository` and

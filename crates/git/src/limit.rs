@@ -35,7 +35,7 @@ impl TimeoutLimit {
                 format!("attempt timed out: nothing moved for {ms} ms")
             }
             TimeoutLimit::Floor => format!(
-                "the transfer fell below its floor of {} bytes/s over {ms} ms",
+                "attempt timed out: the transfer fell below its floor of {} bytes/s over {ms} ms",
                 LOW_SPEED_FLOOR
             ),
         }

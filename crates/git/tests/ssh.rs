@@ -5,7 +5,6 @@
 mod common;
 
 use common::*;
-use sluice_git::PushOptions;
 use sluice_policy::OutcomeKind;
 use sluice_testkit::{repo, Sshd};
 
@@ -41,15 +40,12 @@ fn ssh_lists_fetches_pushes_and_a_missing_repository_is_answered_once() {
 
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "over ssh");
-    let out = client()
-        .push(
-            &sshd.url(&srv),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &sshd.url(&srv),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(
         repo::rev_parse(&srv, "refs/heads/main").as_deref(),

@@ -47,9 +47,6 @@
 //! * [`text`] — the one `redact` and the one error-chain joiner of the
 //!   workspace.
 //!
-//! The binary `ledger-probe` (`src/bin/`) is a fixture of this crate's
-//! cross-process tests, not part of the library.
-//!
 //! # The contract
 //!
 //! What callers may rely on is what the crate root exports (the modules

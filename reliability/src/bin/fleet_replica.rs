@@ -1,4 +1,4 @@
-//! One replica of the fleet soak (`tests/fleet_soak.rs`); not for use on
+//! One replica of the fleet soak (`tests/it/fleet_soak.rs`); not for use on
 //! its own.
 //!
 //! `fleet-replica run <ledger-url> <git-url> <http-url> <local> <out> <replica> <threads> <ids>`:

@@ -1,4 +1,4 @@
-//! A child process for the ledger tests (`tests/ledger.rs`); not for use
+//! A child process for the ledger tests (`tests/it/ledger.rs`); not for use
 //! on its own.
 //!
 //! * `ledger-worker claim <ledger> <start-file> <ids...>`: waits until

@@ -50,9 +50,10 @@ fn a_fetch_into_a_repository_exits_0_and_stores_the_refs() {
         &p(&local),
     ]);
     assert_eq!(run.code, 0, "{run:?}");
+    let served = repo::rev_parse(&w.server(), "refs/heads/main").expect("the served main");
     assert_eq!(
         repo::rev_parse(&local, "refs/remotes/origin/main"),
-        repo::rev_parse(&w.server(), "refs/heads/main")
+        Some(served)
     );
 }
 

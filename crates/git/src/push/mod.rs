@@ -23,6 +23,8 @@ mod settle;
 pub mod spec;
 mod steps;
 pub(crate) mod tracking;
+#[cfg(test)]
+mod transcripts;
 
 use std::cell::RefCell;
 

@@ -5,9 +5,9 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use sluice_git::{CallOptions, GitClient};
-use sluice_policy::{BackoffShape, Bounds, Policy};
-use sluice_testkit::{GitDaemon, RepoBuilder};
+use sluice_git::{CallOptions, GitClient, PushOptions, PushReport, RefUpdate};
+use sluice_policy::{BackoffShape, Bounds, Outcome, Policy};
+use sluice_testkit::{GitDaemon, HttpBackend, RepoBuilder};
 
 /// A temp dir with a daemon serving it and a small repository `small.git`.
 pub struct World {
@@ -82,6 +82,65 @@ pub fn local_clone(from: &Path, to: &Path) -> PathBuf {
 
 pub fn open(path: &Path) -> gix::Repository {
     gix::open(path).expect("open")
+}
+
+/// One update pushed from the repository at `local` with the default push
+/// options: `client().push(url, &[update], &PushOptions::default(), …)`,
+/// its input valid.
+pub fn push(url: &str, update: RefUpdate, local: &Path, opts: &CallOptions) -> Outcome<PushReport> {
+    push_with(url, &[update], &PushOptions::default(), local, opts)
+}
+
+/// [`push`] of several updates, with `options`.
+pub fn push_with(
+    url: &str,
+    updates: &[RefUpdate],
+    options: &PushOptions,
+    local: &Path,
+    opts: &CallOptions,
+) -> Outcome<PushReport> {
+    client()
+        .push(url, updates, options, &open(local), opts)
+        .expect("valid input")
+}
+
+/// How a test reaches the repositories under `srv/`: the [`World`]'s
+/// `git daemon`, or git's http-backend behind lighttpd started for the
+/// test.
+#[derive(Clone, Copy, Debug)]
+pub enum Transport {
+    Daemon,
+    Http,
+}
+
+/// A served repository's URL over one [`Transport`], and the server that
+/// answers it (kept while the URL is used).
+pub struct Served {
+    pub url: String,
+    _http: Option<HttpBackend>,
+}
+
+impl Transport {
+    /// Both, for a case written once.
+    pub const ALL: [Transport; 2] = [Transport::Daemon, Transport::Http];
+
+    /// Serves `w.srv(name)` (anonymous pushes allowed over http).
+    pub fn serve(self, w: &World, name: &str) -> Served {
+        match self {
+            Transport::Daemon => Served {
+                url: w.daemon.url(name),
+                _http: None,
+            },
+            Transport::Http => {
+                HttpBackend::enable_anonymous_push(&w.srv(name)).expect("config");
+                let http = HttpBackend::start(&w.dir.path().join("srv")).expect("http-backend");
+                Served {
+                    url: http.url(name),
+                    _http: Some(http),
+                }
+            }
+        }
+    }
 }
 
 pub fn oid(hex: &str) -> gix::ObjectId {

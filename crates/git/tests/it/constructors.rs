@@ -5,7 +5,7 @@
 use crate::common;
 
 use common::*;
-use sluice_git::{Lease, PushOptions, RefStatus, RefUpdate, RejectReason};
+use sluice_git::{Lease, RefStatus, RefUpdate, RejectReason};
 use sluice_policy::OutcomeKind;
 use sluice_testkit::repo;
 
@@ -14,15 +14,7 @@ fn push_one(
     local: &std::path::Path,
     u: RefUpdate,
 ) -> sluice_policy::Outcome<sluice_git::PushReport> {
-    client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[u],
-            &PushOptions::default(),
-            &open(local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input")
+    push(&w.daemon.url("s.git"), u, local, &quick(20_000, 10_000, 3))
 }
 
 fn rejected(out: &sluice_policy::Outcome<sluice_git::PushReport>) -> Option<RejectReason> {

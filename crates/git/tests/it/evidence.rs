@@ -10,7 +10,7 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_git::{GitError, GitPhase, PushOptions, RefUpdate, RejectReason};
+use sluice_git::{GitError, GitPhase, RefUpdate, RejectReason};
 use sluice_policy::{AttemptError, Class, OutcomeKind, Stopped, Verdict};
 use sluice_testkit::repo;
 use sluice_testkit::scripted::{Script, ScriptedServer};
@@ -30,15 +30,7 @@ fn typed<T: std::fmt::Debug>(out: &sluice_policy::Outcome<T>) -> (&AttemptError,
 
 /// A push of a new commit on `main` from a clone of `s.git`, as `update`.
 fn push_main(w: &World, url: &str, u: RefUpdate) -> sluice_policy::Outcome<sluice_git::PushReport> {
-    client()
-        .push(
-            url,
-            &[u],
-            &PushOptions::default(),
-            &open(&w.path("local.git")),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input")
+    push(url, u, &w.path("local.git"), &quick(20_000, 10_000, 3))
 }
 
 #[test]

@@ -178,15 +178,7 @@ fn push_once(
     tip: &str,
     opts: &sluice_git::CallOptions,
 ) -> sluice_policy::Outcome<sluice_git::PushReport> {
-    client()
-        .push(
-            url,
-            &[update(Some(tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(local),
-            opts,
-        )
-        .expect("valid input")
+    push(url, update(Some(tip), "refs/heads/main"), local, opts)
 }
 
 fn updates_of_main(srv: &std::path::Path) -> usize {
@@ -354,17 +346,7 @@ fn a_retry_after_a_cut_carries_the_first_old_value_and_never_overwrites_another_
     );
     let pusher = std::thread::spawn({
         let local = local.clone();
-        move || {
-            client()
-                .push(
-                    &url,
-                    &[update(Some(&tip), "refs/heads/main")],
-                    &PushOptions::default(),
-                    &open(&local),
-                    &opts,
-                )
-                .expect("valid input")
-        }
+        move || push(&url, update(Some(&tip), "refs/heads/main"), &local, &opts)
     });
     // Wait for the cut, then somebody else pushes before the retry.
     let t0 = Instant::now();
@@ -406,15 +388,12 @@ fn a_deletion_only_push_cut_after_its_commands_is_settled_absent_landed() {
     let local = local_clone(&srv, &w.path("local.git"));
     let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
     proxy.set_fault(Fault::CutBeforeReport, 1);
-    let out = client()
-        .push(
-            &proxy.url("s.git"),
-            &[update(None, "refs/heads/dev")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 5_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &proxy.url("s.git"),
+        update(None, "refs/heads/dev"),
+        &local,
+        &quick(20_000, 5_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(
         class_of(&out, 0),
@@ -508,17 +487,7 @@ fn a_push_cancelled_while_waiting_for_its_report_is_settled_by_reading() {
     let pusher = std::thread::spawn({
         let local = local.clone();
         let tip = tip.clone();
-        move || {
-            client()
-                .push(
-                    &url,
-                    &[update(Some(&tip), "refs/heads/main")],
-                    &PushOptions::default(),
-                    &open(&local),
-                    &opts,
-                )
-                .expect("valid input")
-        }
+        move || push(&url, update(Some(&tip), "refs/heads/main"), &local, &opts)
     });
     let t0 = Instant::now();
     while repo::rev_parse(&srv, "refs/heads/main").as_deref() != Some(tip.as_str()) {

@@ -8,10 +8,9 @@ use crate::common;
 use std::path::{Path, PathBuf};
 
 use common::*;
-use sluice_git::{GitError, PushOptions};
+use sluice_git::GitError;
 use sluice_policy::{Class, OutcomeKind};
 use sluice_testkit::repo;
-use sluice_testkit::HttpBackend;
 
 /// A bare repository in the sha256 object format with one commit on
 /// `main`, made by git itself.
@@ -69,21 +68,24 @@ fn refs_of(srv: &Path) -> std::collections::BTreeMap<String, String> {
     repo::refs(srv)
 }
 
-#[test]
-fn a_sha256_remote_is_answered_in_one_attempt_by_ls_refs_fetch_and_push() {
+/// A sha256 remote over `transport`: ls-refs, fetch and push each
+/// answered in one attempt, nothing written on either side.
+fn a_sha256_remote_is_answered_in_one_attempt_over(transport: Transport) {
     let w = World::new();
     let srv = sha256_repo(&w, "s.git");
+    let served = transport.serve(&w, "s.git");
     let before = refs_of(&srv);
-    let url = w.daemon.url("s.git");
     let opts = quick(20_000, 5_000, 4);
 
-    let out = client().ls_refs(&url, &[], &opts).expect("valid input");
+    let out = client()
+        .ls_refs(&served.url, &[], &opts)
+        .expect("valid input");
     assert_answered_for_the_format(&out);
 
     let local = empty_repo(&w.path("local.git"));
     let out = client()
         .fetch(
-            &url,
+            &served.url,
             &["refs/heads/*:refs/remotes/origin/*".to_string()],
             &local,
             &opts,
@@ -95,60 +97,25 @@ fn a_sha256_remote_is_answered_in_one_attempt_by_ls_refs_fetch_and_push() {
     let from = w.small("sha1.git");
     let local = local_clone(&from, &w.path("pusher.git"));
     let tip = repo::commit_on(&local, "main", "x");
-    let out = client()
-        .push(
-            &url,
-            &[update(Some(&tip), "refs/heads/side")],
-            &PushOptions::default(),
-            &open(&local),
-            &opts,
-        )
-        .expect("valid input");
+    let out = push(
+        &served.url,
+        update(Some(&tip), "refs/heads/side"),
+        &local,
+        &opts,
+    );
     assert_answered_for_the_format(&out);
     assert_eq!(out.may_have_applied, Some(false));
     assert_eq!(refs_of(&srv), before, "nothing written");
 }
 
 #[test]
+fn a_sha256_remote_is_answered_in_one_attempt_by_ls_refs_fetch_and_push() {
+    a_sha256_remote_is_answered_in_one_attempt_over(Transport::Daemon);
+}
+
+#[test]
 fn a_sha256_remote_over_http_is_answered_in_one_attempt_by_ls_refs_fetch_and_push() {
-    let w = World::new();
-    let srv = sha256_repo(&w, "s.git");
-    HttpBackend::enable_anonymous_push(&srv).expect("config");
-    let before = refs_of(&srv);
-    let http = HttpBackend::start(&w.dir.path().join("srv")).expect("http-backend");
-    let url = http.url("s.git");
-    let opts = quick(20_000, 5_000, 4);
-
-    let out = client().ls_refs(&url, &[], &opts).expect("valid input");
-    assert_answered_for_the_format(&out);
-
-    let local = empty_repo(&w.path("local.git"));
-    let out = client()
-        .fetch(
-            &url,
-            &["refs/heads/*:refs/remotes/origin/*".to_string()],
-            &local,
-            &opts,
-        )
-        .expect("valid input");
-    assert_answered_for_the_format(&out);
-    assert!(repo::refs(&w.path("local.git")).is_empty());
-
-    let from = w.small("sha1.git");
-    let local = local_clone(&from, &w.path("pusher.git"));
-    let tip = repo::commit_on(&local, "main", "x");
-    let out = client()
-        .push(
-            &url,
-            &[update(Some(&tip), "refs/heads/side")],
-            &PushOptions::default(),
-            &open(&local),
-            &opts,
-        )
-        .expect("valid input");
-    assert_answered_for_the_format(&out);
-    assert_eq!(out.may_have_applied, Some(false));
-    assert_eq!(refs_of(&srv), before, "nothing written");
+    a_sha256_remote_is_answered_in_one_attempt_over(Transport::Http);
 }
 
 /// The library's view of a remote's words carrying control sequences (the
@@ -185,15 +152,12 @@ fn err_and_ng_words_with_control_sequences_are_kept_as_sent_in_typed_results() {
         reason: words.to_string(),
     });
     let tip = repo::commit_on(&local, "main", "refused");
-    let out = client()
-        .push(
-            &server.url("r.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &opts,
-        )
-        .expect("valid input");
+    let out = push(
+        &server.url("r.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &opts,
+    );
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     assert_eq!(out.may_have_applied, Some(false));
     let r = &out.value.as_ref().expect("per-ref results").refs[0];
@@ -265,15 +229,12 @@ fn a_push_whose_hook_outlasts_the_attempt_timeout_settles_landed_with_one_pack()
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "slow to land");
     let t0 = std::time::Instant::now();
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &slow_opts(12_000),
-        )
-        .expect("valid input");
+    let out = push(
+        &w.daemon.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &slow_opts(12_000),
+    );
     let took = t0.elapsed();
     let r = out.reconciled.as_ref().expect("settled by reading");
     println!(
@@ -306,15 +267,12 @@ fn a_push_whose_hook_outlasts_the_deadline_ends_unknown_within_it_having_read_th
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "never lands in time");
     let t0 = std::time::Instant::now();
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &slow_opts(6_000),
-        )
-        .expect("valid input");
+    let out = push(
+        &w.daemon.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &slow_opts(6_000),
+    );
     let took = t0.elapsed();
     assert_eq!(out.kind, OutcomeKind::Unknown, "{:?}", out.attempts);
     assert_eq!(out.may_have_applied, Some(true));

@@ -118,15 +118,12 @@ fn a_push_with_basic_auth_lands() {
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "over http");
     let source = Arc::new(StaticSource::new(SecretString::from(PASSWORD.to_string())));
-    let out = client()
-        .push(
-            &http.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &with_token(quick(20_000, 10_000, 3), source),
-        )
-        .expect("valid input");
+    let out = push(
+        &http.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &with_token(quick(20_000, 10_000, 3), source),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(
         repo::rev_parse(&srv, "refs/heads/main").as_deref(),
@@ -181,15 +178,12 @@ fn a_refusal_that_stands_names_the_fingerprint_and_is_answered() {
     let source = Arc::new(StaticSource::new(SecretString::from(
         "always-wrong".to_string(),
     )));
-    let out = client()
-        .push(
-            &http.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &with_token(quick(20_000, 10_000, 3), source),
-        )
-        .expect("valid input");
+    let out = push(
+        &http.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &with_token(quick(20_000, 10_000, 3), source),
+    );
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     assert_eq!(
         out.refused_credentials,
@@ -208,15 +202,12 @@ fn a_push_whose_http_answer_is_cut_is_settled_by_reading_without_a_second_post()
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "x");
     let source = Arc::new(StaticSource::new(SecretString::from(PASSWORD.to_string())));
-    let out = client()
-        .push(
-            &proxy.http_url("/git/s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &with_token(quick(20_000, 5_000, 3), source),
-        )
-        .expect("valid input");
+    let out = push(
+        &proxy.http_url("/git/s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &with_token(quick(20_000, 5_000, 3), source),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(
         out.attempts[0].class,

@@ -143,15 +143,12 @@ fn a_post_answered_with_a_redirect_is_answered() {
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "redirected post");
     let before = repo::rev_parse(&srv, "refs/heads/main");
-    let out = client()
-        .push(
-            &http.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 5_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &http.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(20_000, 5_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
     assert_eq!(out.attempts[0].class, Some(Class::Answered));

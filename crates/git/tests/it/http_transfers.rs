@@ -304,15 +304,12 @@ fn push_in_a_child() {
     let url = std::env::var(CHILD_URL).expect("run by the memory test");
     let local = std::env::var(CHILD_REPO).expect("run by the memory test");
     let tip = std::env::var(CHILD_TIP).expect("run by the memory test");
-    let out = client()
-        .push(
-            &url,
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(std::path::Path::new(&local)),
-            &quick(120_000, 30_000, 1),
-        )
-        .expect("valid input");
+    let out = push(
+        &url,
+        update(Some(&tip), "refs/heads/main"),
+        std::path::Path::new(&local),
+        &quick(120_000, 30_000, 1),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
 }
 

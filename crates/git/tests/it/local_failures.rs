@@ -14,7 +14,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use common::*;
-use sluice_git::{GitError, LocalCause, PushOptions};
+use sluice_git::{GitError, LocalCause};
 use sluice_policy::{Class, OutcomeKind, Stopped};
 use sluice_testkit::{repo, FaultProxy};
 
@@ -213,15 +213,12 @@ fn a_push_whose_pack_cannot_read_an_object_here_is_one_local_error_and_never_sen
     std::fs::remove_file(local.join("objects").join(&blob[..2]).join(&blob[2..]))
         .expect("the new blob is loose");
     let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
-    let out = client()
-        .push(
-            &proxy.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(30_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &proxy.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(30_000, 10_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::LocalError, "{:?}", out.attempts);
     assert_eq!(out.stopped, Some(Stopped::LocalError));
     assert_eq!(out.may_have_applied, Some(false));

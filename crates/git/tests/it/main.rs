@@ -24,6 +24,7 @@ mod push;
 mod read;
 mod resends;
 mod settle_reads;
+mod transcripts;
 mod transfers;
 mod user_side;
 mod verdicts;

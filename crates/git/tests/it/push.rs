@@ -14,15 +14,12 @@ fn a_new_branch_is_created_and_the_server_is_fsck_clean() {
     let srv = w.small("s.git");
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "feature", "new work");
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&tip), "refs/heads/feature")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &w.daemon.url("s.git"),
+        update(Some(&tip), "refs/heads/feature"),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     assert_eq!(
         out.kind,
         OutcomeKind::Succeeded,
@@ -77,15 +74,12 @@ fn a_deletion_only_push_sends_no_pack() {
     let w = World::new();
     let srv = w.small("s.git");
     let local = local_clone(&srv, &w.path("local.git"));
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(None, "refs/heads/dev")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &w.daemon.url("s.git"),
+        update(None, "refs/heads/dev"),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     assert!(out.value.expect("report").pack.is_none());
     assert_eq!(repo::rev_parse(&srv, "refs/heads/dev"), None);
@@ -138,21 +132,19 @@ fn an_atomic_two_ref_push_lands_both() {
     let local = local_clone(&srv, &w.path("local.git"));
     let a = repo::commit_on(&local, "main", "a");
     let b = repo::commit_on(&local, "dev", "b");
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[
-                update(Some(&a), "refs/heads/main"),
-                update(Some(&b), "refs/heads/dev"),
-            ],
-            &PushOptions {
-                atomic: true,
-                ..PushOptions::default()
-            },
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push_with(
+        &w.daemon.url("s.git"),
+        &[
+            update(Some(&a), "refs/heads/main"),
+            update(Some(&b), "refs/heads/dev"),
+        ],
+        &PushOptions {
+            atomic: true,
+            ..PushOptions::default()
+        },
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     assert_eq!(
         repo::rev_parse(&srv, "refs/heads/main").as_deref(),
@@ -173,18 +165,16 @@ fn an_atomic_push_with_one_stale_ref_changes_nothing() {
     let b = repo::commit_on(&local, "dev", "b");
     let main_before = repo::rev_parse(&srv, "refs/heads/main");
     let stale = update(Some(&b), "refs/heads/dev").with_lease(Lease::Oid(oid(&a)));
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&a), "refs/heads/main"), stale],
-            &PushOptions {
-                atomic: true,
-                ..PushOptions::default()
-            },
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push_with(
+        &w.daemon.url("s.git"),
+        &[update(Some(&a), "refs/heads/main"), stale],
+        &PushOptions {
+            atomic: true,
+            ..PushOptions::default()
+        },
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::Answered);
     assert_eq!(repo::rev_parse(&srv, "refs/heads/main"), main_before);
 }
@@ -263,15 +253,7 @@ fn a_stale_lease_is_answered_without_a_second_connection() {
     let theirs = repo::commit_on(&srv, "main", "somebody else");
     let ours = repo::commit_on(&local, "main", "ours");
     let u = update(Some(&ours), "refs/heads/main").with_lease(Lease::Oid(oid(&old)));
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[u],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(&w.daemon.url("s.git"), u, &local, &quick(20_000, 10_000, 3));
     assert_eq!(out.kind, OutcomeKind::Answered);
     assert_eq!(out.attempts.len(), 1);
     assert_eq!(
@@ -292,15 +274,12 @@ fn a_declining_pre_receive_hook_is_answered_with_its_words() {
     .expect("hook");
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "x");
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &w.daemon.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::Answered);
     assert_eq!(out.attempts.len(), 1);
     let r = &out.value.expect("report").refs[0];
@@ -357,15 +336,12 @@ fn a_branch_at_an_object_the_remote_has_goes_with_an_empty_pack() {
     let srv = w.small("s.git");
     let local = local_clone(&srv, &w.path("local.git"));
     let main = repo::rev_parse(&local, "refs/heads/main").expect("main");
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&main), "refs/heads/copy")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &w.daemon.url("s.git"),
+        update(Some(&main), "refs/heads/copy"),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     assert_eq!(out.value.expect("report").pack.expect("a pack").objects, 0);
     assert_eq!(
@@ -464,15 +440,12 @@ fn push_main(
     local: &std::path::Path,
     tip: &str,
 ) -> sluice_policy::Outcome<sluice_git::PushReport> {
-    client()
-        .push(
-            &w.daemon.url(name),
-            &[update(Some(tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(local),
-            &quick(60_000, 30_000, 3),
-        )
-        .expect("valid input")
+    push(
+        &w.daemon.url(name),
+        update(Some(tip), "refs/heads/main"),
+        local,
+        &quick(60_000, 30_000, 3),
+    )
 }
 
 /// A base commit (20 files), on the server and locally.

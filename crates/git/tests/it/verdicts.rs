@@ -101,17 +101,7 @@ fn a_push_cut_right_after_its_pack_while_a_hook_runs_is_never_pushed_again() {
         let url = proxy.url("s.git");
         let pusher = std::thread::spawn({
             let (local, tip) = (local.clone(), tip.clone());
-            move || {
-                client()
-                    .push(
-                        &url,
-                        &[update(Some(&tip), "refs/heads/main")],
-                        &PushOptions::default(),
-                        &open(&local),
-                        &opts,
-                    )
-                    .expect("valid input")
-            }
+            move || push(&url, update(Some(&tip), "refs/heads/main"), &local, &opts)
         });
         hook.wait_started();
         match how {
@@ -160,15 +150,12 @@ fn a_push_whose_objects_cannot_be_read_here_is_a_local_error() {
     let tree = tree.trim();
     let loose = local.join("objects").join(&tree[..2]).join(&tree[2..]);
     std::fs::remove_file(&loose).expect("the new tree is loose");
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &w.daemon.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::LocalError, "{:?}", out.attempts);
     assert_eq!(out.stopped, Some(Stopped::LocalError));
     assert_eq!(out.may_have_applied, Some(false));
@@ -220,15 +207,12 @@ fn a_401_without_a_credential_source_is_answered_in_one_attempt() {
     let http = HttpBackend::start_with_auth(&w.dir.path().join("srv"), "u", "p").expect("http");
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "x");
-    let out = client()
-        .push(
-            &http.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 5_000, 4),
-        )
-        .expect("valid input");
+    let out = push(
+        &http.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(20_000, 5_000, 4),
+    );
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
     assert_eq!(out.attempts[0].phase, "connect");
@@ -284,15 +268,12 @@ fn a_hooks_words_are_kept_in_remote_messages() {
     .expect("hook");
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "x");
-    let out = client()
-        .push(
-            &w.daemon.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &w.daemon.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::Answered);
     assert_eq!(out.may_have_applied, Some(false));
     assert_eq!(
@@ -329,18 +310,16 @@ fn a_non_atomic_push_gives_each_ref_its_own_status_and_verdict() {
         if lost_report {
             proxy.set_fault(Fault::CutBeforeReport, 1);
         }
-        let out = client()
-            .push(
-                &proxy.url("s.git"),
-                &[
-                    update(Some(&main), "refs/heads/main"),
-                    update(Some(&dev), "refs/heads/dev"),
-                ],
-                &PushOptions::default(),
-                &open(&local),
-                &quick(20_000, 10_000, 3),
-            )
-            .expect("valid input");
+        let out = push_with(
+            &proxy.url("s.git"),
+            &[
+                update(Some(&main), "refs/heads/main"),
+                update(Some(&dev), "refs/heads/dev"),
+            ],
+            &PushOptions::default(),
+            &local,
+            &quick(20_000, 10_000, 3),
+        );
         assert_eq!(out.may_have_applied, Some(true), "main landed");
         let refs = &out.value.as_ref().expect("per-ref results").refs;
         let (m, d) = (&refs[0], &refs[1]);

@@ -1,0 +1,343 @@
+//! Credentials: a refused one is never sent again; a fresh one waits for the
+//! settle pause; a refusal that stands is answered with its fingerprints.
+
+use std::sync::Arc;
+
+use crate::common::*;
+use sluice_policy::secrecy::SecretString;
+use sluice_policy::{
+    fingerprint, AttemptError, AuthSignal, Bounds, Class, Credential, CredentialError,
+    CredentialSource, Operation, OutcomeKind, StaticSource, Stopped,
+};
+
+const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+
+fn http_op(bounds: Bounds) -> Operation {
+    Operation::new(
+        "http-get",
+        sluice_policy::Effect::Read,
+        "https://api.example.test/repos/o/r",
+    )
+    .bounds(bounds)
+}
+
+fn unauthorized() -> AttemptError {
+    AttemptError::answered("response-headers", "401 Bad credentials")
+        .with_auth(AuthSignal::Unauthorized)
+}
+
+fn forbidden() -> AttemptError {
+    AttemptError::answered(
+        "response-headers",
+        "403 Resource not accessible by integration",
+    )
+    .with_auth(AuthSignal::ForbiddenOrNotFound)
+}
+
+#[test]
+fn a_refused_credential_is_replaced_by_a_fresh_one_after_the_settle_pause() {
+    let (policy, clock) = manual_policy();
+    let source = Arc::new(CountingSource::new(&clock));
+    let rec = Recorder::default();
+    let bounds = Bounds::new(secs(60), secs(10), 4);
+    let out = policy.run(http_op(bounds).credentials(source.clone()), |ctx| {
+        rec.record(ctx);
+        if ctx.n == 1 {
+            return Err(unauthorized());
+        }
+        Ok(200)
+    });
+    assert_eq!(out.kind, OutcomeKind::Succeeded);
+    let calls = rec.calls();
+    assert_eq!(calls.len(), 2);
+    assert_eq!(calls[0].secret.as_deref(), Some("tok-1"));
+    assert_eq!(
+        calls[1].secret.as_deref(),
+        Some("tok-2"),
+        "never the refused one"
+    );
+    let purchases = source.purchases();
+    assert_eq!(
+        purchases.len(),
+        2,
+        "bought once at the start, once after the refusal"
+    );
+    let (ref token, bought) = purchases[1];
+    assert_eq!(token, "tok-2");
+    assert!(
+        calls[1].started >= bought + SETTLE,
+        "the fresh token was bought at {bought:?} and sent at {:?}, before it settled",
+        calls[1].started
+    );
+    assert_eq!(clock.sleeps().len(), 1);
+    assert!(clock.sleeps()[0] >= SETTLE, "{:?}", clock.sleeps());
+    assert_eq!(out.refused_credentials, vec![fingerprint("tok-1")]);
+    assert_eq!(
+        out.attempts[0].class,
+        Some(Class::Unjudged),
+        "a refusal is not the remote's judgement"
+    );
+}
+
+#[test]
+fn a_static_credential_refused_stands_at_once_with_its_fingerprint() {
+    let (policy, clock) = manual_policy();
+    let secret = "ghs_static_secret_value";
+    let source = Arc::new(StaticSource::new(SecretString::from(secret.to_string())));
+    let rec = Recorder::default();
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source),
+        |ctx| -> Result<(), _> {
+            rec.record(ctx);
+            Err(unauthorized())
+        },
+    );
+    assert_eq!(rec.count(), 1, "the refused credential is never sent again");
+    assert_eq!(out.kind, OutcomeKind::Answered);
+    assert_eq!(out.stopped, Some(Stopped::CredentialRefused));
+    assert_eq!(out.refused_credentials, vec![fingerprint(secret)]);
+    assert_eq!(out.error.as_ref().unwrap().cause, "401 Bad credentials");
+    assert!(
+        clock.sleeps().is_empty(),
+        "no pause for a credential that cannot change"
+    );
+    let json = serde_json::to_string(&out).unwrap();
+    assert!(
+        !json.contains(secret),
+        "the secret reached the output: {json}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert_eq!(v["result"], "answered");
+    assert_eq!(v["stopped"], "credential-refused");
+    assert_eq!(v["refused_credentials"][0], fingerprint(secret));
+    assert_eq!(fingerprint(secret).len(), 12);
+}
+
+#[test]
+fn a_refusal_stands_when_the_settle_pause_does_not_fit_the_budget() {
+    let (policy, clock) = manual_policy();
+    let source = Arc::new(CountingSource::new(&clock));
+    let rec = Recorder::default();
+    let out = policy.run(
+        http_op(Bounds::new(secs(4), secs(2), 4)).credentials(source.clone()),
+        |ctx| -> Result<(), _> {
+            rec.record(ctx);
+            Err(unauthorized())
+        },
+    );
+    assert_eq!(rec.count(), 1);
+    assert_eq!(out.kind, OutcomeKind::Answered);
+    assert_eq!(out.stopped, Some(Stopped::CredentialRefused));
+    assert_eq!(out.refused_credentials, vec![fingerprint("tok-1")]);
+    assert_eq!(
+        source.purchases().len(),
+        1,
+        "no token bought that cannot be used"
+    );
+    assert!(clock.sleeps().is_empty());
+}
+
+#[test]
+fn a_refusal_stands_when_attempts_run_out() {
+    let (policy, clock) = manual_policy();
+    let source = Arc::new(CountingSource::new(&clock));
+    let rec = Recorder::default();
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(10), 2)).credentials(source),
+        |ctx| -> Result<(), _> {
+            rec.record(ctx);
+            Err(unauthorized())
+        },
+    );
+    let secrets: Vec<_> = rec.calls().into_iter().map(|c| c.secret.unwrap()).collect();
+    assert_eq!(secrets, ["tok-1", "tok-2"]);
+    assert_eq!(out.kind, OutcomeKind::Answered);
+    assert_eq!(out.stopped, Some(Stopped::CredentialRefused));
+    assert_eq!(
+        out.refused_credentials,
+        vec![fingerprint("tok-1"), fingerprint("tok-2")]
+    );
+}
+
+#[test]
+fn a_forbidden_within_the_fresh_window_counts_as_a_refusal() {
+    let (policy, clock) = manual_policy();
+    let source = Arc::new(CountingSource::new(&clock));
+    let rec = Recorder::default();
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source),
+        |ctx| {
+            rec.record(ctx);
+            if ctx.n == 1 {
+                clock.advance(secs(3));
+                return Err(forbidden());
+            }
+            Ok(200)
+        },
+    );
+    assert_eq!(rec.count(), 2);
+    assert_eq!(rec.calls()[1].secret.as_deref(), Some("tok-2"));
+    assert_eq!(out.kind, OutcomeKind::Succeeded);
+    assert_eq!(out.refused_credentials, vec![fingerprint("tok-1")]);
+}
+
+#[test]
+fn a_forbidden_after_the_fresh_window_is_the_remote_answer() {
+    let (policy, clock) = manual_policy();
+    let source = Arc::new(CountingSource::new(&clock));
+    let rec = Recorder::default();
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(20), 4)).credentials(source.clone()),
+        |ctx| -> Result<(), _> {
+            rec.record(ctx);
+            // The answer arrives 11 s after the token was bought: outside the
+            // 10 s fresh window, although the attempt started inside it.
+            clock.advance(secs(11));
+            Err(forbidden())
+        },
+    );
+    assert_eq!(rec.count(), 1);
+    assert_eq!(out.kind, OutcomeKind::Answered);
+    assert_eq!(out.stopped, None);
+    assert!(out.refused_credentials.is_empty());
+    assert_eq!(out.attempts[0].class, Some(Class::Answered));
+    assert_eq!(source.purchases().len(), 1);
+}
+
+#[test]
+fn a_not_found_on_a_token_held_past_the_window_is_not_a_refusal() {
+    let (policy, clock) = manual_policy();
+    let source = Arc::new(CountingSource::new(&clock));
+    let rec = Recorder::default();
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source),
+        |ctx| -> Result<(), _> {
+            rec.record(ctx);
+            if ctx.n == 1 {
+                // A slow unjudged first attempt: the token is 12 s old by the second.
+                clock.advance(secs(10));
+                return Err(AttemptError::unjudged("connect", "timed out"));
+            }
+            Err(AttemptError::answered("connect", "404 Not Found")
+                .with_auth(AuthSignal::ForbiddenOrNotFound))
+        },
+    );
+    assert_eq!(rec.count(), 2);
+    assert_eq!(
+        rec.calls()[1].secret.as_deref(),
+        Some("tok-1"),
+        "a credential is bought again only after a refusal"
+    );
+    assert_eq!(out.kind, OutcomeKind::Answered);
+    assert!(out.refused_credentials.is_empty());
+}
+
+#[test]
+fn time_spent_buying_a_credential_counts_against_the_budget() {
+    let (policy, clock) = manual_policy();
+    let source = Arc::new(CountingSource::costing(&clock, secs(4)));
+    let rec = Recorder::default();
+    let out = policy.run(
+        http_op(Bounds::new(secs(10), secs(8), 3)).credentials(source),
+        |ctx| {
+            rec.record(ctx);
+            Ok(())
+        },
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded);
+    let call = &rec.calls()[0];
+    assert_eq!(call.started, secs(4));
+    assert_eq!((call.remaining, call.timeout), (secs(6), secs(6)));
+}
+
+/// Fails the first purchase, then sells `tok-ok`.
+struct FlakySource(std::sync::atomic::AtomicBool);
+
+impl CredentialSource for FlakySource {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        if !self.0.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return Err(CredentialError::new("the token command exited with 1"));
+        }
+        Ok(Credential::new(SecretString::from("tok-ok".to_string())))
+    }
+}
+
+#[test]
+fn a_failing_credential_source_is_an_unjudged_attempt_not_a_refusal() {
+    let (policy, _clock) = manual_policy();
+    let rec = Recorder::default();
+    let source = Arc::new(FlakySource(Default::default()));
+    let out = policy.run(http_op(Bounds::default()).credentials(source), |ctx| {
+        rec.record(ctx);
+        Ok(())
+    });
+    assert_eq!(out.kind, OutcomeKind::Succeeded);
+    assert_eq!(
+        rec.count(),
+        1,
+        "the operation is called only with a credential"
+    );
+    assert_eq!(rec.calls()[0].secret.as_deref(), Some("tok-ok"));
+    assert_eq!(out.attempts.len(), 2);
+    assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
+    assert!(out.attempts[0]
+        .cause
+        .as_deref()
+        .unwrap()
+        .contains("token command"));
+    assert!(out.refused_credentials.is_empty());
+}
+
+/// A caching source: returns its cached token until told it was refused.
+struct Caching {
+    minted: std::sync::Mutex<u32>,
+    cached: std::sync::Mutex<Option<String>>,
+    told: std::sync::Mutex<Vec<String>>,
+}
+
+impl CredentialSource for Caching {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        let mut cached = self.cached.lock().expect("lock");
+        if cached.is_none() {
+            let mut m = self.minted.lock().expect("lock");
+            *m += 1;
+            *cached = Some(format!("cached-{m}"));
+        }
+        Ok(Credential::new(SecretString::from(
+            cached.clone().expect("set above"),
+        )))
+    }
+
+    fn refused(&self, fp: &str) {
+        self.told.lock().expect("lock").push(fp.to_string());
+        *self.cached.lock().expect("lock") = None;
+    }
+}
+
+#[test]
+fn a_caching_source_is_told_of_a_refusal_and_mints_afresh() {
+    let (policy, _clock) = manual_policy();
+    let source = Arc::new(Caching {
+        minted: Default::default(),
+        cached: Default::default(),
+        told: Default::default(),
+    });
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source.clone()),
+        |ctx| {
+            let secret = ctx.credential().map(|c| {
+                sluice_policy::secrecy::ExposeSecret::expose_secret(c.secret()).to_string()
+            });
+            if secret.as_deref() == Some("cached-1") {
+                return Err(unauthorized());
+            }
+            Ok(secret)
+        },
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(out.value, Some(Some("cached-2".to_string())));
+    assert_eq!(
+        *source.told.lock().expect("lock"),
+        vec![fingerprint("cached-1")]
+    );
+}
