@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::common::{repo, REPO};
+use crate::common::{self, repo, REPO};
 use sluice_forge::{CallOptions, ForgeClient, MergeMethod};
 use sluice_policy::{Bounds, Class, OutcomeKind, Verdict};
 use sluice_testkit::fake_forge::{merge_commit_sha, Behaviour, Endpoint, FakeForge};
