@@ -28,7 +28,7 @@ impl TimeoutLimit {
     pub fn words(self, ms: u64) -> String {
         match self {
             TimeoutLimit::Deadline => {
-                format!("the operation's deadline ended the attempt ({ms} ms were left)")
+                format!("timed out: the operation's deadline ended the attempt ({ms} ms were left)")
             }
             TimeoutLimit::AttemptTimeout => format!("attempt timed out after {ms} ms"),
             TimeoutLimit::Stalled => {
