@@ -279,7 +279,7 @@ impl fmt::Display for ForgeSoakReport {
     }
 }
 
-/// What the host's retry budget did over a run, as [`Counted`] saw it.
+/// What the host's retry budget did over a run, as the policy's buckets, counted, saw it.
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct BudgetFigures {
     /// Retries the budget paid for.
