@@ -754,7 +754,39 @@ fn prune_slice(
 }
 
 /// A connection in WAL mode with the schema in place.
+///
+/// Processes opening one new file at once race to turn it to WAL mode, and
+/// SQLite takes that lock without calling the busy handler: a step that
+/// finds the database busy is taken again, with a fresh connection, until
+/// the busy timeout has passed since the first try.
 fn connect(
+    path: &Path,
+    options: &SqliteOptions,
+) -> Result<Connection, Box<dyn std::error::Error + Send + Sync>> {
+    let start = Instant::now();
+    let mut pause = Duration::from_millis(1);
+    loop {
+        match connect_once(path, options) {
+            Err(e) if is_busy(&*e) && start.elapsed() < options.busy_timeout => {
+                std::thread::sleep(pause);
+                pause = (pause * 2).min(Duration::from_millis(50));
+            }
+            other => return other,
+        }
+    }
+}
+
+/// Whether an error is SQLite's "database is busy" or "locked".
+fn is_busy(e: &(dyn std::error::Error + Send + Sync + 'static)) -> bool {
+    matches!(
+        e.downcast_ref::<rusqlite::Error>(),
+        Some(rusqlite::Error::SqliteFailure(f, _))
+            if matches!(f.code, rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+/// One try of [`connect`].
+fn connect_once(
     path: &Path,
     options: &SqliteOptions,
 ) -> Result<Connection, Box<dyn std::error::Error + Send + Sync>> {
