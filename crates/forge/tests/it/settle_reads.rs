@@ -289,6 +289,120 @@ fn a_merge_whose_git_side_landed_while_the_pull_request_reads_open_is_moved_neve
     );
 }
 
+#[test]
+fn a_merge_whose_settling_reads_fail_for_a_while_settles_landed_with_every_read_listed() {
+    let forge = FakeForge::start().expect("fake forge");
+    let n = forge.add_pull(REPO, "feature", "main", A);
+    forge.set(Endpoint::MergePull, Behaviour::ApplyThenStatus(502));
+    // The forge fails its reads for a while after the merge: three 500s.
+    forge.set(Endpoint::GetPull, Behaviour::Fail5xxThenOk(3));
+    let out = merge(&forge, n, None);
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.reconciled);
+    assert_eq!(
+        out.value.and_then(|v| v.sha),
+        Some(merge_commit_sha(REPO, n, A))
+    );
+    assert_eq!(forge.arrivals(Endpoint::MergePull).len(), 1, "one PUT");
+    let r = out.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::Landed));
+    assert_eq!(r.reads.len(), 4, "every read listed: {:?}", r.reads);
+    let (last, failed) = r.reads.split_last().expect("reads");
+    assert_eq!(last.verdict, Some(Verdict::Landed));
+    for f in failed {
+        assert_eq!(f.verdict, None);
+        assert!(
+            f.cause.as_deref().is_some_and(|c| c.contains("500")),
+            "{f:?}"
+        );
+    }
+    assert_eq!(forge.arrivals(Endpoint::GetPull).len(), 4);
+}
+
+#[test]
+fn a_merge_whose_settling_reads_never_answer_ends_unknown_at_the_deadline_and_says_so() {
+    let forge = FakeForge::start().expect("fake forge");
+    let n = forge.add_pull(REPO, "feature", "main", A);
+    forge.set(
+        Endpoint::MergePull,
+        Behaviour::Status {
+            status: 502,
+            retry_after: None,
+        },
+    );
+    forge.set(Endpoint::GetPull, Behaviour::Fail5xx);
+    let out = merge(&forge, n, None);
+    assert_eq!(out.kind, OutcomeKind::Unknown);
+    assert_eq!(out.may_have_applied, Some(true));
+    assert_eq!(out.stopped, Some(sluice_policy::Stopped::Deadline));
+    assert_eq!(forge.arrivals(Endpoint::MergePull).len(), 1, "one PUT");
+    let r = out
+        .reconciled
+        .expect("reconciled after every unknown write with a settling read");
+    assert_eq!(r.verdict, None, "no read answered");
+    assert!(r.reads.len() > 3, "read until the deadline: {:?}", r.reads);
+    assert_eq!(r.reads.len(), forge.arrivals(Endpoint::GetPull).len());
+    assert!(r
+        .reads
+        .iter()
+        .all(|x| x.verdict.is_none() && x.cause.is_some()));
+    // The reads ran into the deadline's last second (6 s, less the
+    // finish's moment; pauses of at most 1 s), not a count of them.
+    let last = r.reads.last().expect("a read").elapsed_ms;
+    assert!(last > 4_500 && last <= 6_000, "{last} ms");
+}
+
+#[test]
+fn a_merge_merged_at_its_head_without_a_merge_commit_yet_is_read_again_then_landed() {
+    // The merge applied and its answer was lost (502); the pull request
+    // reads merged at the head, without `merge_commit_sha` (trimmed), and
+    // its `merged` event is not written yet.
+    let setup = || {
+        let forge = FakeForge::start().expect("fake forge");
+        let n = forge.add_pull(REPO, "feature", "main", A);
+        forge.set_trimmed_pulls(true);
+        forge.merge_pull_directly(REPO, n).expect("merged");
+        forge.clear_issue_events(REPO, n);
+        forge.set(
+            Endpoint::MergePull,
+            Behaviour::Status {
+                status: 502,
+                retry_after: None,
+            },
+        );
+        (forge, n)
+    };
+
+    // The event never shows: read again until the deadline, then landed
+    // with no sha — never not-landed.
+    let (forge, n) = setup();
+    let out = merge(&forge, n, None);
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.reconciled);
+    assert_eq!(
+        out.value,
+        Some(sluice_forge::MergeResult {
+            merged: true,
+            sha: None
+        })
+    );
+    let r = out.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::Landed));
+    assert!(r.reads.len() > 2, "read again: {:?}", r.reads);
+    assert!(r.reads.iter().all(|x| x.verdict == Some(Verdict::Landed)));
+    assert_eq!(forge.arrivals(Endpoint::MergePull).len(), 1, "one PUT");
+
+    // The event is written while the reads go on: its commit is the sha.
+    let (forge, n) = setup();
+    let want = merge_commit_sha(REPO, n, A);
+    let out = std::thread::scope(|s| {
+        let h = s.spawn(|| merge(&forge, n, None));
+        assert!(forge.wait_for_arrivals(Endpoint::IssueEvents, 2, Duration::from_secs(30)));
+        forge.add_issue_event(REPO, n, "merged", Some(&want));
+        h.join().expect("merge")
+    });
+    assert_eq!(out.kind, OutcomeKind::Succeeded);
+    assert_eq!(out.value.and_then(|v| v.sha), Some(want));
+}
+
 fn comment(
     forge: &FakeForge,
     body: &str,
