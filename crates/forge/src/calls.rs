@@ -482,10 +482,7 @@ impl ForgeClient {
             opts,
             |c, ctx, cred| {
                 let deadline = Instant::now() + ctx.timeout;
-                marker.replace(format!(
-                    "<!-- sluice-operation: {} -->",
-                    ctx.operation_id()
-                ));
+                marker.replace(format!("<!-- sluice-operation: {} -->", ctx.operation_id()));
                 if given {
                     let comments = pages.read(c, ctx, cred, deadline, comments_of)?;
                     if let Some(found) = comments.into_iter().find(|c| marked(c)) {

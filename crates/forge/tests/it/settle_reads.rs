@@ -589,7 +589,9 @@ fn a_stop_cuts_a_stalled_settling_read_at_once_and_a_cancel_does_not() {
     assert_eq!(out.kind, OutcomeKind::Unknown);
     assert_eq!(out.stopped, Some(sluice_policy::Stopped::Cancelled));
     assert_eq!(out.may_have_applied, Some(true));
-    let r = out.reconciled.expect("reconciled: the write had a settling read");
+    let r = out
+        .reconciled
+        .expect("reconciled: the write had a settling read");
     assert_eq!(r.verdict, None, "no read answered");
     assert_eq!(r.reads.len(), 1, "no read after the stop: {:?}", r.reads);
     assert!(r.reads[0].cause.is_some(), "{:?}", r.reads);

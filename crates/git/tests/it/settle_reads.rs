@@ -220,7 +220,11 @@ fn a_push_still_not_landed_when_its_reads_run_out_says_stopped_deadline() {
     println!("reads: {:?}", r.reads);
     assert_eq!(out.kind, OutcomeKind::Unknown, "{:?}", out.attempts);
     assert_eq!(out.may_have_applied, Some(true));
-    assert_eq!(out.stopped, Some(Stopped::Deadline), "the reads ran out of time");
+    assert_eq!(
+        out.stopped,
+        Some(Stopped::Deadline),
+        "the reads ran out of time"
+    );
     assert_eq!(r.verdict, Some(Verdict::NotLanded));
     assert!(r.reads.len() >= 2, "read again: {:?}", r.reads);
     assert!(r

@@ -336,7 +336,7 @@ fn reads_that_still_find_it_not_landed_at_the_deadline_say_deadline() {
             reads.set(reads.get() + 1);
             clock.advance(millis(10));
             // Not landed, and between those answers the daemon restarts.
-            if reads.get() % 3 == 0 {
+            if reads.get().is_multiple_of(3) {
                 Err(refused())
             } else {
                 Ok(Settlement::not_landed(observed(OLD)))
