@@ -131,7 +131,9 @@ pub struct ReconcileCtx<'a> {
 }
 
 impl ReconcileCtx<'_> {
-    /// The caller's cancel flag (a cancelled write is still settled).
+    /// The caller's cancel flag (a cancelled write is still settled). A
+    /// settling read watches it through [`CancelFlag::stops_only`]: a cancel
+    /// leaves the read alone, a stop cuts it in flight.
     pub fn cancel_flag(&self) -> &CancelFlag {
         self.cancel
     }
