@@ -581,6 +581,7 @@ fn a_stop_cuts_a_stalled_settling_read_at_once_and_a_cancel_does_not() {
         Behaviour::Delay(Duration::from_secs(60)),
         sluice_policy::CancelFlag::stop,
     );
+    println!("returned {took:?} after the stop");
     // The read's own limit is 30 s: it was cut by the stop, not by that.
     assert!(
         took < Duration::from_secs(5),
