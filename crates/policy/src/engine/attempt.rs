@@ -15,6 +15,15 @@ use crate::class::{AttemptError, Class};
 use crate::outcome::{AttemptRecord, Stopped};
 
 impl Run<'_> {
+    /// The pause planned after the last attempt was slept (or cut), and no
+    /// attempt followed it (a cancel, or a deadline that a late wake-up
+    /// passed): the record says no delay, as for any last attempt.
+    fn no_attempt_followed(&self) {
+        if let Some(last) = self.state().attempts.last_mut() {
+            last.delay_ms = None;
+        }
+    }
+
     /// One attempt, as backon's retry loop calls it: `Ok` is the value the
     /// operation ends with; `Err` says why it did not (a failure the `when`
     /// predicate judges, a stop, or a settled or unsettled write).
@@ -30,11 +39,13 @@ impl Run<'_> {
         R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
     {
         if self.cancel.is_cancelled() {
+            self.no_attempt_followed();
             return Err(Step::Stop(Stopped::Cancelled));
         }
         let now = self.policy.clock.now();
         let remaining = self.remaining_at(now);
         if usable(remaining, self.reserve).is_zero() {
+            self.no_attempt_followed();
             return Err(Step::Stop(Stopped::Deadline));
         }
         // Everything the attempt does, on this thread and on the threads
@@ -47,6 +58,7 @@ impl Run<'_> {
         let remaining = self.remaining_at(now);
         let usable = usable(remaining, self.reserve);
         if usable.is_zero() {
+            self.no_attempt_followed();
             return Err(Step::Stop(Stopped::Deadline));
         }
         *n += 1;
