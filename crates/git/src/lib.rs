@@ -125,6 +125,7 @@ mod refspec;
 mod reject;
 mod remote;
 mod remote_ref;
+mod ssh_refusal;
 mod view;
 mod watchdog;
 mod wire;
@@ -150,6 +151,7 @@ pub use remote_ref::RemoteRef;
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::text::redact;
 pub use sluice_policy::CallOptions;
+pub use ssh_refusal::SshRefusal;
 pub use view::{check_trusted, fresh_view, Untrusted, ViewError};
 
 /// The gix this crate is built on; use `sluice_git::gix::Repository` and
