@@ -112,6 +112,7 @@ mod error;
 mod fetch;
 #[cfg(feature = "http")]
 mod http;
+mod http_config;
 mod input;
 mod limit;
 mod local;
@@ -134,6 +135,7 @@ pub use client::GitClient;
 pub use error::{GitError, GitPhase};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
+pub use http_config::{rewrite_url, HttpSetting, HttpSettingError, HttpSettings};
 pub use input::InputError;
 pub use limit::TimeoutLimit;
 pub use local::{LocalCause, ObjectStoreError};
