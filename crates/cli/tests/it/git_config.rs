@@ -172,6 +172,25 @@ fn ls_refs_fetch_and_push_read_http_and_http_url_settings_as_git_matches_them() 
     unset(&work, &format!("http.{base}.sslCAInfo"));
     unset(&work, &format!("http.{base}/git/.sslCAInfo"));
 
+    // http.<url>.proxy: a dead proxy scoped to this server is used (and
+    // named); scoped to another server, it is not.
+    repo::set_config(&work, "http.sslCAInfo", &ca);
+    let dead = dead_port();
+    let key = format!("http.{base}/git/r.git.proxy");
+    repo::set_config(&work, &key, &format!("http://127.0.0.1:{dead}"));
+    let r = ls(&[]);
+    assert_eq!(r.code, 3, "{r:?}");
+    assert!(
+        r.stderr.contains(&format!("127.0.0.1:{dead}")),
+        "the proxy is named: {r:?}"
+    );
+    unset(&work, &key);
+    let key = "http.https://127.0.0.1:1.proxy";
+    repo::set_config(&work, key, &format!("http://127.0.0.1:{dead}"));
+    assert_eq!(ls(&[]).code, 0);
+    unset(&work, key);
+    unset(&work, "http.sslCAInfo");
+
     // http.sslVerify=false (URL-scoped here) and GIT_SSL_NO_VERIFY: not
     // checked, and said on stderr.
     repo::set_config(&work, &format!("http.{base}/git.sslVerify"), "false");
