@@ -154,15 +154,16 @@ fn specificity(pattern: &UrlParts, url: &UrlParts) -> Option<(usize, bool)> {
     Some((len, pattern.user.is_some()))
 }
 
+/// How a section ranks for a URL: `None` (no URL) below every match.
+type Rank = Option<(usize, bool)>;
+
+/// A value as read (`None`: the key without `=`) and its key.
+type Found = (Option<gix::bstr::BString>, String);
+
 /// The value of `name` in the `http` section that applies to `url` most
 /// specifically, and its key; `None` when no section sets it.
-fn best(
-    config: &gix::config::File,
-    url: &UrlParts,
-    name: &str,
-) -> Option<(Option<gix::bstr::BString>, String)> {
-    // (None, _) ranks below every URL match.
-    let mut found: Option<(Option<(usize, bool)>, Option<gix::bstr::BString>, String)> = None;
+fn best(config: &gix::config::File, url: &UrlParts, name: &str) -> Option<Found> {
+    let mut found: Option<(Rank, Found)> = None;
     for section in config.sections_by_name("http")? {
         let Some(value) = section.value_implicit(name) else {
             continue;
@@ -180,11 +181,11 @@ fn best(
             None => format!("http.{name}"),
         };
         // Later sections win among equals, as git's last value does.
-        if found.as_ref().is_none_or(|(r, _, _)| rank >= *r) {
-            found = Some((rank, value, key));
+        if found.as_ref().is_none_or(|(r, _)| rank >= *r) {
+            found = Some((rank, (value, key)));
         }
     }
-    found.map(|(_, v, k)| (v, k))
+    found.map(|(_, f)| f)
 }
 
 impl HttpSettings {
