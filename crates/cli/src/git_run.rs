@@ -11,9 +11,10 @@ use crate::session::{emit, git_options, policy, progress_mode, refuse_untrusted}
 /// `ls-refs <URL> [--prefix P]...`: the remote's refs, as `git ls-remote`
 /// prints them.
 pub(crate) fn ls_refs(common: &Common, url: &str, prefixes: &[String]) -> anyhow::Result<u8> {
-    let client = GitClient::new(policy(common)).with_https(common.https.clone());
+    let (url, https) = sluice_cli::resolve_listing(common, url)?;
+    let client = GitClient::new(policy(common)).with_https(https);
     let out = client
-        .ls_refs(url, prefixes, &git_options(common))
+        .ls_refs(&url, prefixes, &git_options(common))
         .map_err(|e| sluice_cli::input_error(&e))?;
     let text = out.value.as_deref().map(human::ls_refs);
     Ok(emit(
@@ -43,7 +44,7 @@ pub(crate) fn fetch(
         }
     };
     let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Fetch)?;
-    let https = sluice_cli::https_for_repo(common, &repo)?;
+    let https = sluice_cli::https_for_repo(common, &repo, &target.url)?;
     let client = GitClient::new(policy(common)).with_https(https);
     let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
     let mut opts = git_options(common);
@@ -104,7 +105,7 @@ pub(crate) fn push(
     };
     let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;
     let updates = sluice_cli::resolve_updates(specs, leases, &target, &repo)?;
-    let https = sluice_cli::https_for_repo(common, &repo)?;
+    let https = sluice_cli::https_for_repo(common, &repo, &target.url)?;
     let client = GitClient::new(policy(common)).with_https(https);
     let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
     let mut opts = git_options(common);

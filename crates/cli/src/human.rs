@@ -29,7 +29,7 @@ pub fn ls_refs(refs: &[RemoteRef]) -> String {
 
 /// fetch as `git fetch` prints it: `From <remote>`, then one line per ref
 /// — ` * [new branch]`, ` * [new tag]`, `   old..new`, ` + old...new …
-/// (forced update)`, ` ! [rejected] … (reason)`, ` - [deleted] (none) -> …`
+/// (forced update)`, ` t [tag update]`, ` ! [rejected] … (reason)`, ` - [deleted] (none) -> …`
 /// (pruned) — with object ids
 /// abbreviated by `abbrev`. Refs left as they were are printed only when
 /// `verbose` (` = [up to date]`), as with `git fetch -v`.
@@ -69,6 +69,7 @@ pub fn fetch(
                 " + {:<17} {what}  (forced update)",
                 format!("{}...{}", abbrev(&old), abbrev(&r.oid))
             ),
+            (FetchStatus::TagUpdate, _) => format!(" t {:<17} {what}", "[tag update]"),
             (FetchStatus::Rejected, _) => format!(
                 " ! {:<17} {what}  ({})",
                 "[rejected]",

@@ -4,7 +4,7 @@
 //! resolved against the repository.
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use sluice_git::{LeaseSpec, PushSpec, RefUpdate};
 
@@ -101,9 +101,12 @@ pub fn resolve_remote(
     direction: gix::remote::Direction,
 ) -> Result<Target, UsageError> {
     let named = sluice_git::NamedRemote::find(repo, arg).map_err(|e| input_error(&e))?;
-    let url = named
-        .as_ref()
-        .map_or_else(|| arg.to_string(), |r| r.url(direction).to_string());
+    // A typed URL is rewritten by `insteadOf` / `pushInsteadOf` as a
+    // remote's is.
+    let url = named.as_ref().map_or_else(
+        || sluice_git::rewrite_url(repo.config_snapshot().plumbing(), arg, direction),
+        |r| r.url(direction).to_string(),
+    );
     let kind = check_git_url(&url)?;
     check_token_transport(common, &url, kind)?;
     let remote = match (named, direction) {
@@ -113,44 +116,63 @@ pub fn resolve_remote(
     Ok(Target { url, remote })
 }
 
-/// The https settings for a call working in `repo`: `common`'s, with git's
-/// configuration of the repository (its global and system files included)
-/// where no flag decided — `http.proxy` when neither `--proxy` nor
-/// `--no-proxy` was given (it wins over the environment, as in git), and
-/// `http.sslCAInfo` or `GIT_SSL_CAINFO`, which wins over it as in git (it
-/// replaces the platform's roots and `SSL_CERT_FILE`; `--ca-file` still
-/// adds to it). A value that cannot be used is bad input naming the key.
+/// The https settings for a call to `url` working in `repo`: `common`'s,
+/// with git's configuration of the repository (its global and system files
+/// included) as [`https_for`] applies it.
 pub fn https_for_repo(
     common: &Common,
     repo: &gix::Repository,
+    url: &str,
 ) -> Result<sluice_git::HttpsConfig, UsageError> {
-    let mut https = common.https.clone();
-    let config = repo.config_snapshot();
-    if *https.proxy() == sluice_git::ProxyChoice::Environment {
-        if let Some(proxy) = config.string("http.proxy") {
-            let proxy = proxy.to_string();
-            if !proxy.trim().is_empty() {
-                let url = if proxy.contains("://") {
-                    proxy
-                } else {
-                    format!("http://{proxy}")
-                };
-                https = https
-                    .with_proxy(sluice_git::ProxyChoice::Url(url))
-                    .map_err(|e| UsageError::new("http.proxy", e.to_string()))?;
-            }
+    https_for(common, repo.config_snapshot().plumbing(), url)
+}
+
+/// `common`'s https settings with the `http.*` and `http.<url>.*` settings
+/// `config` gives `url`, matched as git matches them
+/// ([`sluice_git::HttpSettings`]), where no flag decided: `proxy` when
+/// neither `--proxy` nor `--no-proxy` was given (it wins over the
+/// environment, as in git); `sslCAInfo` or `GIT_SSL_CAINFO`, which replaces
+/// the platform's roots and `SSL_CERT_FILE` (`--ca-file` still adds to
+/// it); `sslVerify=false` or `GIT_SSL_NO_VERIFY`, which turns certificate
+/// checks off, with a warning on stderr. A value that cannot be used is
+/// bad input naming its key.
+pub fn https_for(
+    common: &Common,
+    config: &gix::config::File,
+    url: &str,
+) -> Result<sluice_git::HttpsConfig, UsageError> {
+    let settings = sluice_git::HttpSettings::for_url(config, url);
+    let https = settings
+        .apply(common.https.clone())
+        .map_err(|e| UsageError::new(e.key, e.reason))?;
+    if let Some(key) = settings.verification_off() {
+        if url.starts_with("https://") {
+            eprintln!(
+                "warning: the server's certificate is not checked for {} ({key})",
+                sluice_git::redact(url)
+            );
         }
     }
-    let ca_info = config
-        .string("http.sslCAInfo")
-        .map(|v| PathBuf::from(v.to_string()))
-        .filter(|p| !p.as_os_str().is_empty());
-    if let Some(path) = ca_info {
-        https = https
-            .with_ca_info(&path)
-            .map_err(|e| UsageError::new("http.sslCAInfo", e.to_string()))?;
-    }
     Ok(https)
+}
+
+/// Where `ls-refs <URL>` leads, as `git ls-remote` finds it: in the
+/// repository found from the working directory (when there is one it may
+/// read), the URL rewritten by its `insteadOf` and its https settings for
+/// that URL; elsewhere the global configuration's.
+pub fn resolve_listing(
+    common: &Common,
+    arg: &str,
+) -> Result<(String, sluice_git::HttpsConfig), UsageError> {
+    let config = match open_repo(None) {
+        Ok(repo) => repo.config_snapshot().plumbing().clone(),
+        Err(_) => gix::config::File::from_globals().unwrap_or_default(),
+    };
+    let url = sluice_git::rewrite_url(&config, arg, gix::remote::Direction::Fetch);
+    let kind = check_git_url(&url)?;
+    check_token_transport(common, &url, kind)?;
+    let https = https_for(common, &config, &url)?;
+    Ok((url, https))
 }
 
 /// Resolve the push specs against `repo` — sources, short destinations

@@ -559,6 +559,7 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
     let stdin = child.stdin.take().expect("piped stdin");
     let stderr = child.stderr.take().expect("piped stderr");
     let tail_wire = wire.clone();
+    let is_ssh = d.remote.kind != TransportKind::File;
     let (done_tx, done_rx) = std::sync::mpsc::channel();
     let span = tracing::Span::current();
     std::thread::spawn(move || {
@@ -568,7 +569,14 @@ fn open_process(d: Dial<'_>) -> Result<Session, GitError> {
         while r.read_line(&mut line).map(|n| n > 0).unwrap_or(false) {
             let t = line.trim();
             if !t.is_empty() {
-                tail_wire.lock().stderr_tail = Some(sluice_policy::text::redact(t));
+                let t = sluice_policy::text::redact(t);
+                let mut w = tail_wire.lock();
+                if is_ssh && w.ssh_refusal.is_none() {
+                    if let Some(r) = crate::ssh_refusal::SshRefusal::from_line(&t) {
+                        w.ssh_refusal = Some((r, t.clone()));
+                    }
+                }
+                w.stderr_tail = Some(t);
             }
             line.clear();
         }

@@ -77,6 +77,20 @@ pub enum GitError {
         /// The remote's words.
         words: String,
     },
+    /// ssh refused before any remote command ran: it exited 255 and said
+    /// `Permission denied (…)` (no credential it offered was taken) or
+    /// `Host key verification failed` — an answer, as an http 401 with no
+    /// credential source is: asking again gets the same refusal. The one
+    /// class read from words in this crate (ARCHITECTURE.md's exceptions).
+    #[error("{words}")]
+    SshRefused {
+        /// The phase reached (`connect`).
+        phase: GitPhase,
+        /// What ssh refused.
+        refusal: crate::ssh_refusal::SshRefusal,
+        /// ssh's line.
+        words: String,
+    },
     /// An HTTP status that is not success (with the `http` feature).
     #[cfg(feature = "http")]
     #[error("HTTP {status}: {words}")]
@@ -241,6 +255,7 @@ impl GitError {
             #[cfg(feature = "http")]
             GitError::Http { phase, .. } | GitError::Tls { phase, .. } => *phase,
             GitError::Remote { phase, .. }
+            | GitError::SshRefused { phase, .. }
             | GitError::Transport { phase, .. }
             | GitError::Timeout { phase, .. }
             | GitError::Cancelled { phase, .. }
@@ -258,6 +273,7 @@ impl GitError {
     pub fn class(&self) -> Class {
         match self {
             GitError::Remote { .. }
+            | GitError::SshRefused { .. }
             | GitError::Unsupported { .. }
             | GitError::Refused { .. }
             | GitError::Rejected { .. }
@@ -455,8 +471,17 @@ pub(crate) fn from_wire(
     }
     if st.bytes_read == 0 {
         if let Some(code) = st.child_exit {
-            // ssh exits 255 for its own failures (refused, host key, auth):
-            // the remote never judged the call.
+            // ssh exits 255 for its own failures: a refused or cut
+            // connection the remote never judged — unless ssh said it
+            // refused the credentials or the host key (the words are all
+            // it keeps of that; see `ssh_refusal`), an answer.
+            if let (Some(255), Some((refusal, words))) = (code, &st.ssh_refusal) {
+                return GitError::SshRefused {
+                    phase,
+                    refusal: *refusal,
+                    words: words.clone(),
+                };
+            }
             if code != Some(255) && code != Some(0) {
                 let words = st.stderr_tail.clone().unwrap_or_else(|| {
                     format!(
@@ -581,5 +606,23 @@ mod tests {
             from_wire(&st, GitPhase::Connect, false, t, "eof".into()).class(),
             Class::Unjudged
         );
+        // ssh's own refusal, stated on its stderr with exit 255: answered.
+        st.ssh_refusal = Some((
+            crate::SshRefusal::Authentication,
+            "git@127.0.0.1: Permission denied (publickey).".into(),
+        ));
+        let e = from_wire(&st, GitPhase::Connect, false, t, "eof".into());
+        assert_eq!(e.class(), Class::Answered);
+        assert_eq!(
+            e.to_string(),
+            "git@127.0.0.1: Permission denied (publickey)."
+        );
+        // The same words with another exit code are the remote's (its
+        // last stderr line), answered as any such exit.
+        st.child_exit = Some(Some(1));
+        assert!(matches!(
+            from_wire(&st, GitPhase::Connect, false, t, "eof".into()),
+            GitError::Remote { .. }
+        ));
     }
 }

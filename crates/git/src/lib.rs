@@ -112,6 +112,7 @@ mod error;
 mod fetch;
 #[cfg(feature = "http")]
 mod http;
+mod http_config;
 mod input;
 mod limit;
 mod local;
@@ -125,6 +126,7 @@ mod refspec;
 mod reject;
 mod remote;
 mod remote_ref;
+mod ssh_refusal;
 mod view;
 mod watchdog;
 mod wire;
@@ -133,6 +135,7 @@ pub use client::GitClient;
 pub use error::{GitError, GitPhase};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
+pub use http_config::{rewrite_url, HttpSetting, HttpSettingError, HttpSettings};
 pub use input::InputError;
 pub use limit::TimeoutLimit;
 pub use local::{LocalCause, ObjectStoreError};
@@ -150,6 +153,7 @@ pub use remote_ref::RemoteRef;
 pub use sluice_https::{HttpsConfig, HttpsError, ProxyChoice, TlsRefusal};
 pub use sluice_policy::text::redact;
 pub use sluice_policy::CallOptions;
+pub use ssh_refusal::SshRefusal;
 pub use view::{check_trusted, fresh_view, Untrusted, ViewError};
 
 /// The gix this crate is built on; use `sluice_git::gix::Repository` and

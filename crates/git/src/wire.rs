@@ -63,6 +63,9 @@ pub(crate) struct WireState {
     pub child_program: Option<String>,
     /// A spawned server's last non-empty stderr line.
     pub stderr_tail: Option<String>,
+    /// ssh's own refusal (authentication, host key) and its line, when
+    /// the ssh command's stderr stated one.
+    pub ssh_refusal: Option<(crate::ssh_refusal::SshRefusal, String)>,
     /// The most read before the request is complete ([`ADVERT_CAP`] unless
     /// the client was given another limit).
     pub advert_cap: u64,

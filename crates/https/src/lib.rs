@@ -156,6 +156,8 @@ pub struct HttpsConfig {
     /// `http.sslCAInfo`: roots that replace the platform's.
     #[cfg(feature = "tls")]
     ca_info: Option<(PathBuf, Arc<Vec<CertificateDer<'static>>>)>,
+    /// `http.sslVerify=false`: the server's certificate is not checked.
+    no_verify: bool,
     proxy: ProxyChoice,
 }
 
@@ -166,7 +168,9 @@ impl std::fmt::Debug for HttpsConfig {
         #[cfg(feature = "tls")]
         d.field("extra_roots", &self.extra.len())
             .field("ca_info", &self.ca_info.as_ref().map(|(p, _)| p));
-        d.field("proxy", &self.proxy).finish()
+        d.field("no_verify", &self.no_verify)
+            .field("proxy", &self.proxy)
+            .finish()
     }
 }
 
@@ -202,6 +206,22 @@ impl HttpsConfig {
         let certs = read_pem_certs(path)?;
         self.ca_info = Some((path.to_owned(), Arc::new(certs)));
         Ok(self)
+    }
+
+    /// Check the server's certificate (`true`, the default) or not (git's
+    /// `http.sslVerify=false`, `GIT_SSL_NO_VERIFY`): without checking, any
+    /// certificate for any name is taken (the handshake's signatures are
+    /// still checked). (With the `tls` feature.)
+    #[cfg(feature = "tls")]
+    pub fn with_ssl_verify(mut self, verify: bool) -> Self {
+        self.no_verify = !verify;
+        self
+    }
+
+    /// Whether the server's certificate is checked
+    /// ([`HttpsConfig::with_ssl_verify`]).
+    pub fn ssl_verify(&self) -> bool {
+        !self.no_verify
     }
 
     /// The file given to [`HttpsConfig::with_ca_info`], if any.
@@ -256,11 +276,17 @@ impl HttpsConfig {
                 .map_err(|e| HttpsError::Tls(e.to_string()))?;
         }
         let provider = Arc::new(rustls::crypto::ring::default_provider());
-        let config = rustls::ClientConfig::builder_with_provider(provider)
+        let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
             .with_safe_default_protocol_versions()
-            .map_err(|e| HttpsError::Tls(e.to_string()))?
-            .with_root_certificates(roots)
-            .with_no_client_auth();
+            .map_err(|e| HttpsError::Tls(e.to_string()))?;
+        let config = if self.no_verify {
+            builder
+                .dangerous()
+                .with_custom_certificate_verifier(Arc::new(AnyCertificate(provider)))
+                .with_no_client_auth()
+        } else {
+            builder.with_root_certificates(roots).with_no_client_auth()
+        };
         Ok(config)
     }
 
@@ -503,6 +529,58 @@ pub fn proxy_auth_required(e: &(dyn std::error::Error + 'static)) -> bool {
         src = inner.source();
     }
     false
+}
+
+/// `http.sslVerify=false`: any certificate is taken; the handshake's
+/// signatures are still verified with the provider's algorithms.
+#[cfg(feature = "tls")]
+#[derive(Debug)]
+struct AnyCertificate(Arc<rustls::crypto::CryptoProvider>);
+
+#[cfg(feature = "tls")]
+impl rustls::client::danger::ServerCertVerifier for AnyCertificate {
+    fn verify_server_cert(
+        &self,
+        _end_entity: &CertificateDer<'_>,
+        _intermediates: &[CertificateDer<'_>],
+        _server_name: &rustls::pki_types::ServerName<'_>,
+        _ocsp_response: &[u8],
+        _now: rustls::pki_types::UnixTime,
+    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
+        Ok(rustls::client::danger::ServerCertVerified::assertion())
+    }
+
+    fn verify_tls12_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls12_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn verify_tls13_signature(
+        &self,
+        message: &[u8],
+        cert: &CertificateDer<'_>,
+        dss: &rustls::DigitallySignedStruct,
+    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
+        rustls::crypto::verify_tls13_signature(
+            message,
+            cert,
+            dss,
+            &self.0.signature_verification_algorithms,
+        )
+    }
+
+    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
+        self.0.signature_verification_algorithms.supported_schemes()
+    }
 }
 
 /// The platform's roots, loaded on first use and kept for the process:

@@ -427,6 +427,7 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
                             "new",
                             "fast-forward",
                             "forced",
+                            "tag-update",
                             "up-to-date",
                             "rejected",
                             "pruned"

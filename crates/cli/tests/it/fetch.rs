@@ -220,3 +220,94 @@ fn prune_tags_and_no_tags_leave_the_refs_git_leaves_and_print_what_git_prints() 
     ]);
     assert_eq!(both.code, 2, "{both:?}");
 }
+
+/// The lines of a run that look like fetch's ref lines, wherever they went
+/// (stdout or stderr).
+fn ref_lines(run: &Run) -> Vec<String> {
+    run.stdout
+        .lines()
+        .chain(run.stderr.lines())
+        .filter(|l| shape(l).is_some())
+        .map(str::to_string)
+        .collect()
+}
+
+#[test]
+fn a_fast_forward_a_force_and_a_moved_tag_print_as_git_prints_them() {
+    let w = World::new();
+    let srv = w.server();
+    let url = w.url();
+    let heads = "+refs/heads/*:refs/remotes/origin/*";
+    let tags = "+refs/tags/*:refs/tags/*";
+    let by_git = w.empty("by-git.git");
+    let by_us = w.empty("by-us.git");
+    let by_json = w.empty("by-json.git");
+    for r in [&by_git, &by_us, &by_json] {
+        git_fetch(r, &[url.as_str(), heads, tags]);
+    }
+    // main moves on, feature is rewritten, the tag `light` moves.
+    let ff = repo::commit_on(&srv, "main", "ahead");
+    repo::git(
+        &srv,
+        &["update-ref", "refs/heads/feature", "refs/heads/feature~1"],
+    );
+    let forced = repo::commit_on(&srv, "feature", "rewritten");
+    repo::git(&srv, &["tag", "-f", "light", &ff]);
+
+    let git_lines = git_fetch(&by_git, &[url.as_str(), heads, tags]);
+    let run = sluice(&["fetch", &url, heads, tags, "--repo", &p(&by_us)]);
+    assert_eq!(run.code, 0, "{run:?}");
+    assert_eq!(local_refs(&by_us), local_refs(&by_git), "{run:?}");
+    let ours = ref_lines(&run);
+    assert_eq!(
+        shapes(ours.iter().map(String::as_str)),
+        shapes(git_lines.iter().map(String::as_str)),
+        "{run:?}\n{git_lines:?}"
+    );
+    // The very lines, whitespace aside (git pads to its widest summary).
+    let squeeze = |l: &str| l.split_whitespace().collect::<Vec<_>>().join(" ");
+    let mut want: Vec<String> = git_lines
+        .iter()
+        .filter(|l| shape(l).is_some())
+        .map(|l| squeeze(l))
+        .collect();
+    let mut got: Vec<String> = ours.iter().map(|l| squeeze(l)).collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "{run:?}");
+    assert!(
+        got.iter().any(|l| l.starts_with("t [tag update] light")),
+        "{got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|l| !l.starts_with('+') && l.contains("..") && l.ends_with("main -> origin/main")),
+        "a fast-forward through + is not forced: {got:?}"
+    );
+    assert!(
+        got.iter()
+            .any(|l| l.starts_with("+ ") && l.ends_with("-> origin/feature (forced update)")),
+        "{got:?}"
+    );
+
+    let doc = sluice(&["fetch", &url, heads, tags, "--repo", &p(&by_json), "--json"]).json();
+    check_document(&doc, "fetch", "read");
+    assert_eq!(doc["result"], "succeeded", "{doc}");
+    let status = |name: &str| {
+        doc["value"]
+            .as_array()
+            .expect("value")
+            .iter()
+            .find(|r| r["remote_ref"] == name)
+            .unwrap_or_else(|| panic!("{name} in {doc}"))["status"]
+            .clone()
+    };
+    assert_eq!(status("refs/heads/main"), "fast-forward");
+    assert_eq!(status("refs/heads/feature"), "forced");
+    assert_eq!(status("refs/tags/light"), "tag-update");
+    assert_eq!(status("refs/tags/v1.0"), "up-to-date");
+    assert_eq!(
+        repo::rev_parse(&by_json, "refs/remotes/origin/feature").as_deref(),
+        Some(forced.as_str())
+    );
+}

@@ -10,6 +10,7 @@ mod exit_codes;
 mod fetch;
 mod forge;
 mod forge_comment;
+mod git_config;
 mod help_and_progress;
 mod https;
 mod ids_and_evidence;

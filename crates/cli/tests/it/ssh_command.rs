@@ -124,3 +124,88 @@ fn the_ssh_command_is_chosen_as_git_chooses_it() {
         assert_eq!(ours, works, "{name}: sluice-remote");
     }
 }
+
+/// `sluice-remote ls-refs <url> --json` with `GIT_SSH_COMMAND` set to
+/// `ssh_command` and at most `attempts` attempts.
+fn ls_refs_through(url: &str, ssh_command: &str, attempts: &str) -> (i32, serde_json::Value) {
+    let out = Command::new(env!("CARGO_BIN_EXE_sluice-remote"))
+        .args(["ls-refs", url, "--json", "--max-attempts", attempts])
+        .env("GIT_SSH_COMMAND", ssh_command)
+        .env_remove("GIT_SSH")
+        .env_remove("RUST_LOG")
+        .stdin(Stdio::null())
+        .output()
+        .expect("runs");
+    let doc = serde_json::from_slice(&out.stdout)
+        .unwrap_or_else(|e| panic!("{e}: {}", String::from_utf8_lossy(&out.stdout)));
+    (out.status.code().unwrap_or(-1), doc)
+}
+
+#[test]
+fn ssh_refusing_the_key_or_the_host_is_answered_in_one_attempt_and_exit_1() {
+    let sshd = Sshd::start().expect("sshd starts (scripts/test.sh installs openssh-server)");
+    let w = World::new();
+    let url = sshd.url(&w.server());
+    // A key sshd does not know.
+    let wrong = w.path("wrong-key");
+    let made = Command::new("ssh-keygen")
+        .args(["-q", "-t", "ed25519", "-N", "", "-f"])
+        .arg(&wrong)
+        .status()
+        .expect("ssh-keygen runs");
+    assert!(made.success());
+    let opts = |key: &Path, host_check: &str| {
+        format!(
+            "ssh -i '{}' -o StrictHostKeyChecking={host_check} -o UserKnownHostsFile=/dev/null -o IdentitiesOnly=yes -o LogLevel=ERROR -p {}",
+            key.display(),
+            sshd.port()
+        )
+    };
+    let cases = [
+        ("a wrong key", opts(&wrong, "no"), "Permission denied ("),
+        (
+            "an unknown host key",
+            opts(sshd.client_key(), "yes"),
+            "Host key verification failed",
+        ),
+    ];
+    for (what, command, words) in cases {
+        // git says the same and fails.
+        let git = Command::new("git")
+            .args(["ls-remote", &url])
+            .env("GIT_SSH_COMMAND", &command)
+            .env_remove("GIT_SSH")
+            .stdin(Stdio::null())
+            .output()
+            .expect("git runs");
+        assert!(!git.status.success(), "{what}: git");
+        assert!(
+            String::from_utf8_lossy(&git.stderr).contains(words),
+            "{what}: git says {git:?}"
+        );
+        let (code, doc) = ls_refs_through(&url, &command, "4");
+        check_document(&doc, "ls-refs", "read");
+        assert_eq!(code, 1, "{what}: {doc}");
+        assert_eq!(doc["result"], "answered", "{what}: {doc}");
+        let attempts = doc["attempts"].as_array().expect("attempts");
+        assert_eq!(attempts.len(), 1, "{what}: one attempt: {doc}");
+        assert_eq!(attempts[0]["class"], "answered", "{what}: {doc}");
+        assert_eq!(attempts[0]["phase"], "connect", "{what}: {doc}");
+        assert!(
+            attempts[0]["cause"]
+                .as_str()
+                .is_some_and(|c| c.contains(words)),
+            "{what}: ssh's words kept: {doc}"
+        );
+    }
+    // ssh's other exit 255 (nobody listening) is still unjudged: tried again.
+    let closed = format!(
+        "ssh -o StrictHostKeyChecking=no -o UserKnownHostsFile=/dev/null -o LogLevel=ERROR -p {}",
+        dead_port()
+    );
+    let (code, doc) = ls_refs_through(&url, &closed, "2");
+    assert_ne!(code, 1, "{doc}");
+    let attempts = doc["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 2, "{doc}");
+    assert!(attempts.iter().all(|a| a["class"] == "unjudged"), "{doc}");
+}

@@ -4,9 +4,12 @@
 //!
 //! * a ref that does not exist is created;
 //! * a ref already at the fetched value is left alone;
-//! * a forced (`+`) refspec moves a ref anywhere;
-//! * otherwise a ref under `refs/tags/` is never moved, and any other ref
-//!   only moves forward (its old commit an ancestor of the new one);
+//! * a ref under `refs/tags/` moves only through a forced (`+`) refspec, and
+//!   is then a tag update (git's `t [tag update]`), whatever the ancestry;
+//! * any other ref's status is decided by ancestry, with or without `+`: a
+//!   fast-forward when its old commit is an ancestor of the new one (reflog
+//!   `fast-forward`), else forced (reflog `forced-update`) when the refspec
+//!   has `+`, else refused as a non-fast-forward;
 //! * the branch checked out in a non-bare repository is never written;
 //! * a refused update is skipped, the rest go ahead. Every mapping gets its
 //!   result ([`RefOutcome`]), and nothing is reported as written that the
@@ -25,10 +28,15 @@ const ACTION: &str = "sluice-remote fetch";
 pub enum FetchStatus {
     /// The local ref did not exist and was created.
     New,
-    /// The local ref moved forward.
+    /// The local ref moved forward: its old commit is an ancestor of the
+    /// new one (with or without `+` in the refspec).
     FastForward,
-    /// A forced (`+`) refspec moved it elsewhere.
+    /// A forced (`+`) refspec moved it to a commit its old value is not an
+    /// ancestor of.
     Forced,
+    /// A forced (`+`) refspec moved a ref under `refs/tags/` (git's
+    /// `t [tag update]`; without `+` a moved tag is rejected).
+    TagUpdate,
     /// The local ref already held the fetched value (or the refspec names
     /// no local ref: nothing was written).
     UpToDate,
@@ -46,6 +54,7 @@ impl FetchStatus {
             FetchStatus::New => "new",
             FetchStatus::FastForward => "fast-forward",
             FetchStatus::Forced => "forced",
+            FetchStatus::TagUpdate => "tag-update",
             FetchStatus::UpToDate => "up-to-date",
             FetchStatus::Rejected => "rejected",
             FetchStatus::Pruned => "pruned",
@@ -238,18 +247,18 @@ pub(crate) fn update(repo: &gix::Repository, map: &RefMap) -> gix::Result<Vec<Re
                 });
                 continue;
             }
-            Some(_) if force => ("forced-update", FetchStatus::Forced),
+            // git looks at a tag's name before its ancestry: moving one
+            // takes `+`, and is a tag update either way.
+            Some(_) if is_tag && force => ("updating tag", FetchStatus::TagUpdate),
             Some(_) if is_tag => {
                 results.push(refuse("would clobber existing tag".into()));
                 continue;
             }
-            Some(old) => {
-                if is_ancestor(repo, old, new) {
-                    ("fast-forward", FetchStatus::FastForward)
-                } else {
-                    results.push(refuse("non-fast-forward".into()));
-                    continue;
-                }
+            Some(old) if is_ancestor(repo, old, new) => ("fast-forward", FetchStatus::FastForward),
+            Some(_) if force => ("forced-update", FetchStatus::Forced),
+            Some(_) => {
+                results.push(refuse("non-fast-forward".into()));
+                continue;
             }
         };
         results.push(RefOutcome {

@@ -131,7 +131,9 @@ fn a_moved_tag_is_left_alone_unless_forced_as_git_does() {
         if spec.starts_with('+') {
             assert!(git_ok);
             assert_eq!(out.kind, OutcomeKind::Succeeded);
-            assert_eq!(light.status, FetchStatus::Forced);
+            // git prints `t [tag update]`: a moved tag, not a forced update.
+            assert_eq!(light.status, FetchStatus::TagUpdate);
+            assert_eq!(light.status.as_str(), "tag-update");
         } else {
             assert!(!git_ok, "git refuses to clobber a tag");
             assert_eq!(out.kind, OutcomeKind::Answered);
@@ -149,6 +151,81 @@ fn a_moved_tag_is_left_alone_unless_forced_as_git_does() {
             .clone();
         assert_eq!(v1.status, FetchStatus::UpToDate);
     }
+}
+
+/// The words after the last `: ` of `name`'s newest reflog entry (git
+/// writes `fetch <args>: fast-forward`, sluice `sluice-remote fetch:
+/// fast-forward`; the action differs, the words must not).
+fn last_reflog_words(repo: &Path, name: &str) -> String {
+    let entries = repo::reflog_entries(repo, name);
+    let last = entries
+        .last()
+        .unwrap_or_else(|| panic!("{name} has a reflog"));
+    last.message
+        .rsplit_once(": ")
+        .map(|(_, w)| w.to_string())
+        .unwrap_or_else(|| last.message.clone())
+}
+
+#[test]
+fn a_fast_forward_through_a_plus_refspec_is_a_fast_forward_and_only_a_rewrite_is_forced() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    // Non-bare twins: git keeps reflogs of remote-tracking refs there.
+    let (by_git, by_sluice) = twins(&srv, w.dir.path(), false);
+    let url = w.daemon.url("s.git");
+    let spec = "+refs/heads/*:refs/remotes/origin/*";
+    let tracking = "refs/remotes/origin/main";
+
+    // main moves on: an ordinary fast-forward, `+` or not.
+    let old = repo::rev_parse(&by_sluice, tracking).expect("origin/main");
+    let new = repo::commit_on(&srv, "main", "ahead");
+    assert!(git_fetch(&url, spec, &by_git));
+    let out = sluice_fetch(&url, spec, &by_sluice);
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(refs(&by_sluice), refs(&by_git), "refs differ from git's");
+    let v = out.value.expect("per-ref results");
+    let main = v
+        .iter()
+        .find(|r| r.remote_ref == "refs/heads/main")
+        .expect("main listed");
+    assert_eq!(main.status, FetchStatus::FastForward, "{main:?}");
+    assert_eq!(main.status.as_str(), "fast-forward");
+    assert_eq!(main.old.map(|o| o.to_string()), Some(old));
+    assert_eq!(main.oid.to_string(), new);
+    assert_eq!(last_reflog_words(&by_git, tracking), "fast-forward");
+    assert_eq!(
+        last_reflog_words(&by_sluice, tracking),
+        last_reflog_words(&by_git, tracking)
+    );
+    // dev did not move: up to date, and not written.
+    let dev = v
+        .iter()
+        .find(|r| r.remote_ref == "refs/heads/dev")
+        .expect("dev listed");
+    assert_eq!(dev.status, FetchStatus::UpToDate);
+
+    // main rewritten: now, and only now, a forced update.
+    let old = new;
+    let new = rewrite_main(&srv);
+    assert!(git_fetch(&url, spec, &by_git));
+    let out = sluice_fetch(&url, spec, &by_sluice);
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(refs(&by_sluice), refs(&by_git), "refs differ from git's");
+    let v = out.value.expect("per-ref results");
+    let main = v
+        .iter()
+        .find(|r| r.remote_ref == "refs/heads/main")
+        .expect("main listed");
+    assert_eq!(main.status, FetchStatus::Forced, "{main:?}");
+    assert_eq!(main.status.as_str(), "forced");
+    assert_eq!(main.old.map(|o| o.to_string()), Some(old));
+    assert_eq!(main.oid.to_string(), new);
+    assert_eq!(last_reflog_words(&by_git, tracking), "forced-update");
+    assert_eq!(
+        last_reflog_words(&by_sluice, tracking),
+        last_reflog_words(&by_git, tracking)
+    );
 }
 
 #[test]

@@ -10,6 +10,7 @@ mod constructors;
 mod evidence;
 mod faults;
 mod fetch_rules;
+mod git_config;
 mod hostile_remote;
 mod http;
 mod http_redirects;
