@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use common::*;
 use secrecy::SecretString;
-use sluice_git::{GitClient, HttpsConfig, PushOptions};
+use sluice_git::{GitClient, HttpsConfig};
 use sluice_policy::{OutcomeKind, Policy, StaticSource};
 use sluice_testkit::{repo, FaultProxy, HttpBackend, HttpExchange, ServerCert, TestPki};
 
@@ -99,15 +99,13 @@ fn exercise(w: &World, srv: &std::path::Path, proxy: &FaultProxy, client: &GitCl
     for round in 0..3 {
         proxy.cut_clients();
         let tip = repo::commit_on(&local, "main", &format!("counted {round}"));
-        let out = client
-            .push(
-                &url,
-                &[update(Some(&tip), "refs/heads/main")],
-                &PushOptions::default(),
-                &open(&local),
-                &with_token(quick(20_000, 10_000, 3)),
-            )
-            .expect("valid input");
+        let out = push_by(
+            client,
+            &url,
+            update(Some(&tip), "refs/heads/main"),
+            &local,
+            &with_token(quick(20_000, 10_000, 3)),
+        );
         assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
         assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
         assert_eq!(

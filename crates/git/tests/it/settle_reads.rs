@@ -11,7 +11,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_git::PushOptions;
 use sluice_policy::{Bounds, CancelFlag, Class, OutcomeKind, Stopped, Verdict};
 use sluice_testkit::proxy::{Fault, FaultProxy, Service};
 use sluice_testkit::repo;
@@ -102,15 +101,12 @@ fn a_push_whose_settling_reads_are_refused_for_two_seconds_of_twelve_settles_lan
             proxy.clear_fault();
             refusing_tx.send(since).expect("send");
         });
-        client()
-            .push(
-                &proxy.url("s.git"),
-                &[update(Some(&tip), "refs/heads/main")],
-                &PushOptions::default(),
-                &open(&local),
-                &opts(Duration::from_secs(12)),
-            )
-            .expect("valid input")
+        push(
+            &proxy.url("s.git"),
+            update(Some(&tip), "refs/heads/main"),
+            &local,
+            &opts(Duration::from_secs(12)),
+        )
     });
     let _since = refusing_rx.recv().expect("the outage ran");
     let r = out.reconciled.as_ref().expect("reconciled");
@@ -162,15 +158,12 @@ fn after_a_cancel_refused_settling_reads_stop_within_the_reserve() {
             hook.release();
             tx.send(at).expect("send");
         });
-        let out = client()
-            .push(
-                &proxy.url("s.git"),
-                &[update(Some(&tip), "refs/heads/main")],
-                &PushOptions::default(),
-                &open(&local),
-                &opts(Duration::from_secs(30)).cancel(&cancel),
-            )
-            .expect("valid input");
+        let out = push(
+            &proxy.url("s.git"),
+            update(Some(&tip), "refs/heads/main"),
+            &local,
+            &opts(Duration::from_secs(30)).cancel(&cancel),
+        );
         (out, Instant::now())
     });
     let cancelled = rx.recv().expect("cancelled");
