@@ -109,6 +109,24 @@ mod tests {
     use super::*;
 
     #[test]
+    fn the_panic_shield_gives_back_the_value_or_the_panic_s_words() {
+        assert_eq!(catch_panic(|| 7), Ok(7));
+        assert_eq!(
+            catch_panic(|| -> u8 { panic!("a parser tripped") }),
+            Err("a parser tripped".to_string())
+        );
+        let n = 3;
+        assert_eq!(
+            catch_panic(|| -> u8 { panic!("index {n} out of range") }),
+            Err("index 3 out of range".to_string())
+        );
+        assert_eq!(
+            catch_panic(|| -> u8 { std::panic::panic_any(42_u32) }),
+            Err("a panic".to_string())
+        );
+    }
+
+    #[test]
     fn a_panic_is_an_unknown_error_at_the_phase_the_attempt_reached() {
         let policy = Policy::default();
         let op = Operation::new("ls-refs", Effect::Read, "git://127.0.0.1/r.git").bounds(
