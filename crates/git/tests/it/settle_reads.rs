@@ -199,15 +199,12 @@ fn a_push_still_not_landed_when_its_reads_run_out_says_stopped_deadline() {
     let before = repo::rev_parse(&srv, "refs/heads/main");
     let tip = repo::commit_on(&local, "main", "held past the deadline");
     let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
-    let out = client()
-        .push(
-            &proxy.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &opts(Duration::from_secs(8)),
-        )
-        .expect("valid input");
+    let out = push(
+        &proxy.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &opts(Duration::from_secs(8)),
+    );
     hook.release();
     let r = out.reconciled.as_ref().expect("reconciled");
     println!("reads: {:?}", r.reads);
@@ -265,17 +262,14 @@ fn a_stop_cuts_a_stalled_settling_read_of_a_push_at_once() {
             cancel.stop();
             tx.send(at).expect("send");
         });
-        let out = client()
-            .push(
-                &proxy.url("s.git"),
-                &[update(Some(&tip), "refs/heads/main")],
-                &PushOptions::default(),
-                &open(&local),
-                &sluice_git::CallOptions::new()
-                    .bounds(bounds)
-                    .cancel(&cancel),
-            )
-            .expect("valid input");
+        let out = push(
+            &proxy.url("s.git"),
+            update(Some(&tip), "refs/heads/main"),
+            &local,
+            &sluice_git::CallOptions::new()
+                .bounds(bounds)
+                .cancel(&cancel),
+        );
         (out, Instant::now())
     });
     let stopped = rx.recv().expect("stopped");
