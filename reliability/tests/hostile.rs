@@ -578,6 +578,21 @@ struct HookedServer {
     tip: String,
 }
 
+impl HookedServer {
+    /// Push the local clone's new `main` to `url` through `c`.
+    fn push_tip(&self, c: &GitClient, url: &str, o: &CallOptions) -> Outcome<PushReport> {
+        let tip = gix::ObjectId::from_hex(self.tip.as_bytes()).expect("hex");
+        c.push(
+            url,
+            &[RefUpdate::fast_forward(tip, "refs/heads/main")],
+            &PushOptions::default(),
+            &gix::open(&self.local).expect("open"),
+            o,
+        )
+        .expect("valid input")
+    }
+}
+
 fn hooked_server(hook: &str) -> HookedServer {
     let dir = tempfile::tempdir().expect("tempdir");
     let srv = RepoBuilder::new()
@@ -616,18 +631,7 @@ fn a_hook_flooding_side_band_two_is_counted_not_kept_and_memory_stays_bounded() 
     mem::reset_peak();
     let base = mem::rss_kib();
     let t = Instant::now();
-    let out = c
-        .push(
-            &h.daemon.url("s.git"),
-            &[RefUpdate::fast_forward(
-                gix::ObjectId::from_hex(h.tip.as_bytes()).expect("hex"),
-                "refs/heads/main",
-            )],
-            &PushOptions::default(),
-            &gix::open(&h.local).expect("open"),
-            &opts(120_000, 20_000, 1),
-        )
-        .expect("valid input");
+    let out = h.push_tip(&c, &h.daemon.url("s.git"), &opts(120_000, 20_000, 1));
     let took = t.elapsed();
     let grew_mib = mem::peak_kib().saturating_sub(base) / 1024;
     println!(
@@ -683,18 +687,7 @@ fn a_sha256_remote_is_answered_in_one_attempt_and_never_written() {
             &o,
         )
         .expect("valid input");
-    let pushed = c
-        .push(
-            &url,
-            &[RefUpdate::fast_forward(
-                gix::ObjectId::from_hex(h.tip.as_bytes()).expect("hex"),
-                "refs/heads/main",
-            )],
-            &PushOptions::default(),
-            &gix::open(&h.local).expect("open"),
-            &o,
-        )
-        .expect("valid input");
+    let pushed = h.push_tip(&c, &url, &o);
     let each = [
         (
             listed.kind,

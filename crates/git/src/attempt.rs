@@ -72,21 +72,25 @@ pub(crate) fn shielded<T>(
     f: impl FnOnce(&mut Attempt<'_, '_>) -> Result<T, GitError>,
 ) -> Result<T, GitError> {
     let mut at = Attempt::new(ctx);
-    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| f(&mut at))) {
-        Ok(r) => r,
-        Err(payload) => {
-            let what = payload
-                .downcast_ref::<&str>()
-                .map(|s| (*s).to_string())
-                .or_else(|| payload.downcast_ref::<String>().cloned())
-                .unwrap_or_else(|| "a panic".into());
-            Err(GitError::Protocol {
-                phase: at.phase(),
-                request_complete: true,
-                detail: format!("the client failed on the server's answer: {what}"),
-            })
-        }
-    }
+    catch_panic(|| f(&mut at)).unwrap_or_else(|what| {
+        Err(GitError::Protocol {
+            phase: at.phase(),
+            request_complete: true,
+            detail: format!("the client failed on the server's answer: {what}"),
+        })
+    })
+}
+
+/// The crate's one panic shield, under [`shielded`] and a push's settling
+/// read: run `f`; a panic in it is caught and returned as its words.
+pub(crate) fn catch_panic<T>(f: impl FnOnce() -> T) -> Result<T, String> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|payload| {
+        payload
+            .downcast_ref::<&str>()
+            .map(|s| (*s).to_string())
+            .or_else(|| payload.downcast_ref::<String>().cloned())
+            .unwrap_or_else(|| "a panic".into())
+    })
 }
 
 /// [`fresh_view`](crate::fresh_view) for one attempt: a view that cannot be opened is this
@@ -103,6 +107,24 @@ mod tests {
     use sluice_policy::{Bounds, Class, Effect, Operation, Policy};
 
     use super::*;
+
+    #[test]
+    fn the_panic_shield_gives_back_the_value_or_the_panic_s_words() {
+        assert_eq!(catch_panic(|| 7), Ok(7));
+        assert_eq!(
+            catch_panic(|| -> u8 { panic!("a parser tripped") }),
+            Err("a parser tripped".to_string())
+        );
+        let n = 3;
+        assert_eq!(
+            catch_panic(|| -> u8 { panic!("index {n} out of range") }),
+            Err("index 3 out of range".to_string())
+        );
+        assert_eq!(
+            catch_panic(|| -> u8 { std::panic::panic_any(42_u32) }),
+            Err("a panic".to_string())
+        );
+    }
 
     #[test]
     fn a_panic_is_an_unknown_error_at_the_phase_the_attempt_reached() {

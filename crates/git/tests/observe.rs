@@ -10,7 +10,6 @@ mod common;
 use std::collections::BTreeMap;
 
 use common::*;
-use sluice_git::PushOptions;
 use sluice_policy::{Class, OutcomeKind};
 use sluice_testkit::{repo, Capture, Fault, FaultProxy};
 
@@ -43,15 +42,8 @@ fn eight_concurrent_pushes_have_every_event_in_their_own_operation_and_attempt()
                         .spawn_scoped(scope, move || {
                             let id = format!("push-{i}");
                             let opts = (quick(60_000, 2_000, 4)).id(id.clone());
-                            let out = client
-                                .push(
-                                    url,
-                                    &[update(Some(tip), &format!("refs/heads/t{i}"))],
-                                    &PushOptions::default(),
-                                    &open(local),
-                                    &opts,
-                                )
-                                .expect("valid input");
+                            let t = update(Some(tip), &format!("refs/heads/t{i}"));
+                            let out = push_by(client, url, t, local, &opts);
                             (id, out)
                         })
                         .expect("thread")

@@ -3,14 +3,12 @@
 //! (`steps`): connected → advertised → commands sent → pack sent →
 //! reported.
 
-use std::cell::RefCell;
-
 use sluice_policy::{Effect, Outcome, Rejection};
 
 use super::steps::{self, Decided};
 use super::{
-    spec::check_ref_name, PushJob, PushOptions, PushReport, PushState, RefResult, RefStatus,
-    RefUpdate, RejectReason,
+    spec::check_ref_name, Attempted, Kept, PushJob, PushOptions, PushReport, RefStatus, RefUpdate,
+    RejectReason,
 };
 use crate::attempt::attempt_view;
 use crate::attempt::{shielded, Attempt};
@@ -46,15 +44,15 @@ impl GitClient {
     ) -> Result<Outcome<PushReport>, InputError> {
         let remote = Remote::parse(url)?;
         check_input(updates, options, repo)?;
-        let state = RefCell::new(PushState::default());
         let job = PushJob {
             remote: &remote,
             updates,
             options,
             repo,
-            state: &state,
             opts,
         };
+        // What the attempts leave for the later ones and the settling read.
+        let kept = Kept::default();
         let effect = if options.dry_run {
             Effect::Read
         } else {
@@ -72,39 +70,52 @@ impl GitClient {
         // again (the policy's rule).
         let out = self.policy.run_write_judged(
             op,
-            |ctx| shielded(ctx, |at| self.push_attempt(&job, at)).map_err(|e| e.to_attempt()),
-            |rctx| self.push_settle(&job, rctx),
-            |report: &PushReport| {
-                rejection(report, &job.state.borrow().decided).map(|error| Rejection {
+            |ctx| {
+                shielded(ctx, |at| self.push_attempt(&job, &kept, at)).map_err(|e| e.to_attempt())
+            },
+            |rctx| self.push_settle(&job, &kept, rctx),
+            |attempted: &Attempted| {
+                rejection(attempted).map(|error| Rejection {
                     error: error.to_attempt(),
-                    may_have_applied: report.refs.iter().any(|r| {
+                    may_have_applied: attempted.refs.iter().any(|j| {
+                        let r = &j.result;
                         r.status == RefStatus::Ok && !r.is_up_to_date()
                             || r.status == RefStatus::Unknown
                     }),
                 })
             },
         );
-        Ok(job.remote.note_redirect(out))
+        Ok(job.remote.note_redirect(out.map(Attempted::into_report)))
     }
 
-    /// One attempt: each step consumes the one before it.
+    /// One attempt: each step consumes the one before it. What a later
+    /// attempt or the settling read needs is kept in `kept` between the
+    /// steps: the old values on the first advertisement, what was decided
+    /// before the commands went out, the pack once the request is
+    /// complete.
     fn push_attempt(
         &self,
         job: &PushJob<'_>,
+        kept: &Kept,
         at: &mut Attempt<'_, '_>,
-    ) -> Result<PushReport, GitError> {
+    ) -> Result<Attempted, GitError> {
         // A view opened now: the caller's handle may be weeks old (see
         // `fresh_view`).
         let repo = attempt_view(job.repo)?;
         let mut session = steps::connect(&self.connector, job, &repo, at)?;
         let connected = steps::Connected::new(&mut session, &repo);
         let advertised = connected.read_advertisement(job, at)?;
-        let ready = match advertised.decide(job, &self.agent, at)? {
-            Decided::Done(report) => return Ok(report),
+        let expected = kept
+            .expected
+            .get_or_init(|| advertised.expected(job.updates));
+        let ready = match advertised.decide(job, expected, &self.agent, at)? {
+            Decided::Done(attempted) => return Ok(attempted),
             Decided::Send(ready) => ready,
         };
+        kept.sent.borrow_mut().decided = ready.decided().to_vec();
         let sent = ready.send_commands(at)?;
         let packed = sent.send_pack(job, at)?;
+        kept.sent.borrow_mut().pack = packed.pack().cloned();
         let reported = packed.read_report(at)?;
         reported.results(job)
     }
@@ -112,16 +123,14 @@ impl GitClient {
 
 /// The push's answer as its typed error, the ref that is the cause
 /// ([`PushReport::first_rejection`]): refused by this client when the
-/// attempt decided it before sending its commands (`decided`), else
-/// rejected by the remote's report.
-fn rejection(report: &PushReport, decided: &[Option<RefResult>]) -> Option<GitError> {
-    let (i, r) = report.cause()?;
+/// attempt decided it before sending its commands, else rejected by the
+/// remote's report.
+fn rejection(attempted: &Attempted) -> Option<GitError> {
+    let cause = attempted.cause()?;
+    let r = &cause.result;
     let (name, reason) = (r.name.clone(), r.reason.unwrap_or(RejectReason::Other));
     let words = r.rejection_words().to_string();
-    let here = decided
-        .get(i)
-        .is_some_and(|d| d.as_ref().is_some_and(|d| d.status == RefStatus::Rejected));
-    Some(if here {
+    Some(if cause.here {
         GitError::Refused {
             phase: GitPhase::Advertised,
             name,

@@ -26,7 +26,7 @@ pub(crate) mod tracking;
 #[cfg(test)]
 mod transcripts;
 
-use std::cell::RefCell;
+use std::cell::{OnceCell, RefCell};
 
 use gix::ObjectId;
 
@@ -277,16 +277,22 @@ impl PushReport {
     /// The ref [`PushReport::first_rejection`] names, with its place in
     /// the report.
     pub(crate) fn cause(&self) -> Option<(usize, &RefResult)> {
-        let rejected = || {
-            self.refs
-                .iter()
-                .enumerate()
-                .filter(|(_, r)| r.status == RefStatus::Rejected)
-        };
-        rejected()
-            .find(|(_, r)| r.reason != Some(RejectReason::AtomicPushFailed))
-            .or_else(|| rejected().next())
+        cause(self.refs.iter()).map(|i| (i, &self.refs[i]))
     }
+}
+
+/// Of `refs`, the place of the one that is the cause: the first refused for
+/// its own reason; only when every refusal is an atomic push's collateral,
+/// the first of those.
+fn cause<'r>(refs: impl Iterator<Item = &'r RefResult> + Clone) -> Option<usize> {
+    let rejected = refs
+        .enumerate()
+        .filter(|(_, r)| r.status == RefStatus::Rejected);
+    rejected
+        .clone()
+        .find(|(_, r)| r.reason != Some(RejectReason::AtomicPushFailed))
+        .or_else(|| rejected.clone().next())
+        .map(|(i, _)| i)
 }
 
 impl RefResult {
@@ -299,27 +305,72 @@ impl RefResult {
     }
 }
 
-/// State shared by the attempts and settling reads of one push.
-#[derive(Default)]
-struct PushState {
-    /// Per update: the old value every command carries (`None`: absent).
-    expected: Option<Vec<Option<ObjectId>>>,
-    /// The pack of the last attempt.
-    pack: Option<PackStats>,
-    /// Per update, what the last attempt decided before sending its
-    /// commands (refused here, or up to date); `None` for a ref it sent.
-    decided: Vec<Option<RefResult>>,
+/// A ref's result as an attempt (or a settling read) hands it to the
+/// policy's judge: the result, and whether this client decided it before
+/// sending its commands (refused here, or up to date) rather than the
+/// remote's report.
+#[derive(Clone, Debug)]
+struct Judged {
+    result: RefResult,
+    /// Decided by this client before the commands went out.
+    here: bool,
 }
 
-/// One push's arguments and state, as every attempt and settling read
-/// sees them.
+/// What an attempt or a settling read hands the policy: per update (in the
+/// order given) its result and who decided it; the pack. The caller gets
+/// [`Attempted::into_report`].
+#[derive(Clone, Debug)]
+struct Attempted {
+    refs: Vec<Judged>,
+    pack: Option<PackStats>,
+}
+
+impl Attempted {
+    /// The caller's report.
+    fn into_report(self) -> PushReport {
+        PushReport {
+            refs: self.refs.into_iter().map(|j| j.result).collect(),
+            pack: self.pack,
+        }
+    }
+
+    /// The ref that is the cause ([`PushReport::first_rejection`]'s).
+    fn cause(&self) -> Option<&Judged> {
+        cause(self.refs.iter().map(|j| &j.result)).map(|i| &self.refs[i])
+    }
+}
+
+/// What one push keeps across its attempts for the later ones and for its
+/// settling read: a cell the operation ([`crate::GitClient::push`]) owns
+/// and writes between an attempt's steps, from the values the steps
+/// return. The steps themselves never see it.
+#[derive(Default)]
+struct Kept {
+    /// Per update: the old value every command carries (`None`: absent),
+    /// fixed on the operation's first advertisement.
+    expected: OnceCell<Vec<Option<ObjectId>>>,
+    /// What the last attempt to decide its commands decided and sent.
+    sent: RefCell<Sent>,
+}
+
+/// What an attempt decided before sending its commands, and its pack.
+#[derive(Clone, Default)]
+struct Sent {
+    /// Per update, the result decided here (refused, or up to date);
+    /// `None` for a ref sent.
+    decided: Vec<Option<RefResult>>,
+    /// The pack of the last attempt to complete its request (`None`: it
+    /// needed none).
+    pack: Option<PackStats>,
+}
+
+/// One push's arguments, as every attempt and settling read sees them.
 struct PushJob<'a> {
     remote: &'a Remote,
     updates: &'a [RefUpdate],
     options: &'a PushOptions,
     /// The caller's repository (each attempt opens a view of its own).
     repo: &'a gix::Repository,
-    state: &'a RefCell<PushState>,
     opts: &'a CallOptions,
 }
 

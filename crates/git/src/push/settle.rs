@@ -7,24 +7,24 @@ use std::collections::{BTreeMap, HashMap};
 use gix::ObjectId;
 use sluice_policy::{AttemptError, ReconcileCtx, Settlement, Verdict};
 
-use super::{PushJob, PushReport, RefResult, RefStatus};
+use super::{Attempted, Judged, Kept, PushJob, RefResult, RefStatus};
+use crate::attempt::catch_panic;
 use crate::client::GitClient;
 use crate::error::{GitError, GitPhase};
 
 impl GitClient {
     /// Settle a push whose answer was not read: read the destination
-    /// refs and compare each with what was pushed and what was expected.
+    /// refs and compare each with what was pushed and what was expected
+    /// (as the attempts left them in `kept`).
     pub(super) fn push_settle(
         &self,
         job: &PushJob<'_>,
+        kept: &Kept,
         rctx: &ReconcileCtx<'_>,
-    ) -> Result<Settlement<PushReport>, AttemptError> {
+    ) -> Result<Settlement<Attempted>, AttemptError> {
         let (remote, updates, options) = (job.remote, job.updates, job.options);
-        let (expected, decided, pack) = {
-            let st = job.state.borrow();
-            (st.expected.clone(), st.decided.clone(), st.pack.clone())
-        };
-        let Some(expected) = expected else {
+        let super::Sent { decided, pack } = kept.sent.borrow().clone();
+        let Some(expected) = kept.expected.get() else {
             return Err(AttemptError::answered(
                 GitPhase::Connect.as_str(),
                 "nothing was advertised: nothing to settle",
@@ -35,7 +35,9 @@ impl GitClient {
         // cancel (not its stop: a second signal ends it at once) and is
         // bounded by this read's timeout (the attempt timeout, capped by
         // what remains).
-        let read = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+        // A panic in the protocol code (a hostile answer) is this read's
+        // failure, as it is an attempt's.
+        let read = catch_panic(|| {
             self.ls_refs_once(
                 remote,
                 &prefixes,
@@ -43,12 +45,14 @@ impl GitClient {
                 &rctx.cancel_flag().stops_only(),
                 rctx.credential().map(|c| c.secret()),
             )
-        }))
-        .unwrap_or_else(|_| {
+        })
+        .unwrap_or_else(|what| {
             Err(GitError::Protocol {
                 phase: GitPhase::Connect,
                 request_complete: true,
-                detail: "the client failed on the server's answer to a settling read".into(),
+                detail: format!(
+                    "the client failed on the server's answer to a settling read: {what}"
+                ),
             })
         });
         let refs = read.map_err(|e| e.to_attempt())?;
@@ -68,7 +72,10 @@ impl GitClient {
             // Decided before the commands were sent (refused here, or up to
             // date): not part of what is being settled.
             if let Some(r) = decided.get(i).cloned().flatten() {
-                results.push(r);
+                results.push(Judged {
+                    result: r,
+                    here: true,
+                });
                 continue;
             }
             let mut r = RefResult::ok(u, expected[i]);
@@ -85,9 +92,12 @@ impl GitClient {
                 r.verdict = Some(Verdict::Moved);
                 r.message = Some(format!("moved by somebody else (now {shown})"));
             }
-            results.push(r);
+            results.push(Judged {
+                result: r,
+                here: false,
+            });
         }
-        let report = PushReport {
+        let report = Attempted {
             refs: results,
             pack,
         };
@@ -102,6 +112,7 @@ impl GitClient {
                 report
                     .refs
                     .iter()
+                    .map(|j| &j.result)
                     .find(|r| r.verdict == Some(Verdict::Moved))
                     .map(|r| format!("{}: {}", r.name, r.message.as_deref().unwrap_or("moved")))
                     .unwrap_or_else(|| "moved".into())

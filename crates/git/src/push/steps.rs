@@ -30,7 +30,7 @@ use super::advert;
 use super::pack::write::{Counted, ProgressWriter};
 use super::pack::{self, PackStats};
 use super::report::{self, Report};
-use super::{Lease, PushJob, PushReport, RefResult, RefStatus, RefUpdate, RejectReason};
+use super::{Attempted, Judged, Lease, PushJob, RefResult, RefStatus, RefUpdate, RejectReason};
 use crate::attempt::Attempt;
 use crate::connect::{ssh_config, Connector, Meta, Session};
 use crate::error::{GitError, GitPhase};
@@ -66,8 +66,8 @@ pub(super) struct Advertised<'s> {
 /// What [`Advertised::decide`] came to.
 pub(super) enum Decided<'s> {
     /// Nothing to send (every ref refused here or up to date), or a dry
-    /// run: the attempt's report, the conversation ended.
-    Done(PushReport),
+    /// run: the attempt's results, the conversation ended.
+    Done(Attempted),
     /// Commands to send.
     Send(Box<Ready<'s>>),
 }
@@ -200,9 +200,13 @@ impl<'s> Advertised<'s> {
     /// of those), check the remote offers what the push needs, and count
     /// the objects before the first byte: a local failure leaves no half
     /// request.
+    ///
+    /// `expected` is, per update, the old value every command carries: the
+    /// operation's first advertisement fixed it ([`Advertised::expected`]).
     pub fn decide(
         self,
         job: &PushJob<'_>,
+        expected: &[Option<ObjectId>],
         agent: &str,
         at: &Attempt<'_, '_>,
     ) -> Result<Decided<'s>, GitError> {
@@ -214,7 +218,7 @@ impl<'s> Advertised<'s> {
         {
             return Err(crate::error::foreign_format(GitPhase::Advertised, &format));
         }
-        let mut plan = self.plan(job)?;
+        let mut plan = self.plan(job, expected)?;
         if plan.commands.is_empty() || job.options.dry_run {
             // Nothing to send (or a dry run: what would be sent, without
             // sending it): end the conversation as git does — a flush on a
@@ -238,16 +242,20 @@ impl<'s> Advertised<'s> {
                 let _ = encode::flush_to_write(&mut w);
                 let _ = w.flush();
             }
-            // What was decided here, for the judge: a refusal here is
-            // this client's, not the remote's.
-            job.state.borrow_mut().decided = plan.results.clone();
-            return Ok(Decided::Done(finish(plan.results, job.updates, None)));
+            // Every ref decided here: a refusal is this client's, not the
+            // remote's.
+            let here = vec![true; plan.results.len()];
+            return Ok(Decided::Done(finish(
+                plan.results,
+                &here,
+                job.updates,
+                None,
+            )));
         }
         let need_pack = plan.commands.iter().any(|c| c.new.is_some());
         let want = wanted(caps, job, need_pack, agent)?;
         plan.sideband = caps.contains("side-band-64k");
         let counted = self.count(&plan, at)?;
-        job.state.borrow_mut().decided = plan.results.clone();
         let request = encode_commands(&plan, job, &want);
         Ok(Decided::Send(Box::new(Ready {
             s: self.s,
@@ -257,25 +265,24 @@ impl<'s> Advertised<'s> {
         })))
     }
 
-    /// Per ref: refused here, up to date, or a command carrying the old
-    /// value fixed on the operation's first advertisement.
-    fn plan(&self, job: &PushJob<'_>) -> Result<Plan, GitError> {
-        let (updates, caps, advertised) = (job.updates, &self.caps, &self.adv.named);
-        let expected = job
-            .state
-            .borrow_mut()
-            .expected
-            .get_or_insert_with(|| {
-                updates
-                    .iter()
-                    .map(|u| match u.expect {
-                        Lease::Oid(x) => Some(x),
-                        Lease::Absent => None,
-                        Lease::Any => advertised.get(&u.dst).copied(),
-                    })
-                    .collect()
+    /// Per update, the old value its command carries when this is the
+    /// operation's first advertisement: the lease's, else what is
+    /// advertised (`None`: absent).
+    pub fn expected(&self, updates: &[RefUpdate]) -> Vec<Option<ObjectId>> {
+        updates
+            .iter()
+            .map(|u| match u.expect {
+                Lease::Oid(x) => Some(x),
+                Lease::Absent => None,
+                Lease::Any => self.adv.named.get(&u.dst).copied(),
             })
-            .clone();
+            .collect()
+    }
+
+    /// Per ref: refused here, up to date, or a command carrying the old
+    /// value fixed on the operation's first advertisement (`expected`).
+    fn plan(&self, job: &PushJob<'_>, expected: &[Option<ObjectId>]) -> Result<Plan, GitError> {
+        let (updates, caps, advertised) = (job.updates, &self.caps, &self.adv.named);
         let mut results: Vec<Option<RefResult>> = vec![None; updates.len()];
         let mut commands = Vec::new();
         for (i, u) in updates.iter().enumerate() {
@@ -454,6 +461,12 @@ fn encode_commands(plan: &Plan, job: &PushJob<'_>, want: &[String]) -> Vec<u8> {
 }
 
 impl<'s> Ready<'s> {
+    /// Per update, what was decided here (refused, or up to date); `None`
+    /// for a ref whose command is to be sent.
+    pub fn decided(&self) -> &[Option<RefResult>] {
+        &self.plan.results
+    }
+
     /// Write the commands and flush them (phase `commands-sent`); the pack
     /// streams next, so the watchdog lets a moving transfer run on.
     pub fn send_commands(self, at: &mut Attempt<'_, '_>) -> Result<CommandsSent<'s>, GitError> {
@@ -567,7 +580,6 @@ impl<'s> CommandsSent<'s> {
         // side-band 2, however much) is not held to the advertisement's
         // limit, only to the caps on what is kept.
         meta.wire.lock().request_complete = true;
-        job.state.borrow_mut().pack = stats.clone();
         Ok(PackSent {
             meta,
             r,
@@ -579,6 +591,11 @@ impl<'s> CommandsSent<'s> {
 }
 
 impl PackSent<'_> {
+    /// The pack sent (`None`: the commands needed none).
+    pub fn pack(&self) -> Option<&PackStats> {
+        self.stats.as_ref()
+    }
+
     /// Read the report to its end and parse it (phase `reported`). What
     /// the server said beside it is kept; a read that fails is classed
     /// from the wire at the phase reached, the request complete unless
@@ -653,13 +670,15 @@ impl Reported {
     /// ref not already refused. A report that names a ref not pushed, or
     /// leaves one out, is a protocol error after a complete request: what
     /// the remote did is unknown, so it is settled by reading.
-    pub fn results(self, job: &PushJob<'_>) -> Result<PushReport, GitError> {
+    pub fn results(self, job: &PushJob<'_>) -> Result<Attempted, GitError> {
         let Reported {
             plan,
             report,
             stats,
         } = self;
         let (updates, mut results) = (job.updates, plan.results);
+        // Decided here: every ref the remote's report does not answer.
+        let here: Vec<bool> = results.iter().map(Option::is_some).collect();
         let sent: HashMap<&str, (usize, Option<ObjectId>)> = plan
             .commands
             .iter()
@@ -700,26 +719,29 @@ impl Reported {
                 detail: format!("the report does not mention {}", updates[c.update].dst),
             });
         }
-        Ok(finish(results, updates, stats))
+        Ok(finish(results, &here, updates, stats))
     }
 }
 
-/// The attempt's report: every update's result, one the remote never
-/// answered shown as "not reported".
+/// The attempt's results: every update's, with whether it was decided
+/// here (`here`); one the remote never answered shown as "not reported".
 fn finish(
     results: Vec<Option<RefResult>>,
+    here: &[bool],
     updates: &[RefUpdate],
     pack: Option<PackStats>,
-) -> PushReport {
-    PushReport {
+) -> Attempted {
+    Attempted {
         refs: results
             .into_iter()
             .zip(updates)
-            .map(|(r, u)| {
-                r.unwrap_or_else(|| RefResult {
+            .zip(here)
+            .map(|((r, u), &here)| Judged {
+                result: r.unwrap_or_else(|| RefResult {
                     message: Some("not reported".into()),
                     ..RefResult::rejected(u, None, RejectReason::Other)
-                })
+                }),
+                here,
             })
             .collect(),
         pack,

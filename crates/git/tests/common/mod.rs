@@ -88,7 +88,21 @@ pub fn open(path: &Path) -> gix::Repository {
 /// options: `client().push(url, &[update], &PushOptions::default(), …)`,
 /// its input valid.
 pub fn push(url: &str, update: RefUpdate, local: &Path, opts: &CallOptions) -> Outcome<PushReport> {
-    push_with(url, &[update], &PushOptions::default(), local, opts)
+    push_by(&client(), url, update, local, opts)
+}
+
+/// [`push`] through a client of the test's own (one trusting the test's
+/// CA, going through a proxy, or with a policy of its own; one shared by
+/// several pushes).
+pub fn push_by(
+    c: &GitClient,
+    url: &str,
+    update: RefUpdate,
+    local: &Path,
+    opts: &CallOptions,
+) -> Outcome<PushReport> {
+    c.push(url, &[update], &PushOptions::default(), &open(local), opts)
+        .expect("valid input")
 }
 
 /// [`push`] of several updates, with `options`.

@@ -6,7 +6,6 @@ use crate::common;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_git::PushOptions;
 use sluice_policy::{Class, OutcomeKind, Verdict};
 use sluice_testkit::repo;
 use sluice_testkit::{Fault, FaultProxy};
@@ -437,14 +436,7 @@ fn eight_leased_pushers_race_and_exactly_one_lands_each_round() {
                         let tip = repo::commit_on(local, "main", &format!("r{round} t{i}"));
                         let u = update(Some(&tip), "refs/heads/main")
                             .with_lease(sluice_git::Lease::Oid(oid(&base)));
-                        c.push(
-                            &url,
-                            &[u],
-                            &PushOptions::default(),
-                            &open(local),
-                            &quick(20_000, 10_000, 3),
-                        )
-                        .expect("valid input")
+                        push_by(&c, &url, u, local, &quick(20_000, 10_000, 3))
                     })
                 })
                 .collect();

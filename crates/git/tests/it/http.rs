@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use secrecy::SecretString;
-use sluice_git::{GitClient, PushOptions};
+use sluice_git::GitClient;
 use sluice_policy::{
     Class, Credential, CredentialError, CredentialSource, OutcomeKind, Policy, StaticSource,
     Verdict,
@@ -144,15 +144,13 @@ fn a_refused_token_is_bought_afresh_after_the_settle_pause_and_never_sent_again(
     });
     let settle = Duration::from_millis(400);
     let c = GitClient::new(Arc::new(Policy::builder().settle(settle).build()));
-    let out = c
-        .push(
-            &http.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &with_token(quick(20_000, 10_000, 3), tokens.clone()),
-        )
-        .expect("valid input");
+    let out = push_by(
+        &c,
+        &http.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &with_token(quick(20_000, 10_000, 3), tokens.clone()),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(tokens.calls.load(Ordering::SeqCst), 2);
     assert_eq!(out.attempts.len(), 2);

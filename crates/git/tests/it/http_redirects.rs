@@ -10,7 +10,7 @@ use crate::common;
 use std::sync::Arc;
 
 use common::*;
-use sluice_git::{GitClient, HttpsConfig, PushOptions};
+use sluice_git::{GitClient, HttpsConfig};
 use sluice_policy::{Class, OutcomeKind, Policy};
 use sluice_testkit::{repo, HttpBackend, Redirect, ServerCert, TestPki};
 
@@ -76,15 +76,13 @@ fn a_renamed_repository_is_listed_fetched_and_pushed_through_its_old_url() {
 
     let pusher = local_clone(&w.srv("s.git"), &w.path("pusher.git"));
     let tip = repo::commit_on(&pusher, "main", "through the old name");
-    let out = c
-        .push(
-            &old,
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&pusher),
-            &quick(20_000, 10_000, 2),
-        )
-        .expect("valid input");
+    let out = push_by(
+        &c,
+        &old,
+        update(Some(&tip), "refs/heads/main"),
+        &pusher,
+        &quick(20_000, 10_000, 2),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
     assert_eq!(out.operation.redirected.as_deref(), Some(new.as_str()));

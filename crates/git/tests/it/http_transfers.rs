@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_git::{GitClient, HttpsConfig, PushOptions};
+use sluice_git::{GitClient, HttpsConfig};
 use sluice_policy::{Class, OutcomeKind, Policy};
 use sluice_testkit::{repo, Fault, FaultProxy, HttpBackend, ServerCert, TestPki};
 
@@ -187,16 +187,13 @@ fn push_moving(tls: bool) {
     let (local, tip) = local_with_big(&w, BIG, 21);
     s.proxy.throttle_upload(Some(RATE));
     let t0 = Instant::now();
-    let out = s
-        .client
-        .push(
-            &s.proxy.http_url("/git/s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(60_000, ATTEMPT_MS, 3),
-        )
-        .expect("valid input");
+    let out = push_by(
+        &s.client,
+        &s.proxy.http_url("/git/s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(60_000, ATTEMPT_MS, 3),
+    );
     let took = t0.elapsed();
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
@@ -246,16 +243,13 @@ fn push_stalled(tls: bool) {
         },
         1,
     );
-    let out = s
-        .client
-        .push(
-            &s.proxy.http_url("/git/s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(60_000, ATTEMPT_MS, 2),
-        )
-        .expect("valid input");
+    let out = push_by(
+        &s.client,
+        &s.proxy.http_url("/git/s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(60_000, ATTEMPT_MS, 2),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 2, "{:?}", out.attempts);
     let first = &out.attempts[0];

@@ -13,7 +13,7 @@ use std::time::Duration;
 
 use common::*;
 use secrecy::SecretString;
-use sluice_git::{GitClient, GitError, HttpsConfig, PushOptions, TlsRefusal};
+use sluice_git::{GitClient, GitError, HttpsConfig, TlsRefusal};
 use sluice_policy::{Class, OutcomeKind, Policy, StaticSource, Verdict};
 use sluice_testkit::{repo, Fault, FaultProxy, HttpBackend, ServerCert, TestPki};
 
@@ -90,15 +90,13 @@ fn ls_refs_fetch_and_push_work_over_https_with_the_test_ca_added() {
 
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "over https");
-    let out = client
-        .push(
-            &url,
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &token(quick(20_000, 10_000, 3)),
-        )
-        .expect("valid input");
+    let out = push_by(
+        &client,
+        &url,
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &token(quick(20_000, 10_000, 3)),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1);
     assert_eq!(
@@ -140,15 +138,13 @@ fn each_bad_certificate_is_answered_in_one_attempt_saying_which() {
         assert_eq!(refusal_of(&out).map(|r| r.kind()), Some(kind), "{cert:?}");
 
         // A write is refused the same way, before anything is sent.
-        let out = trusting(&pki)
-            .push(
-                &url,
-                &[update(Some(&tip), "refs/heads/main")],
-                &PushOptions::default(),
-                &open(&local),
-                &token(quick(10_000, 5_000, 3)),
-            )
-            .expect("valid input");
+        let out = push_by(
+            &trusting(&pki),
+            &url,
+            update(Some(&tip), "refs/heads/main"),
+            &local,
+            &token(quick(10_000, 5_000, 3)),
+        );
         assert_eq!(
             out.kind,
             OutcomeKind::Answered,
@@ -274,15 +270,13 @@ fn a_push_cut_before_its_report_over_https_is_settled_by_reading_without_a_secon
     assert!(url.starts_with("https://"), "{url}");
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "cut over https");
-    let out = trusting(&pki)
-        .push(
-            &url,
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &token(quick(20_000, 5_000, 3)),
-        )
-        .expect("valid input");
+    let out = push_by(
+        &trusting(&pki),
+        &url,
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &token(quick(20_000, 5_000, 3)),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
     assert_eq!(out.attempts[0].class, Some(Class::Unknown));

@@ -10,7 +10,7 @@ use std::sync::Arc;
 
 use common::*;
 use secrecy::SecretString;
-use sluice_git::{GitClient, HttpsConfig, ProxyChoice, PushOptions};
+use sluice_git::{GitClient, HttpsConfig, ProxyChoice};
 use sluice_policy::{Class, OutcomeKind, Policy, StaticSource};
 use sluice_testkit::{repo, HttpBackend, ServerCert, TestPki, Tinyproxy};
 
@@ -58,15 +58,13 @@ fn ls_refs_and_push_over_https_go_through_the_proxy_by_connect() {
 
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "through the proxy");
-    let out = client
-        .push(
-            &url,
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &token(quick(20_000, 10_000, 3)),
-        )
-        .expect("valid input");
+    let out = push_by(
+        &client,
+        &url,
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &token(quick(20_000, 10_000, 3)),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(
         repo::rev_parse(&srv, "refs/heads/main").as_deref(),

@@ -47,19 +47,16 @@ fn a_fast_forward_lands_and_a_delete_removes_the_ref() {
     let srv = w.small("s.git");
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "main", "next");
-    let c = client();
-    let out = c
-        .push(
-            &w.daemon.url("s.git"),
-            &[
-                update(Some(&tip), "refs/heads/main"),
-                update(None, "refs/heads/dev"),
-            ],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push_with(
+        &w.daemon.url("s.git"),
+        &[
+            update(Some(&tip), "refs/heads/main"),
+            update(None, "refs/heads/dev"),
+        ],
+        &PushOptions::default(),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     assert_eq!(
         repo::rev_parse(&srv, "refs/heads/main").as_deref(),
@@ -92,29 +89,12 @@ fn create_with_an_absent_lease_lands_once_and_is_stale_the_second_time() {
     let local = local_clone(&srv, &w.path("local.git"));
     let tip = repo::commit_on(&local, "topic", "t");
     let u = update(Some(&tip), "refs/heads/topic").with_lease(Lease::Absent);
-    let c = client();
     let url = w.daemon.url("s.git");
-    let first = c
-        .push(
-            &url,
-            std::slice::from_ref(&u),
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let first = push(&url, u, &local, &quick(20_000, 10_000, 3));
     assert_eq!(first.kind, OutcomeKind::Succeeded, "{:?}", first.error);
     let other = repo::commit_on(&local, "topic2", "u");
     let u = sluice_git::RefUpdate::create(oid(&other), "refs/heads/topic");
-    let second = c
-        .push(
-            &url,
-            &[u],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let second = push(&url, u, &local, &quick(20_000, 10_000, 3));
     assert_eq!(second.kind, OutcomeKind::Answered);
     assert_eq!(second.attempts.len(), 1);
     let r = &second.value.expect("report").refs[0];
@@ -189,17 +169,13 @@ fn a_non_fast_forward_is_refused_locally_without_a_pack_and_lands_with_force() {
     let side = repo::commit_on(&local, "refs/heads/side", "side");
     let _ = dev;
     let before = repo::rev_parse(&srv, "refs/heads/dev");
-    let c = client();
     let url = w.daemon.url("s.git");
-    let out = c
-        .push(
-            &url,
-            &[update(Some(&side), "refs/heads/dev")],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(
+        &url,
+        update(Some(&side), "refs/heads/dev"),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
     // side was made on top of HEAD (main), which is not a descendant of dev.
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.value);
     assert_eq!(
@@ -208,15 +184,7 @@ fn a_non_fast_forward_is_refused_locally_without_a_pack_and_lands_with_force() {
     );
     assert_eq!(repo::rev_parse(&srv, "refs/heads/dev"), before);
     let forced = sluice_git::RefUpdate::force(Some(oid(&side)), "refs/heads/dev");
-    let out = c
-        .push(
-            &url,
-            std::slice::from_ref(&forced),
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(&url, forced, &local, &quick(20_000, 10_000, 3));
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
     assert_eq!(
         repo::rev_parse(&srv, "refs/heads/dev").as_deref(),
@@ -226,15 +194,7 @@ fn a_non_fast_forward_is_refused_locally_without_a_pack_and_lands_with_force() {
     repo::set_config(&srv, "receive.denyNonFastForwards", "true");
     let forced =
         sluice_git::RefUpdate::force(Some(oid(&before.clone().expect("dev"))), "refs/heads/dev");
-    let out = c
-        .push(
-            &url,
-            &[forced],
-            &PushOptions::default(),
-            &open(&local),
-            &quick(20_000, 10_000, 3),
-        )
-        .expect("valid input");
+    let out = push(&url, forced, &local, &quick(20_000, 10_000, 3));
     assert_eq!(out.kind, OutcomeKind::Answered);
     let r = &out.value.expect("report").refs[0];
     assert_eq!(r.reason, Some(RejectReason::NonFastForward), "{r:?}");

@@ -11,7 +11,6 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use common::*;
-use sluice_git::PushOptions;
 use sluice_policy::{Bounds, CancelFlag, Class, OutcomeKind, Stopped, Verdict};
 use sluice_testkit::proxy::{Fault, FaultProxy, Service};
 use sluice_testkit::repo;
@@ -102,15 +101,12 @@ fn a_push_whose_settling_reads_are_refused_for_two_seconds_of_twelve_settles_lan
             proxy.clear_fault();
             refusing_tx.send(since).expect("send");
         });
-        client()
-            .push(
-                &proxy.url("s.git"),
-                &[update(Some(&tip), "refs/heads/main")],
-                &PushOptions::default(),
-                &open(&local),
-                &opts(Duration::from_secs(12)),
-            )
-            .expect("valid input")
+        push(
+            &proxy.url("s.git"),
+            update(Some(&tip), "refs/heads/main"),
+            &local,
+            &opts(Duration::from_secs(12)),
+        )
     });
     let _since = refusing_rx.recv().expect("the outage ran");
     let r = out.reconciled.as_ref().expect("reconciled");
@@ -162,15 +158,12 @@ fn after_a_cancel_refused_settling_reads_stop_within_the_reserve() {
             hook.release();
             tx.send(at).expect("send");
         });
-        let out = client()
-            .push(
-                &proxy.url("s.git"),
-                &[update(Some(&tip), "refs/heads/main")],
-                &PushOptions::default(),
-                &open(&local),
-                &opts(Duration::from_secs(30)).cancel(&cancel),
-            )
-            .expect("valid input");
+        let out = push(
+            &proxy.url("s.git"),
+            update(Some(&tip), "refs/heads/main"),
+            &local,
+            &opts(Duration::from_secs(30)).cancel(&cancel),
+        );
         (out, Instant::now())
     });
     let cancelled = rx.recv().expect("cancelled");
@@ -206,15 +199,12 @@ fn a_push_still_not_landed_when_its_reads_run_out_says_stopped_deadline() {
     let before = repo::rev_parse(&srv, "refs/heads/main");
     let tip = repo::commit_on(&local, "main", "held past the deadline");
     let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
-    let out = client()
-        .push(
-            &proxy.url("s.git"),
-            &[update(Some(&tip), "refs/heads/main")],
-            &PushOptions::default(),
-            &open(&local),
-            &opts(Duration::from_secs(8)),
-        )
-        .expect("valid input");
+    let out = push(
+        &proxy.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &opts(Duration::from_secs(8)),
+    );
     hook.release();
     let r = out.reconciled.as_ref().expect("reconciled");
     println!("reads: {:?}", r.reads);
@@ -272,17 +262,14 @@ fn a_stop_cuts_a_stalled_settling_read_of_a_push_at_once() {
             cancel.stop();
             tx.send(at).expect("send");
         });
-        let out = client()
-            .push(
-                &proxy.url("s.git"),
-                &[update(Some(&tip), "refs/heads/main")],
-                &PushOptions::default(),
-                &open(&local),
-                &sluice_git::CallOptions::new()
-                    .bounds(bounds)
-                    .cancel(&cancel),
-            )
-            .expect("valid input");
+        let out = push(
+            &proxy.url("s.git"),
+            update(Some(&tip), "refs/heads/main"),
+            &local,
+            &sluice_git::CallOptions::new()
+                .bounds(bounds)
+                .cancel(&cancel),
+        );
         (out, Instant::now())
     });
     let stopped = rx.recv().expect("stopped");

@@ -176,15 +176,12 @@ fn a_repository_owned_by_another_user_is_refused_before_any_call() {
     let e = check_trusted(&r).expect_err("not ours");
     assert!(e.to_string().contains("safe.directory"), "{e}");
     assert_eq!(e.path, std::fs::canonicalize(&dir).expect("canonical"));
-    let out = client()
-        .push(
-            "ssh://127.0.0.1:1/x.git",
-            &[update(Some(&main), "refs/heads/main")],
-            &Default::default(),
-            &r,
-            &quick(10_000, 5_000, 3),
-        )
-        .expect("valid");
+    let out = push(
+        "ssh://127.0.0.1:1/x.git",
+        update(Some(&main), "refs/heads/main"),
+        &dir,
+        &quick(10_000, 5_000, 3),
+    );
     assert_eq!(out.kind, OutcomeKind::LocalError);
     assert_eq!(out.attempts.len(), 1, "never tried again");
     assert!(!marker.exists(), "its core.sshCommand ran");

@@ -288,6 +288,79 @@ fn a_hooks_words_are_kept_in_remote_messages() {
     assert_eq!(r.message.as_deref(), Some("pre-receive hook declined"));
 }
 
+/// A push whose report is lost is settled by reading for the ref it sent
+/// only: a ref this client refused before sending its commands (a stale
+/// lease) keeps its refusal, and one already up to date stays so, neither
+/// with a verdict — what the attempt decided reaches the settling read and
+/// the judge.
+#[test]
+fn a_settled_push_keeps_what_its_attempt_decided_before_sending() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let old_main = repo::rev_parse(&srv, "refs/heads/main").expect("main");
+    let dev = repo::rev_parse(&srv, "refs/heads/dev").expect("dev");
+    let light = repo::rev_parse(&srv, "refs/tags/light").expect("light");
+    assert_ne!(light, old_main, "the lease below is stale");
+    let local = local_clone(&srv, &w.path("local.git"));
+    let main = repo::commit_on(&local, "main", "m");
+    let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
+    proxy.set_fault(Fault::CutBeforeReport, 1);
+    let out = push_with(
+        &proxy.url("s.git"),
+        &[
+            update(Some(&main), "refs/heads/main"),
+            update(Some(&dev), "refs/heads/dev"),
+            sluice_git::RefUpdate::leased(oid(&main), "refs/tags/light", oid(&old_main)),
+        ],
+        &PushOptions::default(),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
+    assert_eq!(out.attempts.len(), 1, "{:?}", out.attempts);
+    assert_eq!(out.attempts[0].class, Some(Class::Unknown));
+    // Settled as landed, the push is judged as an answered one: the ref
+    // refused here is the cause, as this client's refusal.
+    assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
+    assert_eq!(out.may_have_applied, Some(true), "main landed");
+    let typed = out
+        .error
+        .as_ref()
+        .and_then(|e| e.source_as::<GitError>())
+        .expect("a typed error");
+    assert!(
+        matches!(
+            typed,
+            GitError::Refused { name, reason: RejectReason::StaleInfo, .. }
+                if name == "refs/tags/light"
+        ),
+        "{typed:?}"
+    );
+    assert_eq!(
+        out.reconciled.as_ref().expect("settled").verdict,
+        Some(Verdict::Landed)
+    );
+    let refs = &out.value.as_ref().expect("per-ref results").refs;
+    let (m, d, l) = (&refs[0], &refs[1], &refs[2]);
+    assert_eq!(
+        (m.status, m.verdict, m.old),
+        (RefStatus::Ok, Some(Verdict::Landed), Some(oid(&old_main))),
+        "{m:?}"
+    );
+    assert_eq!((d.status, d.verdict), (RefStatus::Ok, None), "{d:?}");
+    assert!(d.is_up_to_date(), "{d:?}");
+    assert_eq!(
+        (l.status, l.reason, l.verdict),
+        (RefStatus::Rejected, Some(RejectReason::StaleInfo), None),
+        "{l:?}"
+    );
+    assert_eq!(
+        repo::rev_parse(&srv, "refs/heads/main").as_deref(),
+        Some(main.as_str())
+    );
+    assert_eq!(repo::rev_parse(&srv, "refs/tags/light"), Some(light));
+    assert_eq!(packs_delivered(&proxy), 1);
+}
+
 /// Case 7: a non-atomic push with one ref landed and one rejected gives
 /// each ref its own status — read from the report, and, when the report is
 /// lost, its own verdict from the settling read.
