@@ -139,6 +139,35 @@ fn commit_at(repo: &Path, index: &Path, n: usize, when: u64) -> Result<()> {
     Ok(())
 }
 
+/// CPU time (user + system) used so far, in ms: this process's own, and
+/// that of its children it waited for (`/proc/self/stat`, clock ticks of
+/// `tick_ms`).
+fn cpu_ms(tick_ms: f64) -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's closing parenthesis, from `state`.
+    let f: Vec<u64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0) as f64;
+    // utime, stime, cutime, cstime: fields 14–17, here 11–14.
+    ((at(11) + at(12)) * tick_ms, (at(13) + at(14)) * tick_ms)
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 when unknown).
+fn clock_ticks() -> u64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(100)
+}
+
 /// The object count of the server's `Total N …` line, if it sent one.
 fn server_total(messages: &[String]) -> Option<u64> {
     messages
@@ -188,6 +217,10 @@ pub fn main(args: &[String]) -> Result<()> {
         .context("the fixture tip's date")?;
     let index = dir.path().join("bench-index");
     let (mut t_ours, mut t_theirs) = (Vec::new(), Vec::new());
+    // CPU time of each fetch on the client side (load moves wall time
+    // more): sluice's in this process, git's in its `git fetch` children.
+    let (mut c_ours, mut c_theirs) = (Vec::<f64>::new(), Vec::<f64>::new());
+    let tick_ms = 1000.0 / clock_ticks() as f64;
     println!(
         "sluice-bench maintenance: {} fetches of one commit each ({}), git:// on loopback; {} cores",
         a.fetches,
@@ -204,28 +237,41 @@ pub fn main(args: &[String]) -> Result<()> {
         } else {
             sluice_testkit::repo::commit_on(&served, "main", &format!("fetch {n}"));
         }
+        let mut run_ours = || -> Result<()> {
+            let c0 = cpu_ms(tick_ms).0;
+            t_ours.push(timed(|| fetch_ours(&repo))?);
+            c_ours.push(cpu_ms(tick_ms).0 - c0);
+            Ok(())
+        };
+        let mut run_theirs = || -> Result<()> {
+            let c0 = cpu_ms(tick_ms).1;
+            t_theirs.push(timed(|| {
+                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
+            })?);
+            c_theirs.push(cpu_ms(tick_ms).1 - c0);
+            Ok(())
+        };
         // Alternating which goes first.
         if n % 2 == 0 {
-            t_ours.push(timed(|| fetch_ours(&repo))?);
-            t_theirs.push(timed(|| {
-                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
-            })?);
+            run_ours()?;
+            run_theirs()?;
         } else {
-            t_theirs.push(timed(|| {
-                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
-            })?);
-            t_ours.push(timed(|| fetch_ours(&repo))?);
+            run_theirs()?;
+            run_ours()?;
         }
         if (n + 1) % 100 == 0 {
             let objects = sent.borrow()[n + 1 - 100..].iter().sum::<u64>() as f64 / 100.0;
+            let cpu = |c: &[f64]| c[n + 1 - 100..].iter().sum::<f64>() / 100.0;
             println!(
-                "  {:>5} fetches: sluice {} packs, last 100 {:.1} ms, {objects:.1} objects sent each; git {} packs {} loose, last 100 {:.1} ms",
+                "  {:>5} fetches: sluice {} packs, last 100 {:.1} ms ({:.1} ms CPU), {objects:.1} objects sent each; git {} packs {} loose, last 100 {:.1} ms ({:.1} ms CPU)",
                 n + 1,
                 packs(&ours),
                 mean_ms(&t_ours[n + 1 - 100..]),
+                cpu(&c_ours),
                 packs(&theirs),
                 loose(&theirs),
                 mean_ms(&t_theirs[n + 1 - 100..]),
+                cpu(&c_theirs),
             );
         }
     }
@@ -233,6 +279,9 @@ pub fn main(args: &[String]) -> Result<()> {
     let sent = sent.borrow().clone();
     let sent_mean = |xs: &[u64]| xs.iter().sum::<u64>() as f64 / xs.len() as f64;
     let (sent_first, sent_last) = (sent_mean(&sent[..w]), sent_mean(&sent[a.fetches - w..]));
+    let cpu_mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+    let cpu_first = |c: &[f64]| cpu_mean(&c[..w]);
+    let cpu_last = |c: &[f64]| cpu_mean(&c[c.len() - w..]);
     let first = |t: &[Duration]| mean_ms(&t[..w]);
     let last = |t: &[Duration]| mean_ms(&t[t.len() - w..]);
     // A fetch that brings nothing, 11 times each.
@@ -311,6 +360,23 @@ pub fn main(args: &[String]) -> Result<()> {
         "| last {w} against first {w} | {:.2}× | **{:.2}×** | — |",
         last(&t_theirs) / first(&t_theirs),
         last(&t_ours) / first(&t_ours)
+    );
+    println!(
+        "| client CPU per fetch (user + system), mean of the first {w} | {:.1} ms | **{:.1} ms** | {:.2}× |",
+        cpu_first(&c_theirs),
+        cpu_first(&c_ours),
+        cpu_first(&c_ours) / cpu_first(&c_theirs)
+    );
+    println!(
+        "| client CPU per fetch, mean of the last {w} | {:.1} ms | **{:.1} ms** | {:.2}× |",
+        cpu_last(&c_theirs),
+        cpu_last(&c_ours),
+        cpu_last(&c_ours) / cpu_last(&c_theirs)
+    );
+    println!(
+        "| client CPU, last {w} against first {w} | {:.2}× | **{:.2}×** | — |",
+        cpu_last(&c_theirs) / cpu_first(&c_theirs),
+        cpu_last(&c_ours) / cpu_first(&c_ours)
     );
     println!(
         "| objects the server sent per sluice fetch, first {w} / last {w} (mean) | — | **{sent_first:.1} / {sent_last:.1}** | — |"
