@@ -10,7 +10,8 @@
 //!   kept offering commits the server was known to have — with a long
 //!   history, the rounds ended before any other tip was offered.
 //! * The old values of the refs the fetch updates are offered first,
-//!   before the walk by commit date. They are where the new history most
+//!   before the walk by commit date, and then (up to one first round's
+//!   worth) their ancestors. They are where the new history most
 //!   likely starts; git offers them in date order, which puts a
 //!   remote-tracking ref whose commits carry older dates than the rest of
 //!   the repository (any date a committer chose) behind the whole history.
@@ -101,7 +102,16 @@ pub(crate) struct Consecutive {
     /// Offered before the queue, in order (each also in the queue, where
     /// it is skipped once popped here).
     first: VecDeque<ObjectId>,
+    /// Ancestors of the commits offered first that may still join them.
+    first_more: usize,
 }
+
+/// How many ancestors of the fetch's own refs are offered before the walk
+/// by date: one first round's worth (16 `have`s, git's and gix's first
+/// window). A ref that moved by one commit since the last fetch has its
+/// old value acknowledged in the first round; the round is filled from
+/// that history instead of walking every commit newer than it first.
+const FIRST_ANCESTORS: usize = 16;
 
 impl Default for Consecutive {
     fn default() -> Self {
@@ -109,6 +119,7 @@ impl Default for Consecutive {
             queue: Queue::new(),
             non_common: 0,
             first: VecDeque::new(),
+            first_more: FIRST_ANCESTORS,
         }
     }
 }
@@ -192,9 +203,9 @@ impl Consecutive {
         Ok(())
     }
 
-    /// The next commit out of `first`, then the queue; `None` when no
-    /// commit not known common is left.
-    fn pop(&mut self, graph: &Graph<'_, '_>) -> Option<ObjectId> {
+    /// The next commit out of `first` (then `true`), then the queue;
+    /// `None` when no commit not known common is left.
+    fn pop(&mut self, graph: &Graph<'_, '_>) -> Option<(ObjectId, bool)> {
         let popped = |id: &ObjectId| {
             graph
                 .get(id)
@@ -203,20 +214,20 @@ impl Consecutive {
         while self.non_common > 0 {
             if let Some(id) = self.first.pop_front() {
                 if !popped(&id) {
-                    return Some(id);
+                    return Some((id, true));
                 }
                 continue;
             }
             let id = self.queue.pop_value()?;
             if !popped(&id) {
-                return Some(id);
+                return Some((id, false));
             }
         }
         None
     }
 
     fn next(&mut self, graph: &mut Graph<'_, '_>) -> gix::Result<Option<ObjectId>> {
-        while let Some(id) = self.pop(graph) {
+        while let Some((id, from_first)) = self.pop(graph) {
             let Some(commit) = graph.get_mut(&id) else {
                 continue;
             };
@@ -240,6 +251,10 @@ impl Consecutive {
                 self.push(parent, mark, graph)?;
                 if mark.contains(Flags::COMMON) {
                     self.mark_common(parent, true, graph)?;
+                } else if from_first && self.first_more > 0 {
+                    // The own ref's history next, a round's worth.
+                    self.first_more -= 1;
+                    self.first.push_back(parent);
                 }
             }
             if offer {
