@@ -42,7 +42,15 @@
 //! probability `cancel_rate` the call's cancel flag is raised mid-way: when
 //! its pack has been sent (push), when the slow hook says it started (push,
 //! after the pack), or at a random moment. Every `gc_every` operations the
-//! thread runs `git gc` on its two repositories, handles open.
+//! thread runs `git gc` on its two repositories, handles open (with
+//! `gc_only_thread_0`, thread 0 only: the other threads' repositories are
+//! left to the library's maintenance after each fetch, and thread 0's show
+//! `git gc` beside it).
+//!
+//! A time-driven run (`duration`) runs operations until the time is up and
+//! samples the process every minute: the RSS slope after the first ten
+//! minutes ([`rss_slope`]) and the packs left in each fetch repository are
+//! printed with the rest.
 //!
 //! Coverage by construction: whether a fault planned at random acts
 //! depends on timing (a push whose lease read failed sends nothing; an
@@ -112,6 +120,14 @@ pub struct ServiceConfig {
     pub decline_rate: f64,
     /// Operations of a thread between two `git gc` of its repositories.
     pub gc_every: usize,
+    /// Time-driven: every thread runs operations until this long has
+    /// passed since the start (`ops_per_transport` is then not read), and
+    /// the process is sampled every minute.
+    pub duration: Option<Duration>,
+    /// Only thread 0 runs `git gc` (every `gc_every` operations) on its
+    /// repositories; the others are left to the library's maintenance
+    /// (consolidation after a fetch), so both are seen side by side.
+    pub gc_only_thread_0: bool,
     /// The seed (thread `i` uses a generator from `seed` and `i`).
     pub seed: u64,
     /// The bounds of every client call.
@@ -138,6 +154,8 @@ impl ServiceConfig {
             slow_rate: 0.1,
             decline_rate: 0.04,
             gc_every: 10,
+            duration: None,
+            gc_only_thread_0: false,
             seed: 0x5e41_2026,
             bounds: Bounds::new(Duration::from_secs(12), Duration::from_secs(2), 4)
                 .with_backoff(BackoffShape {
@@ -335,10 +353,41 @@ pub struct ServiceReport {
     pub end: Sample,
     /// Samples through the run.
     pub samples: Vec<Sample>,
+    /// A time-driven run: the process sampled every minute (time since the
+    /// start, the sample).
+    pub minutes: Vec<(Duration, Sample)>,
+    /// Packs in each thread's fetch repository at the end (`.pack` files).
+    pub packs_at_end: Vec<usize>,
     /// Wall time.
     pub elapsed: Duration,
     /// Every broken promise, in words.
     pub violations: Vec<String>,
+}
+
+/// The RSS slope (MiB per hour, least squares) of the minute samples after
+/// the first ten minutes (warm-up: caches filling), or, in a run shorter
+/// than that, after the first minute: the minute it starts from and the
+/// slope. `None` with fewer than three samples there.
+pub fn rss_slope(minutes: &[(Duration, Sample)]) -> Option<(u64, f64)> {
+    let after = |m: u64| -> Vec<(f64, f64)> {
+        minutes
+            .iter()
+            .filter(|(at, _)| at.as_secs() >= m * 60)
+            .map(|(at, x)| (at.as_secs_f64() / 3600.0, x.rss_kib as f64 / 1024.0))
+            .collect()
+    };
+    let (from, pts) = [10, 1]
+        .into_iter()
+        .map(|m| (m, after(m)))
+        .find(|(_, p)| p.len() >= 3)?;
+    let n = pts.len() as f64;
+    let (mx, my) = (
+        pts.iter().map(|p| p.0).sum::<f64>() / n,
+        pts.iter().map(|p| p.1).sum::<f64>() / n,
+    );
+    let sxx: f64 = pts.iter().map(|p| (p.0 - mx).powi(2)).sum();
+    let sxy: f64 = pts.iter().map(|p| (p.0 - mx) * (p.1 - my)).sum();
+    (sxx > 0.0).then(|| (from, sxy / sxx))
 }
 
 fn line<K: fmt::Display>(m: &BTreeMap<K, usize>) -> String {
@@ -408,6 +457,26 @@ impl fmt::Display for ServiceReport {
             max(|s| s.threads),
             max(|s| s.rss_kib) as f64 / 1024.0
         )?;
+        if !self.minutes.is_empty() {
+            writeln!(f, "  every minute (time: fds, threads, RSS):")?;
+            for (at, x) in &self.minutes {
+                writeln!(f, "    {:>6.1} min: {x}", at.as_secs_f64() / 60.0)?;
+            }
+            match rss_slope(&self.minutes) {
+                Some((from, slope)) => writeln!(
+                    f,
+                    "  RSS slope from minute {from} on: {slope:+.2} MiB/hour (least squares)"
+                )?,
+                None => writeln!(f, "  RSS slope: too few minute samples")?,
+            }
+        }
+        if !self.packs_at_end.is_empty() {
+            writeln!(
+                f,
+                "  packs in each fetch repository at the end: {:?}",
+                self.packs_at_end
+            )?;
+        }
         writeln!(f, "  longest call: {} ms", self.longest_call.as_millis())?;
         writeln!(f, "  violations = {}", self.violations.len())?;
         for v in self.violations.iter().take(30) {
@@ -674,6 +743,8 @@ struct Ctx<'a> {
     done: &'a AtomicUsize,
     samples: &'a Mutex<Vec<Sample>>,
     sample_every: usize,
+    /// A time-driven run's end.
+    until: Option<Instant>,
 }
 
 /// Runs `f` with a fresh cancel flag, raised as `at` says; returns what `f`
@@ -740,6 +811,9 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
         if op == warmup {
             warm.wait(); // the main thread samples the quiescent start
             warm.wait();
+        }
+        if op > warmup && cx.until.is_some_and(|u| Instant::now() >= u) {
+            break;
         }
         let tr = Transport::ALL[(op + t) % 3];
         let url = &cx.urls[tr as usize];
@@ -813,7 +887,8 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
             }
         }
         cx.faults.clear();
-        if cfg.gc_every > 0 && op % cfg.gc_every == cfg.gc_every - 1 {
+        let gc_here = !cfg.gc_only_thread_0 || t == 0;
+        if gc_here && cfg.gc_every > 0 && op % cfg.gc_every == cfg.gc_every - 1 {
             let args: &[&str] = if (op / cfg.gc_every).is_multiple_of(2) {
                 &["gc", "--quiet"]
             } else {
@@ -1123,11 +1198,17 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
         })
         .collect();
     let total = cfg.ops_per_transport * 3;
-    let per_thread = total.div_ceil(cfg.threads).max(3);
+    let (per_thread, sample_every) = match cfg.duration {
+        // Until the time is up; a sample every 100 operations.
+        Some(_) => (usize::MAX, 100),
+        None => (total.div_ceil(cfg.threads).max(3), (total / 50).max(1)),
+    };
     let warmup = 3.min(per_thread);
     let done = AtomicUsize::new(0);
     let samples = Mutex::new(Vec::new());
-    let sample_every = (total / 50).max(1);
+    let until = cfg.duration.map(|d| started + d);
+    let minutes = Mutex::new(Vec::new());
+    let (stop_minutes, minutes_stopped) = std::sync::mpsc::channel::<()>();
     let warm = Barrier::new(cfg.threads + 1);
     let mut report = ServiceReport {
         threads: cfg.threads,
@@ -1165,22 +1246,45 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
                     done: &done,
                     samples: &samples,
                     sample_every,
+                    until,
                 };
                 let warm = &warm;
                 s.spawn(move || run_thread(t, &cx, warm, per_thread, warmup))
             })
             .collect();
+        if cfg.duration.is_some() {
+            let (minutes, done) = (&minutes, &done);
+            s.spawn(move || {
+                let mut next = Duration::from_secs(60);
+                // Every minute until the operations' threads end (the
+                // sender dropped).
+                while let Err(std::sync::mpsc::RecvTimeoutError::Timeout) =
+                    minutes_stopped.recv_timeout(next.saturating_sub(started.elapsed()))
+                {
+                    let x = Sample::take(done.load(Ordering::SeqCst));
+                    minutes
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((started.elapsed(), x));
+                    next += Duration::from_secs(60);
+                }
+            });
+        }
         warm.wait();
         for p in &git_proxies {
             p.wait_idle(Duration::from_secs(30));
         }
         report.start = Sample::take(done.load(Ordering::SeqCst));
         warm.wait();
-        handles
+        let logs = handles
             .into_iter()
             .map(|h| h.join().expect("thread panicked"))
-            .collect()
+            .collect();
+        drop(stop_minutes);
+        logs
     });
+    report.minutes = minutes.into_inner().unwrap_or_else(|e| e.into_inner());
+    report.packs_at_end = repos.iter().map(|(_, fetch)| pack_files(fetch)).collect();
     for p in &git_proxies {
         p.wait_idle(Duration::from_secs(30));
     }
@@ -1256,6 +1360,15 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
     drop(git_proxies);
     drop(http_proxies);
     report
+}
+
+/// `.pack` files in `repo`'s pack directory.
+fn pack_files(repo: &Path) -> usize {
+    std::fs::read_dir(repo.join("objects/pack")).map_or(0, |d| {
+        d.filter_map(Result::ok)
+            .filter(|e| e.path().extension().is_some_and(|x| x == "pack"))
+            .count()
+    })
 }
 
 fn http_fault_name(f: &Fault) -> &'static str {
@@ -1633,5 +1746,37 @@ impl Checked<'_> {
                 p.cancelled
             ));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn at(min: u64, rss_mib: u64) -> (Duration, Sample) {
+        (
+            Duration::from_secs(min * 60),
+            Sample {
+                rss_kib: rss_mib * 1024,
+                ..Sample::default()
+            },
+        )
+    }
+
+    #[test]
+    fn the_rss_slope_leaves_out_the_first_ten_minutes() {
+        // 100 MiB growing fast while warming up, then 1 MiB every 6
+        // minutes: 10 MiB/hour.
+        let mut m: Vec<_> = (1..10).map(|i| at(i, 10 * i)).collect();
+        m.extend((10..=40).map(|i| at(i, 100 + (i - 10) / 6)));
+        let (from, slope) = rss_slope(&m).expect("a slope");
+        assert_eq!(from, 10);
+        assert!((slope - 10.0).abs() < 1.5, "{slope}");
+        // A short run: from the first minute, said so.
+        let short: Vec<_> = (1..=4).map(|i| at(i, 50 + i)).collect();
+        let (from, slope) = rss_slope(&short).expect("a slope");
+        assert_eq!(from, 1);
+        assert!((slope - 60.0).abs() < 1e-6, "{slope}");
+        assert_eq!(rss_slope(&short[..2]), None);
     }
 }

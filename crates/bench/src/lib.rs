@@ -56,7 +56,7 @@ usage: sluice-bench [--large] [--forge] [--forge-refs N,...] [--commits N] [--ru
        sluice-bench build-large [--commits N]
        sluice-bench https [--runs N] [--rows push-1,push-48,push-48-throttled,fetch-48-throttled,push-200,fetch-200]
        sluice-bench count-experiment <repo> <rev> [<hidden rev>]
-       sluice-bench maintenance [--fetches N] [--window N]
+       sluice-bench maintenance [--fetches N] [--window N] [--dates new|old]
        sluice-bench child <sluice|libgit2> fetch <url> <dest>
        sluice-bench child <sluice|libgit2> push <url> <local> <branch> <dst>
 

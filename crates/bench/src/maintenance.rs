@@ -1,8 +1,12 @@
-//! `sluice-bench maintenance [--fetches N] [--window N]`: a repository
-//! fetched into again and again, beside git in one run (issue 43).
+//! `sluice-bench maintenance [--fetches N] [--window N] [--dates new|old]`:
+//! a repository fetched into again and again, beside git in one run
+//! (issue 43).
 //!
 //! Both start as bare clones of the medium fixture served by `git daemon`.
-//! Each round commits one new commit on the server's `main` (untimed), then
+//! Each round commits one new commit on the server's `main` (untimed; dated
+//! a minute after the one before, after the fixture's tip, as a service's
+//! commits would be — or, with `--dates old`, all at the testkit's fixed
+//! date, before the fixture's history: the negotiation must cope), then
 //! fetches it into each repository — sluice through one `GitClient` and one
 //! repository handle kept open (its maintenance as configured by default:
 //! `gc.autoPackLimit` 50), git by `git fetch` (its own `gc --auto` after
@@ -21,12 +25,16 @@ use crate::ops;
 struct Args {
     fetches: usize,
     window: usize,
+    /// Commits dated after the fixture's tip (else at the testkit's fixed
+    /// date, older than the fixture's history).
+    new_dates: bool,
 }
 
 fn parse(args: &[String]) -> Result<Args> {
     let mut a = Args {
         fetches: 1000,
         window: 100,
+        new_dates: true,
     };
     let mut it = args.iter();
     while let Some(x) = it.next() {
@@ -39,6 +47,13 @@ fn parse(args: &[String]) -> Result<Args> {
         match x.as_str() {
             "--fetches" => a.fetches = value("--fetches")?,
             "--window" => a.window = value("--window")?,
+            "--dates" => {
+                a.new_dates = match it.next().map(String::as_str) {
+                    Some("new") => true,
+                    Some("old") => false,
+                    other => bail!("--dates needs new or old, not {other:?}"),
+                }
+            }
             other => bail!("unknown argument {other:?}"),
         }
     }
@@ -77,6 +92,90 @@ fn median_ms(xs: &[Duration]) -> f64 {
     crate::stats::median(&v).unwrap_or(0.0)
 }
 
+/// One new commit on the bare `repo`'s `main` adding `commits/<n>.txt` (as
+/// `sluice_testkit::repo::commit_on` does), dated `when` (seconds), through
+/// the index file `index`.
+fn commit_at(repo: &Path, index: &Path, n: usize, when: u64) -> Result<()> {
+    use std::io::Write as _;
+    use std::process::Stdio;
+    let date = format!("{when} +0000");
+    let git = |args: &[&str], input: Option<&str>| -> Result<String> {
+        let mut cmd = sluice_testkit::repo::git_command(repo);
+        cmd.env("GIT_AUTHOR_DATE", &date)
+            .env("GIT_COMMITTER_DATE", &date)
+            .env("GIT_INDEX_FILE", index)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        let mut child = cmd.spawn()?;
+        let mut stdin = child.stdin.take().context("git's stdin")?;
+        if let Some(input) = input {
+            stdin.write_all(input.as_bytes())?;
+        }
+        drop(stdin);
+        let out = child.wait_with_output()?;
+        if !out.status.success() {
+            bail!(
+                "git {args:?} failed: {}",
+                String::from_utf8_lossy(&out.stderr).trim_end()
+            );
+        }
+        Ok(String::from_utf8_lossy(&out.stdout).trim().to_owned())
+    };
+    let parent = git(&["rev-parse", "--verify", "refs/heads/main"], None)?;
+    git(&["read-tree", &parent], None)?;
+    let blob = git(
+        &["hash-object", "-w", "--stdin"],
+        Some(&format!("fetch {n}\n")),
+    )?;
+    let entry = format!("100644,{blob},commits/{n}.txt");
+    git(&["update-index", "--add", "--cacheinfo", &entry], None)?;
+    let tree = git(&["write-tree"], None)?;
+    let message = format!("fetch {n}");
+    let commit = git(&["commit-tree", &tree, "-p", &parent, "-m", &message], None)?;
+    git(&["update-ref", "refs/heads/main", &commit, &parent], None)?;
+    std::fs::remove_file(index).ok();
+    Ok(())
+}
+
+/// CPU time (user + system) used so far, in ms: this process's own, and
+/// that of its children it waited for (`/proc/self/stat`, clock ticks of
+/// `tick_ms`).
+fn cpu_ms(tick_ms: f64) -> (f64, f64) {
+    let stat = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+    // The fields after the command's closing parenthesis, from `state`.
+    let f: Vec<u64> = stat
+        .rsplit_once(')')
+        .map(|(_, rest)| rest)
+        .unwrap_or("")
+        .split_whitespace()
+        .map(|x| x.parse().unwrap_or(0))
+        .collect();
+    let at = |i: usize| f.get(i).copied().unwrap_or(0) as f64;
+    // utime, stime, cutime, cstime: fields 14–17, here 11–14.
+    ((at(11) + at(12)) * tick_ms, (at(13) + at(14)) * tick_ms)
+}
+
+/// Clock ticks per second (`getconf CLK_TCK`; 100 when unknown).
+fn clock_ticks() -> u64 {
+    std::process::Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(100)
+}
+
+/// The object count of the server's `Total N …` line, if it sent one.
+fn server_total(messages: &[String]) -> Option<u64> {
+    messages
+        .iter()
+        .filter_map(|m| m.trim().strip_prefix("Total "))
+        .find_map(|m| m.split(' ').next()?.parse().ok())
+}
+
 fn timed(f: impl FnOnce() -> Result<()>) -> Result<Duration> {
     let t0 = Instant::now();
     f()?;
@@ -103,46 +202,86 @@ pub fn main(args: &[String]) -> Result<()> {
     let client = ops::client();
     let opts = ops::call_options();
     let repo = gix::open(&ours).context("gix::open")?;
+    let sent = std::cell::RefCell::new(Vec::<u64>::new());
     let fetch_ours = |repo: &gix::Repository| -> Result<()> {
         let o = client.fetch(&url, &[spec.to_string()], repo, &opts)?;
         if o.kind != sluice_policy::OutcomeKind::Succeeded {
             bail!("sluice fetch: {:?} {:?}", o.kind, o.error);
         }
+        sent.borrow_mut()
+            .push(server_total(&o.remote_messages).unwrap_or(0));
         Ok(())
     };
+    let tip_date: u64 = sluice_testkit::repo::git(&served, &["log", "-1", "--format=%ct", "main"])
+        .parse()
+        .context("the fixture tip's date")?;
+    let index = dir.path().join("bench-index");
     let (mut t_ours, mut t_theirs) = (Vec::new(), Vec::new());
+    // CPU time of each fetch on the client side (load moves wall time
+    // more): sluice's in this process, git's in its `git fetch` children.
+    let (mut c_ours, mut c_theirs) = (Vec::<f64>::new(), Vec::<f64>::new());
+    let tick_ms = 1000.0 / clock_ticks() as f64;
     println!(
-        "sluice-bench maintenance: {} fetches of one commit each, git:// on loopback; {} cores",
+        "sluice-bench maintenance: {} fetches of one commit each ({}), git:// on loopback; {} cores",
         a.fetches,
+        if a.new_dates {
+            "dated after the fixture's tip"
+        } else {
+            "dated before the fixture's history"
+        },
         std::thread::available_parallelism().map_or(1, |n| n.get())
     );
     for n in 0..a.fetches {
-        sluice_testkit::repo::commit_on(&served, "main", &format!("fetch {n}"));
+        if a.new_dates {
+            commit_at(&served, &index, n, tip_date + 60 * (n as u64 + 1))?;
+        } else {
+            sluice_testkit::repo::commit_on(&served, "main", &format!("fetch {n}"));
+        }
+        let mut run_ours = || -> Result<()> {
+            let c0 = cpu_ms(tick_ms).0;
+            t_ours.push(timed(|| fetch_ours(&repo))?);
+            c_ours.push(cpu_ms(tick_ms).0 - c0);
+            Ok(())
+        };
+        let mut run_theirs = || -> Result<()> {
+            let c0 = cpu_ms(tick_ms).1;
+            t_theirs.push(timed(|| {
+                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
+            })?);
+            c_theirs.push(cpu_ms(tick_ms).1 - c0);
+            Ok(())
+        };
         // Alternating which goes first.
         if n % 2 == 0 {
-            t_ours.push(timed(|| fetch_ours(&repo))?);
-            t_theirs.push(timed(|| {
-                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
-            })?);
+            run_ours()?;
+            run_theirs()?;
         } else {
-            t_theirs.push(timed(|| {
-                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
-            })?);
-            t_ours.push(timed(|| fetch_ours(&repo))?);
+            run_theirs()?;
+            run_ours()?;
         }
         if (n + 1) % 100 == 0 {
+            let objects = sent.borrow()[n + 1 - 100..].iter().sum::<u64>() as f64 / 100.0;
+            let cpu = |c: &[f64]| c[n + 1 - 100..].iter().sum::<f64>() / 100.0;
             println!(
-                "  {:>5} fetches: sluice {} packs, last 100 {:.1} ms; git {} packs {} loose, last 100 {:.1} ms",
+                "  {:>5} fetches: sluice {} packs, last 100 {:.1} ms ({:.1} ms CPU), {objects:.1} objects sent each; git {} packs {} loose, last 100 {:.1} ms ({:.1} ms CPU)",
                 n + 1,
                 packs(&ours),
                 mean_ms(&t_ours[n + 1 - 100..]),
+                cpu(&c_ours),
                 packs(&theirs),
                 loose(&theirs),
                 mean_ms(&t_theirs[n + 1 - 100..]),
+                cpu(&c_theirs),
             );
         }
     }
     let w = a.window;
+    let sent = sent.borrow().clone();
+    let sent_mean = |xs: &[u64]| xs.iter().sum::<u64>() as f64 / xs.len() as f64;
+    let (sent_first, sent_last) = (sent_mean(&sent[..w]), sent_mean(&sent[a.fetches - w..]));
+    let cpu_mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+    let cpu_first = |c: &[f64]| cpu_mean(&c[..w]);
+    let cpu_last = |c: &[f64]| cpu_mean(&c[c.len() - w..]);
     let first = |t: &[Duration]| mean_ms(&t[..w]);
     let last = |t: &[Duration]| mean_ms(&t[t.len() - w..]);
     // A fetch that brings nothing, 11 times each.
@@ -221,6 +360,26 @@ pub fn main(args: &[String]) -> Result<()> {
         "| last {w} against first {w} | {:.2}× | **{:.2}×** | — |",
         last(&t_theirs) / first(&t_theirs),
         last(&t_ours) / first(&t_ours)
+    );
+    println!(
+        "| client CPU per fetch (user + system), mean of the first {w} | {:.1} ms | **{:.1} ms** | {:.2}× |",
+        cpu_first(&c_theirs),
+        cpu_first(&c_ours),
+        cpu_first(&c_ours) / cpu_first(&c_theirs)
+    );
+    println!(
+        "| client CPU per fetch, mean of the last {w} | {:.1} ms | **{:.1} ms** | {:.2}× |",
+        cpu_last(&c_theirs),
+        cpu_last(&c_ours),
+        cpu_last(&c_ours) / cpu_last(&c_theirs)
+    );
+    println!(
+        "| client CPU, last {w} against first {w} | {:.2}× | **{:.2}×** | — |",
+        cpu_last(&c_theirs) / cpu_first(&c_theirs),
+        cpu_last(&c_ours) / cpu_first(&c_ours)
+    );
+    println!(
+        "| objects the server sent per sluice fetch, first {w} / last {w} (mean) | — | **{sent_first:.1} / {sent_last:.1}** | — |"
     );
     println!(
         "| slowest fetch (a consolidation's, for sluice) | {:.1} ms | **{:.1} ms** | — |",

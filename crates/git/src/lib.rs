@@ -66,8 +66,10 @@
 //! * `fetch` — the fetch operation (`fetch::attempt`, step by step), the
 //!   negotiation and pack receiving, `fetch::indexer` (storing the pack),
 //!   `fetch::apply` (reading deltas), `fetch::refs` (git's rules for the
-//!   local refs), `fetch::tips` (negotiation tips in repositories with many
-//!   refs), `fetch::options` ([`FetchOptions`], [`TagMode`]), `fetch::named`
+//!   local refs), `fetch::tips` (where the negotiation starts: the local
+//!   tips, the remote's refs known common; fewer tips in repositories with
+//!   many refs), `fetch::negotiator` (which `have`s, git's `consecutive`
+//!   ours, the fetch's own refs offered first), `fetch::options` ([`FetchOptions`], [`TagMode`]), `fetch::named`
 //!   (a configured remote fetched by name, [`GitClient::fetch_remote`]).
 //! * [`push`] — the push's values; `push::attempt` (the operation),
 //!   `push::steps` (connected → advertised → commands sent → pack sent →

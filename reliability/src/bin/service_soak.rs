@@ -1,8 +1,12 @@
 //! The service soak, large: `cargo run --release -p sluice-reliability --bin
-//! service-soak -- --ops 2000 [--threads 8] [--fault-rate 0.2] [--seed N]`.
+//! service-soak -- --ops 2000 [--threads 8] [--fault-rate 0.2] [--seed N]`,
+//! or time-driven: `-- --minutes 60 --leave-to-library`.
 //!
 //! `--ops` is the number of operations per transport (git://, smart HTTP,
-//! ssh). The `ssh-fault` relay is the binary of that name next to this one.
+//! ssh); `--minutes N` runs for N minutes instead, sampling the process
+//! every minute (the RSS slope after the first ten is printed);
+//! `--leave-to-library` runs `git gc` on thread 0's repositories only and
+//! leaves the others to the library's maintenance. The `ssh-fault` relay is the binary of that name next to this one.
 //! Prints the figures; exits 1 when any promise was broken (a violation,
 //! or descriptors, threads or memory growing with the operations).
 
@@ -34,6 +38,11 @@ fn main() {
             }
             "--seed" => cfg.seed = parse(&value("--seed"), "--seed") as u64,
             "--gc-every" => cfg.gc_every = parse(&value("--gc-every"), "--gc-every"),
+            "--minutes" => {
+                let m = parse(&value("--minutes"), "--minutes") as u64;
+                cfg.duration = Some(std::time::Duration::from_secs(60 * m));
+            }
+            "--leave-to-library" => cfg.gc_only_thread_0 = true,
             "-h" | "--help" => usage(""),
             other => usage(&format!("unknown argument {other}")),
         }
@@ -41,9 +50,20 @@ fn main() {
     if cfg.threads == 0 {
         usage("--threads must be at least 1");
     }
+    let length = match cfg.duration {
+        Some(d) => format!("{} minutes", d.as_secs() / 60),
+        None => format!("{} operations per transport", cfg.ops_per_transport),
+    };
     eprintln!(
-        "service soak: {} threads, {} operations per transport, fault rate {}, seed {:#x}",
-        cfg.threads, cfg.ops_per_transport, cfg.fault_rate, cfg.seed
+        "service soak: {} threads, {length}, fault rate {}, seed {:#x}, git gc on {}",
+        cfg.threads,
+        cfg.fault_rate,
+        cfg.seed,
+        if cfg.gc_only_thread_0 {
+            "thread 0's repositories (the rest left to the library)"
+        } else {
+            "every thread's repositories"
+        }
     );
     let report = service::run(&cfg);
     println!("{report}");
@@ -62,7 +82,7 @@ fn usage(msg: &str) -> ! {
         eprintln!("service-soak: {msg}");
     }
     eprintln!(
-        "usage: service-soak [--ops N] [--threads N] [--fault-rate P] [--seed N] [--gc-every N]"
+        "usage: service-soak [--ops N | --minutes N] [--threads N] [--fault-rate P] [--seed N] [--gc-every N] [--leave-to-library]"
     );
     std::process::exit(2);
 }

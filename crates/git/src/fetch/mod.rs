@@ -10,11 +10,11 @@ mod attempt;
 pub(crate) mod fetch_head;
 pub(crate) mod indexer;
 mod named;
+mod negotiator;
 pub(crate) mod options;
 pub(crate) mod refs;
 mod tips;
 
-use std::ops::DerefMut;
 use std::path::PathBuf;
 use std::sync::atomic::AtomicBool;
 
@@ -77,40 +77,36 @@ pub(crate) struct Negotiate<'a, 'b, 'c> {
     pub ref_map: &'a RefMap,
     pub shallow: &'a gix::protocol::fetch::Shallow,
     pub tags: gix::protocol::fetch::Tags,
-    pub negotiator: Box<dyn gix::negotiate::Negotiator>,
+    pub negotiator: negotiator::Negotiator,
 }
 
 impl gix::protocol::fetch::Negotiate for Negotiate<'_, '_, '_> {
     fn mark_complete_and_common_ref(&mut self) -> gix::Result<negotiate::Action> {
-        if self.alternates.is_empty() && tips::many_refs(self.refs) {
-            return tips::mark_complete_and_common_ref(
-                self.objects,
-                self.refs,
-                self.negotiator.deref_mut(),
-                &mut *self.graph,
-                self.ref_map,
-                negotiate::make_refmapping_ignore_predicate(self.tags, self.ref_map),
-            );
-        }
-        let alternates = std::mem::take(&mut self.alternates);
-        let open_options = self.open_options.clone();
-        negotiate::mark_complete_and_common_ref(
-            self.objects,
-            self.refs,
-            move || {
-                // An alternate's objects directory sits in its git dir.
-                Ok(alternates
+        let tips = if self.alternates.is_empty() && tips::many_refs(self.refs) {
+            tips::Tips::Own
+        } else {
+            let alternates = std::mem::take(&mut self.alternates);
+            tips::Tips::Every(
+                alternates
                     .into_iter()
-                    .filter_map(move |objects| {
+                    .filter_map(|objects| {
+                        // An alternate's objects directory sits in its git dir.
                         let git_dir = objects.parent()?;
-                        gix::open_opts(git_dir, open_options.clone()).ok()
+                        gix::open_opts(git_dir, self.open_options.clone()).ok()
                     })
-                    .map(|r| (r.refs, r.objects)))
+                    .map(|r| (r.refs, r.objects))
+                    .collect(),
+            )
+        };
+        tips::mark_complete_and_common_ref(
+            tips::Local {
+                objects: self.objects,
+                refs: self.refs,
             },
-            self.negotiator.deref_mut(),
+            tips,
+            &mut self.negotiator,
             &mut *self.graph,
             self.ref_map,
-            self.shallow,
             negotiate::make_refmapping_ignore_predicate(self.tags, self.ref_map),
         )
     }
@@ -133,30 +129,13 @@ impl gix::protocol::fetch::Negotiate for Negotiate<'_, '_, '_> {
         previous_response: Option<&gix::protocol::fetch::Response>,
     ) -> gix::Result<(negotiate::Round, bool)> {
         negotiate::one_round(
-            self.negotiator.deref_mut(),
+            &mut self.negotiator,
             &mut *self.graph,
             state,
             arguments,
             previous_response,
         )
     }
-}
-
-/// The negotiation algorithm `fetch.negotiationAlgorithm` names
-/// (`consecutive` when unset or unknown).
-pub(crate) fn negotiator(repo: &gix::Repository) -> Box<dyn gix::negotiate::Negotiator> {
-    let algo = match repo
-        .config_snapshot()
-        .string("fetch.negotiationAlgorithm")
-        .as_deref()
-        .map(|s| s.to_vec())
-        .as_deref()
-    {
-        Some(b"skipping") => gix::negotiate::Algorithm::Skipping,
-        Some(b"noop") => gix::negotiate::Algorithm::Noop,
-        _ => gix::negotiate::Algorithm::Consecutive,
-    };
-    algo.into_negotiator()
 }
 
 /// Threads resolving a received pack's deltas: `pack.threads` when set
@@ -244,7 +223,7 @@ pub(crate) fn receive<T: gix::protocol::transport::client::blocking_io::Transpor
         ref_map,
         shallow: &shallow,
         tags,
-        negotiator: negotiator(repo),
+        negotiator: negotiator::Negotiator::for_repo(repo),
     };
     let pack_dir = repo.objects.store_ref().path().join("pack");
     let mut received = Received::default();

@@ -527,3 +527,75 @@ fn eight_processes_fetching_while_consolidations_fire_leave_every_ref_and_a_clea
     assert!(left < CHILDREN * CHAIN / 4, "{left} packs left");
     assert!(!path.join("gc.pid").exists(), "gc.pid is left behind");
 }
+
+/// Fetches of one new commit each into `refs/remotes/origin/main` of a
+/// bare clone of a served history of 1,000 commits, the new commits dated
+/// before that history (a library user commits with any dates; the
+/// testkit's fixed date is the history's first): the server must send only
+/// the new commit's objects each time (its `Total N` line: the count on the
+/// wire, before a thin pack is completed here). The negotiation offered
+/// the clone's `main` and then its history newest first, never the tips
+/// fetched before (the oldest by date), and every fetch brought every
+/// commit since the clone again.
+fn each_fetch_receives_only_its_commit(tags: sluice_git::TagMode, tagged: bool) {
+    let w = World::new();
+    let srv = w.srv("s.git");
+    let mut builder = sluice_testkit::RepoBuilder::new().branch("main", 1_000);
+    if tagged {
+        builder =
+            builder
+                .lightweight_tag("light", "main")
+                .annotated_tag("v1.0", "main", "release 1.0");
+    }
+    builder.build(&srv).expect("the served history");
+    let path = local_clone(&srv, &w.path("local.git"));
+    let fetch = FetchOptions {
+        tags,
+        ..FetchOptions::default()
+    };
+    let mut old = repo::rev_parse(&srv, "refs/heads/main").expect("main");
+    for n in 0..6 {
+        let new = repo::commit_on(&srv, "main", &format!("fetch {n}"));
+        let expected = repo::git(&srv, &["rev-list", "--objects", &new, &format!("^{old}")])
+            .lines()
+            .count();
+        let out = client()
+            .fetch_with(
+                &w.daemon.url("s.git"),
+                &["+refs/heads/main:refs/remotes/origin/main".to_string()],
+                &open(&path),
+                &fetch,
+                &quick(30_000, 15_000, 1),
+            )
+            .expect("valid input");
+        assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.error);
+        let sent: Vec<usize> = out
+            .remote_messages
+            .iter()
+            .filter_map(|m| m.trim().strip_prefix("Total "))
+            .filter_map(|m| m.split(' ').next()?.parse().ok())
+            .collect();
+        assert_eq!(
+            sent,
+            [expected],
+            "fetch {n} ({tags:?}, tagged: {tagged}): the server's pack held more than the new commit's objects: {:?}",
+            out.remote_messages
+        );
+        assert_eq!(
+            repo::rev_parse(&path, "refs/remotes/origin/main").as_deref(),
+            Some(new.as_str())
+        );
+        old = new;
+    }
+    repo::fsck(&path).expect("git fsck --full is clean");
+}
+
+#[test]
+fn fetches_of_commits_dated_before_the_history_receive_only_their_own_objects() {
+    each_fetch_receives_only_its_commit(sluice_git::TagMode::None, false);
+}
+
+#[test]
+fn fetches_following_tags_of_commits_dated_before_the_history_receive_only_their_own_objects() {
+    each_fetch_receives_only_its_commit(sluice_git::TagMode::Follow, true);
+}
