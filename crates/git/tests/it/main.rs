@@ -9,6 +9,7 @@ mod common;
 mod constructors;
 mod evidence;
 mod faults;
+mod fetch_limits;
 mod fetch_rules;
 mod hostile_remote;
 mod http;

@@ -6,6 +6,43 @@ use std::io::{self};
 
 use gix_pack::data::input;
 
+use crate::fetch::options::{LimitExceeded, PackObject};
+
+/// The limits a caller set on a received pack
+/// ([`crate::FetchOptions::max_pack_size`], `max_object_size`).
+#[derive(Clone, Copy, Debug, Default)]
+pub(crate) struct Limits {
+    /// The most bytes of the pack on the wire.
+    pub(crate) pack: Option<u64>,
+    /// The most bytes of one object inflated.
+    pub(crate) object: Option<u64>,
+}
+
+impl Limits {
+    /// The limits of `fetch`.
+    pub(crate) fn of(fetch: &crate::FetchOptions) -> Limits {
+        Limits {
+            pack: fetch.max_pack_size,
+            object: fetch.max_object_size,
+        }
+    }
+
+    /// The object at `offset` of `kind`, inflating to `size`, passes the
+    /// object limit: the typed cause.
+    pub(crate) fn object_passed(
+        &self,
+        size: u64,
+        object: impl FnOnce() -> PackObject,
+    ) -> Option<LimitExceeded> {
+        let limit = self.object?;
+        (size > limit).then(|| LimitExceeded::ObjectSize {
+            limit,
+            size,
+            object: object(),
+        })
+    }
+}
+
 /// The largest object a pack entry may declare: this client inflates an
 /// object whole to resolve deltas and hash it, so a larger one cannot be
 /// held (git streams such blobs; the forges refuse them long before).
@@ -39,16 +76,37 @@ pub(crate) struct EntryGuard {
     recent_at: std::cell::Cell<u64>,
     /// Why the read was stopped.
     pub(crate) tripped: std::cell::RefCell<Option<String>>,
+    /// The caller's limits.
+    pub(crate) limits: Limits,
+    /// The limit the pack passed, when one stopped it.
+    pub(crate) exceeded: std::cell::RefCell<Option<LimitExceeded>>,
 }
 
 pub(super) const RECENT: usize = 512 << 10;
 
 impl EntryGuard {
+    #[cfg(test)]
     pub(crate) fn new() -> EntryGuard {
-        let g = EntryGuard::default();
+        EntryGuard::with_limits(Limits::default())
+    }
+
+    /// A guard that also stops a pack passing `limits`.
+    pub(crate) fn with_limits(limits: Limits) -> EntryGuard {
+        let g = EntryGuard {
+            limits,
+            ..EntryGuard::default()
+        };
         // The first entry follows the 12-byte pack header.
         g.start.set(12);
         g
+    }
+
+    /// Stop the pack for passing a limit: the typed cause is kept (the
+    /// first one), the read fails.
+    pub(super) fn exceed(&self, e: LimitExceeded) -> io::Error {
+        let words = e.to_string();
+        self.exceeded.borrow_mut().get_or_insert(e);
+        self.trip(words)
     }
 
     /// The parser finished the entry that ends at `next`.
@@ -74,6 +132,14 @@ impl EntryGuard {
             }
         }
         self.pos.set(self.pos.get() + bytes.len() as u64);
+        if let Some(limit) = self.limits.pack {
+            if self.pos.get() > limit {
+                return Err(self.exceed(LimitExceeded::PackSize {
+                    limit,
+                    received: self.pos.get(),
+                }));
+            }
+        }
         if self.end.get().is_none() {
             self.check_header();
         }
@@ -119,7 +185,27 @@ impl EntryGuard {
             size |= bits.checked_shl(shift).unwrap_or(u64::MAX);
             shift += if i == 0 { 4 } else { 7 };
             if b & 0x80 == 0 {
+                let kind = match (head[0] >> 4) & 7 {
+                    1 => Some(gix::objs::Kind::Commit),
+                    2 => Some(gix::objs::Kind::Tree),
+                    3 => Some(gix::objs::Kind::Blob),
+                    4 => Some(gix::objs::Kind::Tag),
+                    _ => None,
+                };
                 drop(r);
+                // A whole object declares its size here (a delta's result
+                // is checked when the delta is read).
+                if kind.is_some() {
+                    let at = self.start.get();
+                    if let Some(e) = self.limits.object_passed(size, || PackObject {
+                        offset: at,
+                        kind,
+                        base: None,
+                    }) {
+                        let _ = self.exceed(e);
+                        return;
+                    }
+                }
                 if size > MAX_OBJECT_SIZE {
                     let _ = self.trip(format!(
                         "the pack entry at offset {} declares {size} bytes, more than this \

@@ -50,8 +50,8 @@ use gix_pack::data::input;
 
 use crate::local::ObjectStoreError;
 pub(crate) use error::StoreError;
-use error::{disk, stream, Result};
-pub(crate) use guard::EntryGuard;
+use error::{disk, fail, stream, Result};
+pub(crate) use guard::{EntryGuard, Limits};
 use guard::Track;
 use idx::{verify_trailer, write_index};
 use resolve::{resolve, Entries, Written};
@@ -153,6 +153,28 @@ impl<F: gix::objs::Find> Store<'_, F> {
         pack: &mut dyn BufRead,
         progress: &mut dyn DynNestedProgress,
     ) -> Result<Stored> {
+        let guard = self.guard;
+        let r = self.store_inner(pack, progress);
+        if let Err(e) = &r {
+            // A limit passed is the caller's to read, typed, from the
+            // guard (gix-protocol carries errors as words).
+            let exceeded = guard.exceeded.borrow().clone();
+            match (e, exceeded) {
+                (StoreError::Limit(l), None) => {
+                    guard.exceeded.borrow_mut().replace(l.clone());
+                }
+                (_, Some(l)) => return Err(StoreError::Limit(l)),
+                _ => {}
+            }
+        }
+        r
+    }
+
+    fn store_inner(
+        self,
+        pack: &mut dyn BufRead,
+        progress: &mut dyn DynNestedProgress,
+    ) -> Result<Stored> {
         let tmp = TempFile::new(self.dir, "pack")?;
         let (mut entries, hash) = self.receive(pack, &tmp, progress)?;
         let Some(hash) = hash else {
@@ -182,6 +204,7 @@ impl<F: gix::objs::Find> Store<'_, F> {
             &written,
             &mut entries,
             self.threads,
+            self.guard.limits,
             &index_progress,
             self.interrupt,
         )?;
@@ -269,6 +292,11 @@ impl<F: gix::objs::Find> Store<'_, F> {
                 input::EntriesToBytesIter::new(parsed, &mut out, version, self.object_hash);
             for entry in &mut written {
                 let e = entry.map_err(|e| typed(stream(e)))?;
+                // The guard may have stopped the next entry from bytes
+                // already read (no read is left to fail).
+                if let Some(why) = self.guard.tripped.borrow().clone() {
+                    return Err(fail(why));
+                }
                 entries.add(&e, self.object_hash)?;
             }
             written.digest()

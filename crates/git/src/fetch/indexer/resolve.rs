@@ -12,7 +12,9 @@ use gix::progress::Count;
 use gix_pack::data::entry::Header;
 use gix_pack::data::input;
 
-use super::error::{disk, fail, stream, Result};
+use super::error::{disk, fail, stream, Result, StoreError};
+use super::guard::Limits;
+use crate::fetch::options::PackObject;
 
 /// Data held along the chain being resolved, at most (the top of the chain
 /// is always held, whatever its size).
@@ -160,6 +162,32 @@ impl Reader<'_> {
     }
 }
 
+/// The size of a delta's result, as its header declares it (after its
+/// base's size).
+pub(super) fn delta_result_size(delta: &[u8]) -> Result<u64> {
+    let mut at = 0;
+    let mut varint = || -> Result<u64> {
+        let mut v = 0u64;
+        let mut shift = 0u32;
+        loop {
+            let b = *delta
+                .get(at)
+                .ok_or_else(|| fail("a delta ends inside its header"))?;
+            at += 1;
+            if shift >= 64 {
+                return Err(fail("a delta's header has a size without end"));
+            }
+            v |= u64::from(b & 0x7f) << shift;
+            shift += 7;
+            if b & 0x80 == 0 {
+                return Ok(v);
+            }
+        }
+    };
+    varint()?;
+    varint()
+}
+
 /// One base on the chain being resolved.
 pub(super) struct Frame {
     obj: u32,
@@ -176,6 +204,7 @@ pub(super) fn resolve(
     pack: &Written<'_>,
     entries: &mut Entries,
     threads: usize,
+    limits: Limits,
     progress: &dyn Count,
     interrupt: &AtomicBool,
 ) -> Result<()> {
@@ -211,6 +240,7 @@ pub(super) fn resolve(
         interrupt,
         pack,
         limit: cache_limit() / threads,
+        limits,
     };
     let span = tracing::Span::current();
     let result = std::thread::scope(|scope| {
@@ -262,6 +292,8 @@ pub(super) struct Shared<'a> {
     pack: &'a Written<'a>,
     /// Each thread's cap on the data it holds.
     limit: usize,
+    /// The caller's limits (a delta's result is checked here).
+    limits: Limits,
 }
 
 /// Fewer deltas than this are resolved on the calling thread alone (any
@@ -375,8 +407,17 @@ impl Shared<'_> {
             };
             let last = top.ofs.is_empty() && top.refs.is_empty();
             let at = stack.len() - 1;
+            let base_obj = stack[at].obj as usize;
             let (base, rebuilt) = data_of(stack, at, objs, reader, delta)?;
             reader.read(objs, child as usize, delta)?;
+            let size = delta_result_size(delta)?;
+            if let Some(e) = self.limits.object_passed(size, || PackObject {
+                offset: objs[child as usize].offset,
+                kind: Some(kind),
+                base: Some(self.ids.lock().unwrap_or_else(|p| p.into_inner())[base_obj]),
+            }) {
+                return Err(StoreError::Limit(e));
+            }
             let mut target = Vec::new();
             crate::fetch::apply::apply(base, delta, &mut target).map_err(stream)?;
             held += rebuilt;
