@@ -32,10 +32,7 @@ fn fetch(url: &str, local: &Path, options: &FetchOptions) -> Outcome<Vec<sluice_
 /// The outcome is answered after one attempt, its typed cause the limit
 /// passed; the local repository holds no ref, no pack and no temporary
 /// file.
-fn answered_for_a_limit(
-    out: &Outcome<Vec<sluice_git::FetchedRef>>,
-    local: &Path,
-) -> LimitExceeded {
+fn answered_for_a_limit(out: &Outcome<Vec<sluice_git::FetchedRef>>, local: &Path) -> LimitExceeded {
     assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1, "one attempt: {:?}", out.attempts);
     assert_eq!(out.attempts[0].class, Some(Class::Answered));
@@ -45,7 +42,11 @@ fn answered_for_a_limit(
         Some(GitError::TooLarge { exceeded, .. }) => exceeded.clone(),
         other => panic!("not a limit: {other:?} ({})", e.cause),
     };
-    assert_eq!(e.cause, exceeded.to_string(), "the cause is the limit's words");
+    assert_eq!(
+        e.cause,
+        exceeded.to_string(),
+        "the cause is the limit's words"
+    );
     assert!(repo::refs(local).is_empty(), "no ref written");
     let left: Vec<String> = std::fs::read_dir(local.join("objects/pack"))
         .expect("pack dir")
@@ -82,10 +83,7 @@ fn a_pack_past_max_pack_size_is_answered_in_one_attempt_and_leaves_nothing() {
         },
     );
     match answered_for_a_limit(&out, &local) {
-        LimitExceeded::PackSize {
-            limit: l,
-            received,
-        } => {
+        LimitExceeded::PackSize { limit: l, received } => {
             assert_eq!(l, limit);
             assert!(received > limit, "{received}");
             // Stopped as the bytes past the limit arrived, not after the
@@ -94,7 +92,12 @@ fn a_pack_past_max_pack_size_is_answered_in_one_attempt_and_leaves_nothing() {
         }
         other => panic!("{other:?}"),
     }
-    assert!(out.error.as_ref().expect("e").cause.contains("max-pack-size"));
+    assert!(out
+        .error
+        .as_ref()
+        .expect("e")
+        .cause
+        .contains("max-pack-size"));
     lands_under(
         &url,
         &local,
