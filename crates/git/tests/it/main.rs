@@ -10,6 +10,7 @@ mod constructors;
 mod evidence;
 mod faults;
 mod fetch_limits;
+mod fetch_memory;
 mod fetch_rules;
 mod hostile_remote;
 mod http;

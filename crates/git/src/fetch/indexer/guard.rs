@@ -30,7 +30,7 @@ pub(crate) struct Limits {
 
 impl Limits {
     /// The limits of `fetch`.
-    pub(crate) fn of(fetch: &crate::FetchOptions) -> Limits {
+    pub(crate) fn of(fetch: &crate::fetch::options::FetchOptions) -> Limits {
         Limits {
             pack: fetch.max_pack_size,
             object: fetch.max_object_size,
