@@ -104,6 +104,17 @@ pub(super) struct Written<'a> {
 /// Bytes read back or inflated at a time.
 const CHUNK: usize = 64 << 10;
 
+/// An entry opened for reading: its header, declared size, the part of its
+/// stream in `Reader::packed` (`from..to`), where the rest starts and ends.
+struct Opened {
+    header: Header,
+    size: u64,
+    from: usize,
+    to: usize,
+    pos: u64,
+    end: u64,
+}
+
 /// Reads entries back with positioned reads and inflates them in pieces
 /// of [`CHUNK`].
 pub(super) struct Reader<'a> {
@@ -123,15 +134,15 @@ impl<'a> Reader<'a> {
         }
     }
 
-    /// Entry `i`'s header, its declared size, and where its stream starts
-    /// and ends.
-    fn entry(&mut self, objs: &[Obj], i: usize) -> Result<(Header, u64, u64, u64)> {
+    /// Open entry `i`: its first piece read (header and the start of its
+    /// stream, the whole entry when it is small: one read).
+    fn open(&mut self, objs: &[Obj], i: usize) -> Result<Opened> {
         let start = objs[i].offset;
         let end = objs.get(i + 1).map_or(self.pack.end, |o| o.offset);
         let n = end
             .checked_sub(start)
             .ok_or_else(|| fail("entries overlap"))?
-            .min(32) as usize;
+            .min(CHUNK as u64) as usize;
         self.pack
             .file
             .read_exact_at(&mut self.packed[..n], start)
@@ -139,25 +150,31 @@ impl<'a> Reader<'a> {
         let entry =
             gix_pack::data::Entry::from_bytes(&self.packed[..n], start, self.pack.object_hash)
                 .map_err(stream)?;
-        Ok((
-            entry.header,
-            entry.decompressed_size,
-            start + entry.header_size() as u64,
+        let from = entry.header_size();
+        if from > n {
+            return Err(fail("an entry is shorter than its header"));
+        }
+        Ok(Opened {
+            header: entry.header,
+            size: entry.decompressed_size,
+            from,
+            to: n,
+            pos: start + n as u64,
             end,
-        ))
+        })
     }
 
-    /// Inflate entry `i` piece by piece into `sink`; returns its header and
-    /// declared size.
-    pub(super) fn inflate_with(
-        &mut self,
-        objs: &[Obj],
-        i: usize,
-        sink: &mut dyn FnMut(&[u8]) -> Result<()>,
-    ) -> Result<(Header, u64)> {
-        let (header, size, mut pos, end) = self.entry(objs, i)?;
+    /// Inflate the opened entry piece by piece into `sink`.
+    fn inflate(&mut self, o: Opened, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        let Opened {
+            size,
+            mut from,
+            mut to,
+            mut pos,
+            end,
+            ..
+        } = o;
         self.z.reset();
-        let (mut from, mut to) = (0usize, 0usize);
         loop {
             if from == to {
                 if pos >= end {
@@ -200,30 +217,32 @@ impl<'a> Reader<'a> {
                 "an entry inflates to another size than its header says",
             ));
         }
-        Ok((header, size))
+        Ok(())
     }
 
     /// Inflate entry `i` whole into `out`; returns its header.
     pub(super) fn read(&mut self, objs: &[Obj], i: usize, out: &mut Vec<u8>) -> Result<Header> {
-        let (_, size, _, _) = self.entry(objs, i)?;
+        let o = self.open(objs, i)?;
+        let header = o.header;
         out.clear();
-        out.reserve_exact(usize::try_from(size).map_err(|_| fail("object too large"))?);
-        let (header, _) = self.inflate_with(objs, i, &mut |piece| {
+        out.reserve_exact(usize::try_from(o.size).map_err(|_| fail("object too large"))?);
+        self.inflate(o, &mut |piece| {
             out.extend_from_slice(piece);
             Ok(())
         })?;
         Ok(header)
     }
 
-    /// The id of whole object `i` of `kind`, hashed as it inflates.
+    /// The id and kind of whole object `i`, hashed as it inflates.
     pub(super) fn hash(&mut self, objs: &[Obj], i: usize) -> Result<(ObjectId, Kind)> {
-        let (header, size, _, _) = self.entry(objs, i)?;
-        let kind = header
+        let o = self.open(objs, i)?;
+        let kind = o
+            .header
             .as_kind()
             .ok_or_else(|| fail("a whole object changed into a delta"))?;
         let mut h = gix::hash::hasher(self.pack.object_hash);
-        h.update(&gix::objs::encode::loose_header(kind, size));
-        self.inflate_with(objs, i, &mut |piece| {
+        h.update(&gix::objs::encode::loose_header(kind, o.size));
+        self.inflate(o, &mut |piece| {
             h.update(piece);
             Ok(())
         })?;
@@ -242,8 +261,9 @@ impl<'a> Reader<'a> {
         keep: Option<&mut Vec<u8>>,
         check: impl FnMut(u64) -> Result<()>,
     ) -> Result<ObjectId> {
+        let o = self.open(objs, i)?;
         let mut a = Apply::new(base, kind, self.pack.object_hash, keep, check);
-        self.inflate_with(objs, i, &mut |piece| a.feed(piece))?;
+        self.inflate(o, &mut |piece| a.feed(piece))?;
         a.finish()
     }
 }
