@@ -6,6 +6,7 @@
 use gix::hash::ObjectId;
 
 use super::error::{fail, stream, Result};
+use super::guard::MAX_OBJECT_SIZE;
 
 /// Bytes of instructions kept between two pieces: one instruction at most
 /// (an insert of 127 bytes and its command byte; a copy of 8 bytes).
@@ -110,6 +111,14 @@ impl<'a, C: FnMut(u64) -> Result<()>> Apply<'a, C> {
                 return Err(fail("a delta's base has another size than it says"));
             }
             (self.check)(size)?;
+            if size > MAX_OBJECT_SIZE {
+                // A few bytes of copies can declare any size: held whole
+                // when it is a base, so bounded as an entry's is.
+                return Err(fail(format!(
+                    "a delta declares a result of {size} bytes, more than this client \
+                     holds ({MAX_OBJECT_SIZE})"
+                )));
+            }
             let mut h = gix::hash::hasher(self.object_hash);
             h.update(&gix::objs::encode::loose_header(self.kind, size));
             self.hasher = Some(h);
