@@ -181,6 +181,14 @@ pub enum CommandArgs {
         /// into what was fetched).
         #[arg(long = "no-tags", short = 'n')]
         no_tags: bool,
+        /// Stop a pack larger than this on the wire (answered, nothing
+        /// written; default: no limit).
+        #[arg(long, value_name = "BYTES")]
+        max_pack_size: Option<u64>,
+        /// Stop a pack with an object larger than this inflated (answered,
+        /// nothing written; default: no limit).
+        #[arg(long, value_name = "BYTES")]
+        max_object_size: Option<u64>,
     },
     /// Push revisions of a local repository.
     #[command(after_help = help_with_examples!("  sluice-remote push origin main --lease main  (origin/main's value expected; origin/main updated once it landed)

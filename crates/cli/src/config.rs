@@ -302,6 +302,8 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             prune,
             tags,
             no_tags,
+            max_pack_size,
+            max_object_size,
         } => {
             check_remote_arg(&common, &url)?;
             for s in &refspecs {
@@ -322,6 +324,8 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
                 options: sluice_git::FetchOptions {
                     prune,
                     tags,
+                    max_pack_size,
+                    max_object_size,
                     ..Default::default()
                 },
                 tags_given,

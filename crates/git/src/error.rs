@@ -216,6 +216,17 @@ pub enum GitError {
         /// What was wrong.
         detail: String,
     },
+    /// The server's pack passed a limit the caller set
+    /// ([`crate::FetchOptions::max_pack_size`],
+    /// [`crate::FetchOptions::max_object_size`]): stopped as it arrived,
+    /// nothing written; its answer (asking again gets the same objects).
+    #[error("{exceeded}")]
+    TooLarge {
+        /// The phase reached.
+        phase: GitPhase,
+        /// Which limit, with the figures and the object.
+        exceeded: crate::LimitExceeded,
+    },
     /// A refspec's source ref is not in the remote's advertisement: the
     /// remote's answer (asking again gets the same advertisement).
     #[error("couldn't find remote ref {name}")]
@@ -265,6 +276,7 @@ impl GitError {
             | GitError::Rejected { phase, .. }
             | GitError::NotAdvertised { phase, .. }
             | GitError::BadPack { phase, .. }
+            | GitError::TooLarge { phase, .. }
             | GitError::Local { phase, .. } => *phase,
         }
     }
@@ -278,7 +290,8 @@ impl GitError {
             | GitError::Refused { .. }
             | GitError::Rejected { .. }
             | GitError::NotAdvertised { .. }
-            | GitError::BadPack { .. } => Class::Answered,
+            | GitError::BadPack { .. }
+            | GitError::TooLarge { .. } => Class::Answered,
             #[cfg(feature = "http")]
             GitError::Tls { .. } => Class::Answered,
             #[cfg(feature = "http")]

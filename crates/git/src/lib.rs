@@ -136,6 +136,7 @@ mod wire;
 pub use client::GitClient;
 pub use error::{GitError, GitPhase};
 pub use fetch::indexer::remove_temporary_files;
+pub use fetch::options::{LimitExceeded, PackObject};
 pub use fetch::{FetchOptions, FetchStatus, FetchedRef, ForMerge, TagMode};
 pub use http_config::{rewrite_url, HttpSetting, HttpSettingError, HttpSettings};
 pub use input::InputError;

@@ -14,7 +14,7 @@ use gix::ObjectId;
 use sluice_policy::text::error_chain;
 use sluice_policy::{AttemptError, Effect, Outcome, Rejection};
 
-use super::indexer::EntryGuard;
+use super::indexer::{EntryGuard, Limits};
 use super::named::Named;
 use super::{FetchOptions, FetchStatus, FetchedRef, ForMerge, Received, TagMode};
 use crate::attempt::attempt_view;
@@ -374,7 +374,7 @@ impl GitClient {
         adv: &mut Advertised,
         at: &mut Attempt<'_, '_>,
     ) -> Result<Received, GitError> {
-        let guard = EntryGuard::new();
+        let guard = EntryGuard::with_limits(Limits::of(job.fetch));
         // The remote's text beside the pack (side-band 2): kept as the
         // outcome's `remote_messages`, within the caps; git's own progress
         // lines are progress ([`crate::progress`]), not kept.
@@ -404,6 +404,14 @@ impl GitClient {
         }
         at.remote_messages_dropped(dropped);
         received.map_err(|e| {
+            // A limit the caller set, passed by the server's pack: its
+            // answer, typed (asking again gets the same objects).
+            if let Some(exceeded) = guard.exceeded.borrow().clone() {
+                return GitError::TooLarge {
+                    phase: GitPhase::Negotiated,
+                    exceeded,
+                };
+            }
             let e = match e {
                 // The disk or the object store: this side's, never retried.
                 super::ReceiveError::Local(why) => {

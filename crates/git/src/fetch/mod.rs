@@ -5,6 +5,9 @@
 //! by step, are in [`attempt`]; this file holds the fetch's values and the
 //! receiving of the pack.
 
+// The whole-buffer delta reader push's tests check their deltas with; the
+// indexer applies deltas in pieces (`indexer::delta`).
+#[cfg(test)]
 pub(crate) mod apply;
 mod attempt;
 pub(crate) mod fetch_head;

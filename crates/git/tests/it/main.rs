@@ -9,6 +9,8 @@ mod common;
 mod constructors;
 mod evidence;
 mod faults;
+mod fetch_limits;
+mod fetch_memory;
 mod fetch_rules;
 mod git_config;
 mod hostile_remote;

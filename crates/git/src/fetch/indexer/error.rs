@@ -22,6 +22,9 @@ pub(crate) enum StoreError {
     /// A thin pack's base could not be read from the local object store.
     #[error(transparent)]
     ObjectStore(#[from] ObjectStoreError),
+    /// The pack passed a limit the caller set: the server's pack, stopped.
+    #[error("{0}")]
+    Limit(crate::fetch::options::LimitExceeded),
 }
 
 impl StoreError {
@@ -33,13 +36,14 @@ impl StoreError {
             StoreError::Disk(e) => crate::local::LocalCause::from_disk(e),
             StoreError::ObjectStore(e) => crate::local::LocalCause::from_object_store(e),
             StoreError::Stream(words) => crate::local::LocalCause::other(words, None),
+            StoreError::Limit(e) => crate::local::LocalCause::other(e.to_string(), None),
         }
     }
 
     /// Whether this side failed (the disk, the object store), not the
     /// pack the server sent.
     pub(crate) fn is_local(&self) -> bool {
-        !matches!(self, StoreError::Stream(_))
+        !matches!(self, StoreError::Stream(_) | StoreError::Limit(_))
     }
 }
 

@@ -1,44 +1,73 @@
-//! Storing a received pack: our own indexer, which reads the pack back with
-//! positioned reads (`read_at`) instead of mapping it, so the pack's pages
-//! never count in the process's resident memory.
+//! Storing a received pack: our own indexer, which streams the pack to
+//! disk and reads it back with positioned reads (`read_at`) instead of
+//! mapping it, so neither the pack's pages nor its largest object count in
+//! the process's resident memory.
 //!
-//! 1. The stream is parsed entry by entry (gix-pack's `BytesToEntriesIter`,
-//!    which also checks the sender's trailer), thin-pack bases are fetched
-//!    from the local object database and inserted before their first delta
-//!    (`LookupRefDeltaObjectsIter`), and every entry is written to a
-//!    temporary file in `objects/pack` (`EntriesToBytesIter`, which writes
-//!    the final header and trailer); 24 bytes an entry are kept.
-//! 2. Each whole object is read back and hashed, and the deltas on it are
-//!    resolved base by base, depth first: a base's data is kept
-//!    while its children are built from it, and the data held along the
-//!    current chain is capped ([`CACHE_LIMIT`]); a dropped base is rebuilt
-//!    from the nearest ancestor still held when it is needed again. With
-//!    several threads, each takes whole objects in turn and holds at most
-//!    its share of the cap.
-//! 3. A version 2 `.idx` is written (fanout, sorted ids, CRC32s, 31-bit
+//! 1. The stream is parsed entry by entry as it arrives ([`parse`]): each
+//!    entry's bytes are hashed (the sender's trailer is checked against
+//!    them), summed (its CRC32) and written to a temporary file in
+//!    `objects/pack` as they pass, and its zlib stream is inflated into a
+//!    fixed buffer only to check it ends where its declared size says. No
+//!    entry is kept; 24 bytes an entry are.
+//! 2. Each whole object is read back and hashed as it inflates, and the
+//!    deltas on it are resolved base by base, depth first ([`resolve`]): a
+//!    delta is applied as it inflates ([`delta`]), its result hashed as it
+//!    is built and kept only when it is itself a base. The data held along
+//!    the current chain is capped ([`CACHE_LIMIT`]); a dropped base is
+//!    rebuilt from the nearest ancestor still held when it is needed again.
+//!    With several threads, each takes whole objects in turn and holds at
+//!    most its share of the cap.
+//! 3. A thin pack's missing bases (REF deltas left without a base) are read
+//!    from the local object database and appended to the pack as whole
+//!    objects, as `git index-pack --fix-thin` does, the header's count and
+//!    the trailer rewritten, and the deltas on them resolved.
+//! 4. A version 2 `.idx` is written (fanout, sorted ids, CRC32s, 31-bit
 //!    offsets with a table of 64-bit ones, pack checksum, own checksum), the
-//!    pack is checked to end in its checksum (the sender's trailer was
-//!    checked on the way in, the written file's hashed as read back), and
-//!    the pair is moved into place as `pack-<hash>.pack` / `.idx` behind a
-//!    `.keep`, which the caller removes once its refs point into the pack.
+//!    pack is checked to end in its checksum, and the pair is moved into
+//!    place as `pack-<hash>.pack` / `.idx` behind a `.keep`, which the
+//!    caller removes once its refs point into the pack.
+//!
+//! # What memory is proportional to
+//!
+//! * The parse: nothing but the number of objects (the entry table, 24
+//!   bytes an object and its id); its buffers are fixed (64 KiB each).
+//! * An object no delta is built on (most blobs, however large): nothing;
+//!   it is hashed as it inflates, in pieces of 64 KiB, whole or a delta's
+//!   result alike.
+//! * A delta: its base, held whole (a delta copies from anywhere in it),
+//!   and its result only when it is itself a base; the delta's
+//!   instructions are read in pieces. So the largest object that is a
+//!   delta's base, plus the largest result built on it, bounds a thread;
+//!   along a chain, data beyond [`CACHE_LIMIT`] is dropped and rebuilt
+//!   (the top of the chain is always held).
+//! * A thin pack's base from the local store: that object, while it is
+//!   appended (the object database hands it whole).
+//!
+//! The caller's limits ([`crate::FetchOptions::max_pack_size`],
+//! `max_object_size`) stop a pack as its bytes pass (the pack's size, a
+//! whole object's declared size) or before a delta's result is built (its
+//! declared size): [`StoreError::Limit`], kept typed in the guard.
 //!
 //! A failure is a `StoreError` that keeps the sides apart: the pack as the
 //! server sent it (the wire's, classed from it), the local disk (a
 //! temporary file that cannot be created, written, read back, synced or
 //! moved; the `.keep`) and the local object store (a thin pack's base):
-//! the last two are `local-error`, never tried again. gix-pack's iterators
-//! give one opaque error for their input and output alike, so the file
-//! they write and the store they read keep their own first failure.
+//! the last two are `local-error`, never tried again.
 //!
-//! The rooms: `temp` (temporary files), `guard` (an entry stopped as it
-//! arrives), `resolve` (the deltas), `idx` (the index); `error` what they
-//! fail with; this file the pass that runs them ([`Store::store`]).
+//! The rooms: `temp` (temporary files), `guard` (the limits, a pack stopped
+//! as it arrives), `parse` (the stream), `delta` (a delta applied in
+//! pieces), `resolve` (the deltas), `thin` (a thin pack completed), `idx`
+//! (the index); `error` what they fail with; this file the pass that runs
+//! them ([`Store::store`]).
 
+mod delta;
 mod error;
 mod guard;
 mod idx;
+mod parse;
 mod resolve;
 mod temp;
+mod thin;
 
 use std::io::{self, BufRead, BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
@@ -46,17 +75,14 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 use gix::hash::ObjectId;
 use gix::progress::{Count, DynNestedProgress, Progress};
-use gix_pack::data::input;
 
-use crate::local::ObjectStoreError;
 pub(crate) use error::StoreError;
-use error::{disk, stream, Result};
-pub(crate) use guard::EntryGuard;
-use guard::Track;
+use error::{disk, fail, Result};
+pub(crate) use guard::{EntryGuard, Limits};
 use idx::{verify_trailer, write_index};
 use resolve::{resolve, Entries, Written};
 pub use temp::remove_temporary_files;
-use temp::{PackOut, Recorded, TempFile};
+use temp::TempFile;
 
 /// What a stored pack is.
 #[derive(Debug)]
@@ -81,31 +107,8 @@ pub(crate) struct Paths {
     pub keep: Option<PathBuf>,
 }
 
-/// The local object store as a thin pack's bases are found in it, keeping
-/// its first failure (so it is told from a bad pack in gix-pack's one
-/// error).
-struct Bases<F> {
-    find: F,
-    failed: Recorded<ObjectStoreError>,
-}
-
-impl<F: gix::objs::Find> gix::objs::Find for Bases<F> {
-    fn try_find<'a>(
-        &self,
-        id: &gix::oid,
-        buffer: &'a mut Vec<u8>,
-    ) -> std::result::Result<Option<gix::objs::Data<'a>>, gix_error::Error> {
-        let r = self.find.try_find(id, buffer);
-        if let Err(e) = &r {
-            self.failed
-                .borrow_mut()
-                .get_or_insert_with(|| ObjectStoreError::unreadable(format!("base {id}"), e));
-        }
-        r
-    }
-}
-
-/// Counts the bytes read into a progress task and stops on interrupt.
+/// Counts the bytes read into a progress task, tells the guard (the pack
+/// limit), and stops on interrupt.
 struct Counted<'a, R> {
     inner: R,
     progress: &'a dyn Count,
@@ -120,7 +123,7 @@ impl<R: Read> Read for Counted<'_, R> {
         }
         let n = self.inner.read(buf)?;
         self.progress.inc_by(n);
-        self.guard.saw(&buf[..n])?;
+        self.guard.saw(n)?;
         Ok(n)
     }
 }
@@ -138,24 +141,67 @@ pub(crate) struct Store<'a, F> {
     pub threads: usize,
     /// The caller's cancel.
     pub interrupt: &'a AtomicBool,
-    /// Stops an entry no valid pack holds as it arrives.
+    /// Stops a pack no valid pack is, or one past the caller's limits, as
+    /// it arrives.
     pub guard: &'a EntryGuard,
 }
 
 impl<F: gix::objs::Find> Store<'_, F> {
     /// Read, check, index and store the pack in `pack` (a whole pack
     /// stream, header to trailer): written to a temporary file as it
-    /// arrives ([`Store::receive`]), its deltas resolved ([`resolve`]),
-    /// its index written ([`Store::index`]), both moved into place behind
-    /// a `.keep` ([`Store::place`]).
+    /// arrives ([`parse`]), its deltas resolved ([`resolve`]), a thin
+    /// pack completed ([`thin`]), its index written ([`Store::index`]),
+    /// both moved into place behind a `.keep` ([`Store::place`]).
     pub(crate) fn store(
         self,
         pack: &mut dyn BufRead,
         progress: &mut dyn DynNestedProgress,
     ) -> Result<Stored> {
+        let guard = self.guard;
+        let r = self.store_inner(pack, progress);
+        if let Err(e) = &r {
+            // A limit passed is the caller's to read, typed, from the
+            // guard (gix-protocol carries errors as words).
+            let exceeded = guard.exceeded.borrow().clone();
+            match (e, exceeded) {
+                (StoreError::Limit(l), None) => {
+                    guard.exceeded.borrow_mut().replace(l.clone());
+                }
+                (_, Some(l)) => return Err(StoreError::Limit(l)),
+                _ => {}
+            }
+        }
+        r
+    }
+
+    fn store_inner(
+        self,
+        pack: &mut dyn BufRead,
+        progress: &mut dyn DynNestedProgress,
+    ) -> Result<Stored> {
         let tmp = TempFile::new(self.dir, "pack")?;
-        let (mut entries, hash) = self.receive(pack, &tmp, progress)?;
-        let Some(hash) = hash else {
+        let (mut entries, hash) = {
+            let mut read_progress = progress.add_child_with_id(
+                "read pack".into(),
+                gix::progress::prodash::progress::UNKNOWN,
+            );
+            read_progress.init(None, gix::progress::bytes());
+            let counted = Counted {
+                inner: pack,
+                progress: &read_progress,
+                interrupt: self.interrupt,
+                guard: self.guard,
+            };
+            let mut input = io::BufReader::with_capacity(64 << 10, counted);
+            parse::parse(
+                &mut input,
+                tmp.file(),
+                self.dir,
+                self.object_hash,
+                self.guard,
+            )?
+        };
+        let Some(mut hash) = hash else {
             // An empty pack: nothing to store.
             return Ok(Stored {
                 objects: 0,
@@ -164,7 +210,7 @@ impl<F: gix::objs::Find> Store<'_, F> {
                 paths: None,
             });
         };
-        let bytes = tmp
+        let mut bytes = tmp
             .file()
             .metadata()
             .map_err(disk("read the temporary pack's size", self.dir))?
@@ -172,19 +218,51 @@ impl<F: gix::objs::Find> Store<'_, F> {
         let mut index_progress = progress
             .add_child_with_id("indexing".into(), gix::progress::prodash::progress::UNKNOWN);
         index_progress.init(Some(entries.objs.len()), gix::progress::count("objects"));
-        let written = Written {
+        let hash_len = self.object_hash.len_in_bytes() as u64;
+        let mut written = Written {
             file: tmp.file(),
             dir: self.dir,
-            end: bytes - self.object_hash.len_in_bytes() as u64,
+            end: bytes - hash_len,
             object_hash: self.object_hash,
         };
-        resolve(
+        let limits = self.guard.limits;
+        let mut resolved = resolve(
             &written,
             &mut entries,
+            0,
             self.threads,
+            limits,
             &index_progress,
             self.interrupt,
         )?;
+        if resolved < entries.objs.len() {
+            if let Some(find) = &self.thin {
+                // Bases a thin pack left out, appended; then what is built
+                // on them.
+                let first = entries.objs.len();
+                let completed = thin::complete(&written, &mut entries, find)?;
+                if let Some((end, new_hash)) = completed {
+                    written.end = end;
+                    hash = new_hash;
+                    bytes = end + hash_len;
+                    resolved += resolve(
+                        &written,
+                        &mut entries,
+                        first,
+                        self.threads,
+                        limits,
+                        &index_progress,
+                        self.interrupt,
+                    )?;
+                }
+            }
+        }
+        if resolved < entries.objs.len() {
+            return Err(fail(format!(
+                "{} deltas have no base in the pack or the repository",
+                entries.objs.len() - resolved
+            )));
+        }
         verify_trailer(&written, bytes, hash)?;
         let idx = self.index(&entries, hash)?;
         let objects = entries.objs.len() as u32;
@@ -196,88 +274,6 @@ impl<F: gix::objs::Find> Store<'_, F> {
             hash,
             paths: Some(paths),
         })
-    }
-
-    /// Parse the stream entry by entry into `tmp` (with a thin pack's
-    /// bases inserted); the entries, and the pack's checksum (`None` for an
-    /// empty pack). A failure is told apart here: the disk's (`tmp`), the
-    /// object store's (a base), else the stream's.
-    fn receive(
-        &self,
-        pack: &mut dyn BufRead,
-        tmp: &TempFile,
-        progress: &mut dyn DynNestedProgress,
-    ) -> Result<(Entries, Option<ObjectId>)> {
-        let mut read_progress = progress.add_child_with_id(
-            "read pack".into(),
-            gix::progress::prodash::progress::UNKNOWN,
-        );
-        read_progress.init(None, gix::progress::bytes());
-        let counted = Counted {
-            inner: pack,
-            progress: &read_progress,
-            interrupt: self.interrupt,
-            guard: self.guard,
-        };
-        let parsed = input::BytesToEntriesIter::new_from_header(
-            io::BufReader::with_capacity(64 << 10, counted),
-            input::Mode::Verify,
-            input::EntryDataMode::KeepAndCrc32,
-            self.object_hash,
-        )
-        .map_err(stream)?;
-        let version = parsed.version();
-        let expected = parsed.size_hint().0.min(1 << 20);
-        let parsed = Track {
-            inner: parsed,
-            guard: self.guard,
-        };
-        let mut entries = Entries {
-            objs: Vec::with_capacity(expected),
-            ids: Vec::with_capacity(expected),
-            ref_bases: Vec::new(),
-        };
-        let disk_failed: Recorded<io::Error> = std::rc::Rc::default();
-        let base_failed: Recorded<ObjectStoreError> = std::rc::Rc::default();
-        let mut out = PackOut {
-            w: BufWriter::with_capacity(64 << 10, tmp.file()),
-            failed: std::rc::Rc::clone(&disk_failed),
-        };
-        let typed = |e: StoreError| -> StoreError {
-            if let Some(d) = disk_failed.borrow_mut().take() {
-                return disk("write the temporary pack", self.dir)(d);
-            }
-            if let Some(b) = base_failed.borrow_mut().take() {
-                return StoreError::ObjectStore(b);
-            }
-            e
-        };
-        let hash = {
-            let parsed: Box<dyn Iterator<Item = gix_error::Result<input::Entry>>> = match &self.thin
-            {
-                Some(find) => Box::new(input::LookupRefDeltaObjectsIter::new(
-                    parsed,
-                    Bases {
-                        find,
-                        failed: std::rc::Rc::clone(&base_failed),
-                    },
-                    gix::zlib::Compression::DEFAULT,
-                )),
-                None => Box::new(parsed),
-            };
-            let mut written =
-                input::EntriesToBytesIter::new(parsed, &mut out, version, self.object_hash);
-            for entry in &mut written {
-                let e = entry.map_err(|e| typed(stream(e)))?;
-                entries.add(&e, self.object_hash)?;
-            }
-            written.digest()
-        };
-        drop(read_progress);
-        let flushed = out.flush();
-        drop(out);
-        flushed.map_err(disk("write the temporary pack", self.dir))?;
-        Ok((entries, hash))
     }
 
     /// The index of the resolved `entries`, written to a temporary file.

@@ -8,11 +8,14 @@ use std::path::Path;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use gix::hash::ObjectId;
+use gix::objs::Kind;
 use gix::progress::Count;
 use gix_pack::data::entry::Header;
-use gix_pack::data::input;
 
-use super::error::{disk, fail, stream, Result};
+use super::delta::Apply;
+use super::error::{disk, fail, stream, Result, StoreError};
+use super::guard::Limits;
+use crate::fetch::options::PackObject;
 
 /// Data held along the chain being resolved, at most (the top of the chain
 /// is always held, whatever its size).
@@ -41,6 +44,32 @@ pub(super) struct Obj {
     /// For an OFS delta, its base's index.
     pub(super) base: u32,
     pub(super) what: What,
+    /// Its kind, when known as it arrived (a whole object's; an OFS
+    /// delta's on a known base).
+    kind: Option<gix::objs::Kind>,
+}
+
+impl Obj {
+    pub(super) fn new(
+        offset: u64,
+        crc32: u32,
+        base: u32,
+        what: What,
+        kind: Option<gix::objs::Kind>,
+    ) -> Obj {
+        Obj {
+            offset,
+            crc32,
+            base,
+            what,
+            kind,
+        }
+    }
+
+    /// Its kind, when known as it arrived.
+    pub(super) fn kind(&self) -> Option<gix::objs::Kind> {
+        self.kind
+    }
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -58,40 +87,8 @@ pub(super) struct Entries {
     pub(super) objs: Vec<Obj>,
     /// Every object's id, null until resolved.
     pub(super) ids: Vec<ObjectId>,
-    /// REF deltas with their base in the pack: (base id, delta index).
+    /// REF deltas: (base id, delta index).
     pub(super) ref_bases: Vec<(ObjectId, u32)>,
-}
-
-impl Entries {
-    /// Note the entry `e` just written.
-    pub(super) fn add(&mut self, e: &input::Entry, object_hash: gix::hash::Kind) -> Result<()> {
-        let index = u32::try_from(self.objs.len()).map_err(|_| fail("too many objects"))?;
-        let (what, base) = match e.header {
-            Header::OfsDelta { base_distance } => {
-                let at = Header::verified_base_pack_offset(e.pack_offset, base_distance)
-                    .ok_or_else(|| fail("an OFS delta's base is outside the pack"))?;
-                let base = self
-                    .objs
-                    .binary_search_by_key(&at, |o| o.offset)
-                    .map_err(|_| fail("an OFS delta's base is not an entry"))?;
-                (What::Ofs, base as u32)
-            }
-            Header::RefDelta { base_id } => {
-                self.ref_bases.push((base_id, index));
-                (What::Ref, 0)
-            }
-            _ => (What::Whole, 0),
-        };
-        self.objs.push(Obj {
-            offset: e.pack_offset,
-            crc32: e.crc32.expect("computed"),
-            base,
-            what,
-        });
-        // A null id stands for "not hashed yet".
-        self.ids.push(object_hash.null());
-        Ok(())
-    }
 }
 
 /// The temporary pack as written, read back to resolve and check it.
@@ -104,59 +101,170 @@ pub(super) struct Written<'a> {
     pub(super) object_hash: gix::hash::Kind,
 }
 
-/// Inflate one zlib stream of known output size into `out`.
-pub(super) fn inflate_into(
-    inflate: &mut gix::zlib::Inflate,
-    data: &[u8],
+/// Bytes read back or inflated at a time.
+const CHUNK: usize = 64 << 10;
+
+/// An entry opened for reading: its header, declared size, the part of its
+/// stream in `Reader::packed` (`from..to`), where the rest starts and ends.
+struct Opened {
+    header: Header,
     size: u64,
-    out: &mut Vec<u8>,
-) -> Result<()> {
-    let size = usize::try_from(size).map_err(|_| fail("object too large"))?;
-    out.clear();
-    out.resize(size, 0);
-    inflate.reset();
-    let (_, _, produced) = inflate.once(data, out).map_err(stream)?;
-    if produced != size {
-        return Err(fail(
-            "an entry inflates to another size than its header says",
-        ));
-    }
-    Ok(())
+    from: usize,
+    to: usize,
+    pos: u64,
+    end: u64,
 }
 
-/// Reads entries back with positioned reads and inflates them.
+/// Reads entries back with positioned reads and inflates them in pieces
+/// of [`CHUNK`].
 pub(super) struct Reader<'a> {
     pack: &'a Written<'a>,
-    inflate: gix::zlib::Inflate,
+    z: gix::zlib::Decompress,
     packed: Vec<u8>,
+    inflated: Vec<u8>,
 }
 
-impl Reader<'_> {
-    /// Inflate entry `i` into `out`; returns its header.
-    pub(super) fn read(&mut self, objs: &[Obj], i: usize, out: &mut Vec<u8>) -> Result<Header> {
+impl<'a> Reader<'a> {
+    pub(super) fn new(pack: &'a Written<'a>) -> Self {
+        Reader {
+            pack,
+            z: gix::zlib::Decompress::new(),
+            packed: vec![0; CHUNK],
+            inflated: vec![0; CHUNK],
+        }
+    }
+
+    /// Open entry `i`: its first piece read (header and the start of its
+    /// stream, the whole entry when it is small: one read).
+    fn open(&mut self, objs: &[Obj], i: usize) -> Result<Opened> {
         let start = objs[i].offset;
         let end = objs.get(i + 1).map_or(self.pack.end, |o| o.offset);
         let n = end
             .checked_sub(start)
-            .and_then(|n| usize::try_from(n).ok())
-            .ok_or_else(|| fail("entries overlap"))?;
-        self.packed.clear();
-        self.packed.resize(n, 0);
+            .ok_or_else(|| fail("entries overlap"))?
+            .min(CHUNK as u64) as usize;
         self.pack
             .file
-            .read_exact_at(&mut self.packed, start)
+            .read_exact_at(&mut self.packed[..n], start)
             .map_err(disk("read back the temporary pack", self.pack.dir))?;
-        let entry = gix_pack::data::Entry::from_bytes(&self.packed, start, self.pack.object_hash)
-            .map_err(stream)?;
-        let body = self
-            .packed
-            .get(entry.header_size()..)
-            .ok_or_else(|| fail("an entry is shorter than its header"))?;
-        let r = inflate_into(&mut self.inflate, body, entry.decompressed_size, out);
-        if self.packed.capacity() > 1 << 20 {
-            self.packed = Vec::new();
+        let entry =
+            gix_pack::data::Entry::from_bytes(&self.packed[..n], start, self.pack.object_hash)
+                .map_err(stream)?;
+        let from = entry.header_size();
+        if from > n {
+            return Err(fail("an entry is shorter than its header"));
         }
-        r.map(|()| entry.header)
+        Ok(Opened {
+            header: entry.header,
+            size: entry.decompressed_size,
+            from,
+            to: n,
+            pos: start + n as u64,
+            end,
+        })
+    }
+
+    /// Inflate the opened entry piece by piece into `sink`.
+    fn inflate(&mut self, o: Opened, sink: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
+        let Opened {
+            size,
+            mut from,
+            mut to,
+            mut pos,
+            end,
+            ..
+        } = o;
+        self.z.reset();
+        loop {
+            if from == to {
+                if pos >= end {
+                    return Err(fail("an entry's stream ends early"));
+                }
+                let n = (end - pos).min(CHUNK as u64) as usize;
+                self.pack
+                    .file
+                    .read_exact_at(&mut self.packed[..n], pos)
+                    .map_err(disk("read back the temporary pack", self.pack.dir))?;
+                pos += n as u64;
+                (from, to) = (0, n);
+            }
+            let (in0, out0) = (self.z.total_in(), self.z.total_out());
+            let status = self
+                .z
+                .decompress(
+                    &self.packed[from..to],
+                    &mut self.inflated,
+                    gix::zlib::FlushDecompress::None,
+                )
+                .map_err(stream)?;
+            let consumed = (self.z.total_in() - in0) as usize;
+            let produced = (self.z.total_out() - out0) as usize;
+            from += consumed;
+            if self.z.total_out() > size {
+                return Err(fail("an entry inflates past its declared size"));
+            }
+            sink(&self.inflated[..produced])?;
+            match status {
+                gix::zlib::Status::StreamEnd => break,
+                _ if consumed == 0 && produced == 0 => {
+                    return Err(fail("an entry is no valid zlib stream"))
+                }
+                _ => {}
+            }
+        }
+        if self.z.total_out() != size {
+            return Err(fail(
+                "an entry inflates to another size than its header says",
+            ));
+        }
+        Ok(())
+    }
+
+    /// Inflate entry `i` whole into `out`; returns its header.
+    pub(super) fn read(&mut self, objs: &[Obj], i: usize, out: &mut Vec<u8>) -> Result<Header> {
+        let o = self.open(objs, i)?;
+        let header = o.header;
+        out.clear();
+        out.reserve_exact(usize::try_from(o.size).map_err(|_| fail("object too large"))?);
+        self.inflate(o, &mut |piece| {
+            out.extend_from_slice(piece);
+            Ok(())
+        })?;
+        Ok(header)
+    }
+
+    /// The id and kind of whole object `i`, hashed as it inflates.
+    pub(super) fn hash(&mut self, objs: &[Obj], i: usize) -> Result<(ObjectId, Kind)> {
+        let o = self.open(objs, i)?;
+        let kind = o
+            .header
+            .as_kind()
+            .ok_or_else(|| fail("a whole object changed into a delta"))?;
+        let mut h = gix::hash::hasher(self.pack.object_hash);
+        h.update(&gix::objs::encode::loose_header(kind, o.size));
+        self.inflate(o, &mut |piece| {
+            h.update(piece);
+            Ok(())
+        })?;
+        Ok((h.try_finalize().map_err(stream)?, kind))
+    }
+
+    /// Apply delta `i` onto `base` as it inflates: the result's id, and the
+    /// result in `keep` when given. `check` is told the result's size
+    /// before any of it is built.
+    pub(super) fn apply(
+        &mut self,
+        objs: &[Obj],
+        i: usize,
+        base: &[u8],
+        kind: Kind,
+        keep: Option<&mut Vec<u8>>,
+        check: impl FnMut(u64) -> Result<()>,
+    ) -> Result<ObjectId> {
+        let o = self.open(objs, i)?;
+        let mut a = Apply::new(base, kind, self.pack.object_hash, keep, check);
+        self.inflate(o, &mut |piece| a.feed(piece))?;
+        a.finish()
     }
 }
 
@@ -171,14 +279,17 @@ pub(super) struct Frame {
 }
 
 /// Give every delta its id: each whole object's descendants, depth first,
-/// on `threads` threads that take whole objects in turn.
+/// on `threads` threads that take whole objects in turn (those from index
+/// `first_root` on); returns how many objects were given their id.
 pub(super) fn resolve(
     pack: &Written<'_>,
     entries: &mut Entries,
+    first_root: usize,
     threads: usize,
+    limits: Limits,
     progress: &dyn Count,
     interrupt: &AtomicBool,
-) -> Result<()> {
+) -> Result<usize> {
     let Entries {
         objs,
         ids,
@@ -205,12 +316,13 @@ pub(super) fn resolve(
         ofs: &ofs,
         refs: ref_bases,
         ids: std::sync::Mutex::new(std::mem::take(ids)),
-        next: std::sync::atomic::AtomicUsize::new(0),
+        next: std::sync::atomic::AtomicUsize::new(first_root),
         resolved: std::sync::atomic::AtomicUsize::new(0),
         stop: AtomicBool::new(false),
         interrupt,
         pack,
         limit: cache_limit() / threads,
+        limits,
     };
     let span = tracing::Span::current();
     let result = std::thread::scope(|scope| {
@@ -234,14 +346,7 @@ pub(super) fn resolve(
     });
     *ids = shared.ids.into_inner().unwrap_or_else(|p| p.into_inner());
     result?;
-    let resolved = shared.resolved.into_inner();
-    if resolved != objs.len() {
-        return Err(fail(format!(
-            "{} deltas have no base in the pack or the repository",
-            objs.len() - resolved
-        )));
-    }
-    Ok(())
+    Ok(shared.resolved.into_inner())
 }
 
 /// What the resolving threads share.
@@ -262,6 +367,8 @@ pub(super) struct Shared<'a> {
     pack: &'a Written<'a>,
     /// Each thread's cap on the data it holds.
     limit: usize,
+    /// The caller's limits (a delta's result is checked here).
+    limits: Limits,
 }
 
 /// Fewer deltas than this are resolved on the calling thread alone (any
@@ -303,12 +410,7 @@ impl Shared<'_> {
 
     pub(super) fn work_inner(&self, progress: Option<&dyn Count>) -> Result<()> {
         let objs = self.objs;
-        let mut reader = Reader {
-            pack: self.pack,
-            inflate: gix::zlib::Inflate::default(),
-            packed: Vec::new(),
-        };
-        let mut delta = Vec::new();
+        let mut reader = Reader::new(self.pack);
         let mut stack: Vec<Frame> = Vec::new();
         loop {
             let first = self.next.fetch_add(ROOTS_PER_TAKE, Ordering::Relaxed);
@@ -329,32 +431,71 @@ impl Shared<'_> {
                 if obj.what != What::Whole {
                     continue;
                 }
-                self.tree(root, &mut reader, &mut delta, &mut stack)?;
+                self.tree(root, &mut reader, &mut stack)?;
             }
         }
     }
 
+    /// Whether object `i` has OFS children (known before its id).
+    fn has_ofs_children(&self, i: u32) -> bool {
+        let lo = self.ofs.partition_point(|&(b, _)| b < i);
+        self.ofs.get(lo).is_some_and(|&(b, _)| b == i)
+    }
+
+    /// Record `id` for object `i`; false when it had one (reached again
+    /// through a base the pack holds twice).
+    fn set_id(&self, i: usize, id: ObjectId) -> bool {
+        let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
+        if !ids[i].is_null() {
+            return false;
+        }
+        ids[i] = id;
+        drop(ids);
+        self.resolved.fetch_add(1, Ordering::Relaxed);
+        true
+    }
+
     /// Hash the whole object `root`, then resolve everything below it.
+    ///
+    /// An object that is no base (no delta is built on it) is hashed as it
+    /// inflates and never held; a base is held while the deltas on it are
+    /// built (and dropped under the cap, see [`CACHE_LIMIT`]). A REF
+    /// delta's base is known only by its id, so an object found to be one
+    /// after it was hashed is inflated again.
     pub(super) fn tree(
         &self,
         root: usize,
         reader: &mut Reader<'_>,
-        delta: &mut Vec<u8>,
         stack: &mut Vec<Frame>,
     ) -> Result<()> {
         let objs = self.objs;
-        let mut data = Vec::new();
-        let kind = reader
-            .read(objs, root, &mut data)?
-            .as_kind()
-            .ok_or_else(|| fail("a whole object changed into a delta"))?;
-        let id = gix::objs::compute_hash(self.pack.object_hash, kind, &data).map_err(stream)?;
-        self.ids.lock().unwrap_or_else(|p| p.into_inner())[root] = id;
-        self.resolved.fetch_add(1, Ordering::Relaxed);
+        let (id, kind, data) = if self.has_ofs_children(root as u32) {
+            let mut data = Vec::new();
+            let kind = reader
+                .read(objs, root, &mut data)?
+                .as_kind()
+                .ok_or_else(|| fail("a whole object changed into a delta"))?;
+            let id = gix::objs::compute_hash(self.pack.object_hash, kind, &data).map_err(stream)?;
+            (id, kind, Some(data))
+        } else {
+            let (id, kind) = reader.hash(objs, root)?;
+            (id, kind, None)
+        };
+        if !self.set_id(root, id) {
+            return Ok(());
+        }
         let (o, r) = self.children(root as u32, &id);
         if o.is_empty() && r.is_empty() {
             return Ok(());
         }
+        let data = match data {
+            Some(d) => d,
+            None => {
+                let mut d = Vec::new();
+                reader.read(objs, root, &mut d)?;
+                d
+            }
+        };
         let mut held = data.len();
         stack.clear();
         stack.push(Frame {
@@ -375,23 +516,41 @@ impl Shared<'_> {
             };
             let last = top.ofs.is_empty() && top.refs.is_empty();
             let at = stack.len() - 1;
-            let (base, rebuilt) = data_of(stack, at, objs, reader, delta)?;
-            reader.read(objs, child as usize, delta)?;
-            let mut target = Vec::new();
-            crate::fetch::apply::apply(base, delta, &mut target).map_err(stream)?;
+            let base_obj = stack[at].obj as usize;
+            let base_id = self.ids.lock().unwrap_or_else(|p| p.into_inner())[base_obj];
+            let (base, rebuilt) = data_of(stack, at, objs, kind, reader)?;
             held += rebuilt;
-            let id =
-                gix::objs::compute_hash(self.pack.object_hash, kind, &target).map_err(stream)?;
-            {
-                let mut ids = self.ids.lock().unwrap_or_else(|p| p.into_inner());
-                let slot = &mut ids[child as usize];
-                if !slot.is_null() {
-                    // Reached again through a base the pack holds twice.
-                    continue;
-                }
-                *slot = id;
+            let check = |size: u64| match self.limits.object_passed(size, || PackObject {
+                offset: objs[child as usize].offset,
+                kind: Some(kind),
+                base: Some(base_id),
+            }) {
+                Some(e) => Err(StoreError::Limit(e)),
+                None => Ok(()),
+            };
+            // The result is kept only when a delta is known to be built on
+            // it; else it is hashed as it is built.
+            let mut target = Vec::new();
+            let kept = self.has_ofs_children(child);
+            let id = reader.apply(
+                objs,
+                child as usize,
+                base,
+                kind,
+                kept.then_some(&mut target),
+                check,
+            )?;
+            if !self.set_id(child as usize, id) {
+                continue;
             }
-            self.resolved.fetch_add(1, Ordering::Relaxed);
+            let (o, r) = self.children(child, &id);
+            let is_base = !(o.is_empty() && r.is_empty());
+            if is_base && !kept {
+                // A REF delta's base, found by its id: built again, kept.
+                reader.apply(objs, child as usize, base, kind, Some(&mut target), |_| {
+                    Ok(())
+                })?;
+            }
             if last {
                 // The base has no other child: its data goes now (the frame
                 // stays, as a link of the chain a dropped child is rebuilt
@@ -400,8 +559,7 @@ impl Shared<'_> {
                     held -= d.len();
                 }
             }
-            let (o, r) = self.children(child, &id);
-            if o.is_empty() && r.is_empty() {
+            if !is_base {
                 continue;
             }
             held += target.len();
@@ -429,13 +587,14 @@ impl Shared<'_> {
 
 /// The data of frame `at`, rebuilt from the nearest frame below it that
 /// still holds its data (or from the pack) when it was dropped; also says
-/// how many bytes were rebuilt (now held again).
+/// how many bytes were rebuilt (now held again). Rebuilding holds one base
+/// and one result at a time.
 pub(super) fn data_of<'s>(
     stack: &'s mut [Frame],
     at: usize,
     objs: &[Obj],
+    kind: Kind,
     reader: &mut Reader<'_>,
-    delta: &mut Vec<u8>,
 ) -> Result<(&'s [u8], usize)> {
     let mut rebuilt = 0;
     if stack[at].data.is_none() {
@@ -449,9 +608,10 @@ pub(super) fn data_of<'s>(
             }
         };
         for f in &stack[start..=at] {
-            reader.read(objs, f.obj as usize, delta)?;
             let mut next = Vec::new();
-            crate::fetch::apply::apply(&data, delta, &mut next).map_err(stream)?;
+            reader.apply(objs, f.obj as usize, &data, kind, Some(&mut next), |_| {
+                Ok(())
+            })?;
             data = next;
         }
         rebuilt = data.len();

@@ -1,10 +1,9 @@
 //! The temporary files of a pack being stored: removed unless persisted,
 //! listed process-wide so an exit that skips destructors can remove them
-//! ([`remove_temporary_files`]), and the pack file as gix-pack writes and
-//! reads it back, keeping its first failure.
+//! ([`remove_temporary_files`]).
 
 use std::fs::File;
-use std::io::{self, BufWriter, Read, Seek, Write};
+use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 
@@ -105,53 +104,5 @@ impl Drop for TempFile {
             let _ = std::fs::remove_file(&self.path);
             forget(&self.path);
         }
-    }
-}
-
-/// The first failure of a reader, writer or store the gix-pack iterators
-/// call, kept beside their one opaque error.
-pub(super) type Recorded<E> = std::rc::Rc<std::cell::RefCell<Option<E>>>;
-
-/// The pack being written: `EntriesToBytesIter` writes it, rewinds, and reads
-/// it back for the trailer. Its first failure is kept (a copy), so a full
-/// disk is told from a bad pack in gix-pack's one error.
-pub(super) struct PackOut<'a> {
-    pub(super) w: BufWriter<&'a File>,
-    pub(super) failed: Recorded<io::Error>,
-}
-
-impl PackOut<'_> {
-    pub(super) fn note<T>(&self, r: io::Result<T>) -> io::Result<T> {
-        if let Err(e) = &r {
-            self.failed
-                .borrow_mut()
-                .get_or_insert_with(|| crate::local::copy_io(e));
-        }
-        r
-    }
-}
-
-impl Write for PackOut<'_> {
-    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
-        let r = self.w.write(buf);
-        self.note(r)
-    }
-    fn flush(&mut self) -> io::Result<()> {
-        let r = self.w.flush();
-        self.note(r)
-    }
-}
-
-impl Seek for PackOut<'_> {
-    fn seek(&mut self, pos: io::SeekFrom) -> io::Result<u64> {
-        let r = self.w.seek(pos);
-        self.note(r)
-    }
-}
-
-impl Read for PackOut<'_> {
-    fn read(&mut self, buf: &mut [u8]) -> io::Result<usize> {
-        let r = self.w.flush().and_then(|()| self.w.get_mut().read(buf));
-        self.note(r)
     }
 }
