@@ -143,15 +143,34 @@ impl std::fmt::Debug for GlobalArgs {
 #[derive(Subcommand, Debug)]
 pub enum CommandArgs {
     /// List the remote's refs (printed like `git ls-remote`).
-    #[command(after_help = help_with_examples!("  sluice-remote ls-refs https://github.com/org/repo.git --prefix refs/heads/
-  sluice-remote ls-refs git://127.0.0.1/repo.git --json --profile wait"))]
+    #[command(after_help = help_with_examples!("  sluice-remote ls-refs origin main              (a configured remote, refs ending in /main)
+  sluice-remote ls-refs https://github.com/org/repo.git --heads
+  sluice-remote ls-refs git://127.0.0.1/repo.git 'v1.*' --tags --exit-code
+  sluice-remote ls-refs git://127.0.0.1/repo.git --prefix refs/pull/ --json --profile wait"))]
     LsRefs {
-        /// The remote: git://, http(s)://, ssh://, file:// or a path.
-        #[arg(value_name = "URL")]
+        /// The remote: a URL (git://, http(s)://, ssh://, file://), a path,
+        /// or a configured remote's name (`origin`) of the repository found
+        /// from the working directory.
+        #[arg(value_name = "URL|REMOTE")]
         url: String,
-        /// A literal ref prefix (`refs/heads/`); repeatable; no `*`.
+        /// Only refs equal to a pattern or ending in `/<PATTERN>`, globs
+        /// allowed (as `git ls-remote`'s patterns); matched on this side.
+        #[arg(value_name = "PATTERN")]
+        patterns: Vec<String>,
+        /// A literal ref prefix (`refs/heads/`) asked of the remote;
+        /// repeatable; no `*`.
         #[arg(long = "prefix", value_name = "P")]
         prefixes: Vec<String>,
+        /// Branches only (`refs/heads/`, asked of the remote as a prefix).
+        #[arg(long, visible_alias = "branches")]
+        heads: bool,
+        /// Tags only (`refs/tags/`, asked of the remote as a prefix).
+        #[arg(long)]
+        tags: bool,
+        /// Exit 2 when no ref matched (its empty value still printed,
+        /// nothing on stderr), as `git ls-remote --exit-code`.
+        #[arg(long)]
+        exit_code: bool,
     },
     /// Fetch refspecs into a local repository.
     #[command(after_help = help_with_examples!("  sluice-remote fetch origin                  (its fetch lines, in the repository found from here)

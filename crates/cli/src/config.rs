@@ -65,12 +65,20 @@ impl std::fmt::Debug for Common {
 /// A validated command.
 #[derive(Clone, Debug)]
 pub enum Action {
-    /// `ls-refs <URL> [--prefix P]...`
+    /// `ls-refs <URL|REMOTE> [<PATTERN>...] [--prefix P]... [--heads]
+    /// [--tags] [--exit-code]`
     LsRefs {
-        /// The remote URL (as given; user info is removed from every output).
+        /// The remote URL, or a configured remote's name (user info is
+        /// removed from every output).
         url: String,
-        /// Literal prefixes.
+        /// `git ls-remote`'s patterns: a ref equal to one or ending in
+        /// `/<pattern>`, globs allowed; matched on this side.
+        patterns: Vec<String>,
+        /// Literal prefixes asked of the remote (`--prefix`, and
+        /// `refs/heads/` for `--heads`, `refs/tags/` for `--tags`).
         prefixes: Vec<String>,
+        /// `--exit-code`: exit 2 when no ref matched.
+        exit_code: bool,
     },
     /// `fetch <URL|REMOTE> [<REFSPEC>...] [--repo DIR]`
     Fetch {
@@ -294,7 +302,22 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         ));
     }
     let action = match cli.command {
-        CommandArgs::LsRefs { url, prefixes } => validate_ls_refs(&common, url, prefixes)?,
+        CommandArgs::LsRefs {
+            url,
+            patterns,
+            mut prefixes,
+            heads,
+            tags,
+            exit_code,
+        } => {
+            if heads {
+                prefixes.push("refs/heads/".to_string());
+            }
+            if tags {
+                prefixes.push("refs/tags/".to_string());
+            }
+            validate_ls_refs(&common, url, patterns, prefixes, exit_code)?
+        }
         CommandArgs::Fetch {
             url,
             refspecs,
@@ -479,14 +502,25 @@ pub fn check_token_transport(
     Ok(())
 }
 
-/// `ls-refs <URL> [--prefix P]...`: literal prefixes.
+/// `ls-refs <URL|REMOTE> [<PATTERN>...] [--prefix P]...`: a URL checked
+/// now (a remote's name once the repository is found), literal prefixes,
+/// patterns without control characters.
 fn validate_ls_refs(
     common: &Common,
     url: String,
+    patterns: Vec<String>,
     prefixes: Vec<String>,
+    exit_code: bool,
 ) -> Result<Action, UsageError> {
-    let kind = check_git_url(&url)?;
-    check_token_transport(common, &url, kind)?;
+    check_remote_arg(common, &url)?;
+    for p in &patterns {
+        if p.is_empty() || p.chars().any(char::is_control) {
+            return Err(UsageError::new(
+                "<PATTERN>",
+                format!("{p:?}: empty, or contains control characters"),
+            ));
+        }
+    }
     for p in &prefixes {
         if p.contains('*') {
             return Err(UsageError::new(
@@ -501,7 +535,12 @@ fn validate_ls_refs(
             ));
         }
     }
-    Ok(Action::LsRefs { url, prefixes })
+    Ok(Action::LsRefs {
+        url,
+        patterns,
+        prefixes,
+        exit_code,
+    })
 }
 
 /// A push's outputs and id: `--dry-run` takes no operation id,

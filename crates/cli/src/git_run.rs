@@ -8,14 +8,47 @@ use sluice_policy::{Effect, OutcomeKind};
 use crate::progress;
 use crate::session::{emit, git_options, policy, progress_mode, refuse_untrusted};
 
-/// `ls-refs <URL> [--prefix P]...`: the remote's refs, as `git ls-remote`
-/// prints them.
-pub(crate) fn ls_refs(common: &Common, url: &str, prefixes: &[String]) -> anyhow::Result<u8> {
-    let client = GitClient::new(policy(common)).with_https(common.https.clone());
+/// `ls-refs <URL|REMOTE> [<PATTERN>...]`: the remote resolved as fetch
+/// resolves it ([`sluice_cli::resolve_listing`]), its refs under the
+/// prefixes asked, those matching the patterns printed as `git ls-remote`
+/// prints them. With `--exit-code`, a listing in which nothing matched is
+/// exit 2, its empty value (or document) printed and nothing on stderr.
+pub(crate) fn ls_refs(
+    common: &Common,
+    url: &str,
+    patterns: &[String],
+    prefixes: &[String],
+    exit_code: bool,
+) -> anyhow::Result<u8> {
+    let (url, https) = sluice_cli::resolve_listing(common, url)?;
+    let client = GitClient::new(policy(common)).with_https(https);
     let out = client
-        .ls_refs(url, prefixes, &git_options(common))
+        .ls_refs(&url, prefixes, &git_options(common))
         .map_err(|e| sluice_cli::input_error(&e))?;
-    let text = out.value.as_deref().map(human::ls_refs);
+    // A server may send more than the prefixes asked (a v0 one ignores
+    // them): kept only what they name, then what the patterns match.
+    let out = out.map(|refs| {
+        refs.into_iter()
+            .filter(|r| prefixes.is_empty() || prefixes.iter().any(|p| r.name.starts_with(p)))
+            .filter(|r| {
+                sluice_cli::ref_matches(&r.name, patterns)
+                    || (r.peeled.is_some()
+                        && sluice_cli::ref_matches(&format!("{}^{{}}", r.name), patterns))
+            })
+            .collect::<Vec<_>>()
+    });
+    let text = out
+        .value
+        .as_deref()
+        .map(|refs| human::ls_refs(refs, patterns));
+    let nothing = out.kind == OutcomeKind::Succeeded && text.as_deref().is_some_and(str::is_empty);
+    if exit_code && nothing {
+        if common.json {
+            let out = out.map(|v| contract::ls_refs_value(&v));
+            crate::stdout::write(format!("{}\n", contract::document(&out)).as_bytes());
+        }
+        return Ok(sluice_cli::EXIT_USAGE);
+    }
     Ok(emit(
         common,
         out.map(|v| contract::ls_refs_value(&v)),

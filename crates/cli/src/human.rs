@@ -10,18 +10,22 @@ use std::fmt::Write as _;
 use sluice_git::{FetchedRef, PushReport, PushSpec, RefStatus, RemoteRef};
 use sluice_policy::{Outcome, OutcomeKind, PreviousResult};
 
+use crate::target::ref_matches;
 use crate::terminal::visible;
 
 /// ls-refs as `git ls-remote` prints it: `<oid>\t<name>`, and
-/// `<peeled>\t<name>^{}` for annotated tags. Unborn refs have no line.
-pub fn ls_refs(refs: &[RemoteRef]) -> String {
+/// `<peeled>\t<name>^{}` for annotated tags, each line only when its
+/// name matches `patterns` ([`crate::target::ref_matches`]: git matches
+/// `v1^{}` apart from `v1`). Unborn refs have no line.
+pub fn ls_refs(refs: &[RemoteRef], patterns: &[String]) -> String {
     let mut s = String::new();
     for r in refs {
-        if let Some(oid) = r.oid {
+        if let Some(oid) = r.oid.filter(|_| ref_matches(&r.name, patterns)) {
             let _ = writeln!(s, "{oid}\t{}", r.name);
         }
-        if let Some(p) = r.peeled {
-            let _ = writeln!(s, "{p}\t{}^{{}}", r.name);
+        let peeled_name = format!("{}^{{}}", r.name);
+        if let Some(p) = r.peeled.filter(|_| ref_matches(&peeled_name, patterns)) {
+            let _ = writeln!(s, "{p}\t{peeled_name}");
         }
     }
     s
@@ -556,20 +560,23 @@ mod tests {
             gix::ObjectId::from_hex(b"0123456789abcdef0123456789abcdef01234567").expect("hex");
         let peeled =
             gix::ObjectId::from_hex(b"89abcdef0123456789abcdef0123456789abcdef").expect("hex");
-        let out = ls_refs(&[
-            RemoteRef {
-                name: "refs/tags/v1".into(),
-                oid: Some(oid),
-                peeled: Some(peeled),
-                symref_target: None,
-            },
-            RemoteRef {
-                name: "HEAD".into(),
-                oid: None,
-                peeled: None,
-                symref_target: Some("refs/heads/main".into()),
-            },
-        ]);
+        let out = ls_refs(
+            &[
+                RemoteRef {
+                    name: "refs/tags/v1".into(),
+                    oid: Some(oid),
+                    peeled: Some(peeled),
+                    symref_target: None,
+                },
+                RemoteRef {
+                    name: "HEAD".into(),
+                    oid: None,
+                    peeled: None,
+                    symref_target: Some("refs/heads/main".into()),
+                },
+            ],
+            &[],
+        );
         assert_eq!(
             out,
             "0123456789abcdef0123456789abcdef01234567\trefs/tags/v1\n\

@@ -120,7 +120,12 @@ fn init_tracing(verbose: u8) {
 fn run(config: &Config) -> anyhow::Result<u8> {
     let common = &config.common;
     match &config.action {
-        Action::LsRefs { url, prefixes } => git_run::ls_refs(common, url, prefixes),
+        Action::LsRefs {
+            url,
+            patterns,
+            prefixes,
+            exit_code,
+        } => git_run::ls_refs(common, url, patterns, prefixes, *exit_code),
         Action::Fetch {
             url,
             refspecs,

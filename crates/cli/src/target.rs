@@ -124,8 +124,32 @@ pub fn https_for_repo(
     common: &Common,
     repo: &gix::Repository,
 ) -> Result<sluice_git::HttpsConfig, UsageError> {
+    https_for_config(common, repo.config_snapshot().plumbing())
+}
+
+/// The https settings for a call made outside any repository (`ls-refs`
+/// of a URL where none is found): `common`'s, with git's global and system
+/// configuration where no flag decided, and `GIT_SSL_CAINFO` over it, as
+/// [`https_for_repo`] reads them in a repository.
+pub fn https_for_globals(common: &Common) -> Result<sluice_git::HttpsConfig, UsageError> {
+    let config = gix::config::File::from_globals().unwrap_or_default();
+    let mut https = https_for_config(common, &config)?;
+    let env = std::env::var_os("GIT_SSL_CAINFO").filter(|v| !v.is_empty());
+    if let Some(path) = env.map(PathBuf::from) {
+        https = https
+            .with_ca_info(&path)
+            .map_err(|e| UsageError::new("GIT_SSL_CAINFO", e.to_string()))?;
+    }
+    Ok(https)
+}
+
+/// `common`'s https settings with `config`'s `http.proxy` and
+/// `http.sslCAInfo` where no flag decided (see [`https_for_repo`]).
+fn https_for_config(
+    common: &Common,
+    config: &gix::config::File,
+) -> Result<sluice_git::HttpsConfig, UsageError> {
     let mut https = common.https.clone();
-    let config = repo.config_snapshot();
     if *https.proxy() == sluice_git::ProxyChoice::Environment {
         if let Some(proxy) = config.string("http.proxy") {
             let proxy = proxy.to_string();
@@ -151,6 +175,31 @@ pub fn https_for_repo(
             .map_err(|e| UsageError::new("http.sslCAInfo", e.to_string()))?;
     }
     Ok(https)
+}
+
+/// Where `ls-refs <URL|REMOTE>` leads, as `git ls-remote` finds it: in the
+/// repository found from the working directory, the argument is resolved
+/// as fetch resolves it ([`resolve_remote`]: a remote's name, `insteadOf`)
+/// and that repository's configuration gives the https settings
+/// ([`https_for_repo`]); where none is found (or one owned by another user
+/// that `safe.directory` does not allow, which git's gentle discovery
+/// passes over too), the argument is a URL or a path and the global
+/// configuration gives them ([`https_for_globals`]).
+pub fn resolve_listing(
+    common: &Common,
+    arg: &str,
+) -> Result<(String, sluice_git::HttpsConfig), UsageError> {
+    match open_repo(None) {
+        Ok(repo) => {
+            let target = resolve_remote(common, arg, &repo, gix::remote::Direction::Fetch)?;
+            Ok((target.url, https_for_repo(common, &repo)?))
+        }
+        Err(_) => {
+            let kind = check_git_url(arg)?;
+            check_token_transport(common, arg, kind)?;
+            Ok((arg.to_string(), https_for_globals(common)?))
+        }
+    }
 }
 
 /// Resolve the push specs against `repo` — sources, short destinations
@@ -246,4 +295,24 @@ pub fn input_error(e: &sluice_git::InputError) -> UsageError {
         _ => "<ARGS>",
     };
     UsageError::new(arg, e.to_string())
+}
+
+/// Whether a ref name matches `git ls-remote`'s patterns: none given, or
+/// the name equal to one or ending in `/<pattern>`, a pattern's globs
+/// matched as git's `wildmatch` matches them without `WM_PATHNAME` (`*`
+/// crosses `/`).
+pub fn ref_matches(name: &str, patterns: &[String]) -> bool {
+    use gix::bstr::ByteSlice;
+    if patterns.is_empty() {
+        return true;
+    }
+    let path = format!("/{name}");
+    patterns.iter().any(|p| {
+        let pattern = format!("*/{p}");
+        gix::glob::wildmatch(
+            pattern.as_bytes().as_bstr(),
+            path.as_bytes().as_bstr(),
+            gix::glob::wildmatch::Mode::empty(),
+        )
+    })
 }

@@ -24,6 +24,7 @@ mod ledger;
 mod ledger_reads;
 mod ledger_tls;
 mod local_failures;
+mod ls_refs;
 mod no_secret_anywhere;
 mod progress_and_messages;
 mod push_porcelain;
