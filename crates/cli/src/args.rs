@@ -108,9 +108,27 @@ pub struct GlobalArgs {
     /// (default: GitHub's, api.github.com over https).
     #[arg(long, global = true, value_name = "URL")]
     pub api: Option<String>,
-    /// Tracing to stderr (debug for the sluice crates; -vv: trace).
+    /// git's verbose lines: the refs a fetch or push left as they were
+    /// (`= [up to date]`), and no more.
     #[arg(short = 'v', long = "verbose", global = true, action = ArgAction::Count)]
     pub verbose: u8,
+    /// No progress, no summary of a succeeded outcome, no lines for refs
+    /// that were updated or up to date (the remote's words, refused refs and
+    /// every other outcome's summary still printed); no effect with --json.
+    #[arg(short = 'q', long = "quiet", global = true)]
+    pub quiet: bool,
+    /// Tracing to stderr: debug for the sluice crates (twice: trace);
+    /// RUST_LOG, when set, chooses what is traced, with or without it.
+    #[arg(long, global = true, action = ArgAction::Count)]
+    pub trace: u8,
+    /// The run's metrics, summed up on stderr at exit.
+    #[arg(long, global = true)]
+    pub metrics: bool,
+    /// Run as if started in DIR (as git's -C: repeatable, each relative to
+    /// the one before; applied before anything else is read, so relative
+    /// paths resolve against it).
+    #[arg(short = 'C', global = true, value_name = "DIR", action = ArgAction::Append)]
+    pub dirs: Vec<String>,
 }
 
 impl std::fmt::Debug for GlobalArgs {
@@ -134,6 +152,10 @@ impl std::fmt::Debug for GlobalArgs {
             .field("json", &self.json)
             .field("api", &self.api.as_deref().map(sluice_git::redact))
             .field("verbose", &self.verbose)
+            .field("quiet", &self.quiet)
+            .field("trace", &self.trace)
+            .field("metrics", &self.metrics)
+            .field("dirs", &self.dirs)
             .field("progress", &self.progress)
             .finish()
     }
@@ -267,7 +289,7 @@ pub enum CommandArgs {
     },
     /// Show, on loopback, what the retry policy does (needs only git).
     #[command(
-        help_template = "{about-with-newline}\n{usage-heading} {usage}\n\nOptions:\n  -v, --verbose  Tracing to stderr\n  -h, --help     Print help\n\n{after-help}",
+        help_template = "{about-with-newline}\n{usage-heading} {usage}\n\nOptions:\n      --trace    Tracing to stderr\n      --metrics  The run's metrics on stderr at exit\n  -C <DIR>       Run as if started in DIR\n  -h, --help     Print help\n\n{after-help}",
         after_help = "demo chooses its own bounds and prints prose: it takes no other option.\n\nExample:\n  cargo run --release -p sluice-remote -- demo"
     )]
     Demo,

@@ -35,8 +35,16 @@ pub struct Common {
     pub https: sluice_git::HttpsConfig,
     /// One JSON document on stdout.
     pub json: bool,
-    /// 0: quiet; 1: debug tracing; 2+: trace.
+    /// `-v`: git's verbose lines (refs left as they were); 0 without.
     pub verbose: u8,
+    /// `-q`: no progress, no summary of a succeeded outcome, no lines for
+    /// refs updated or up to date (nothing changes with `--json`).
+    pub quiet: bool,
+    /// `--trace`: 0 off, 1 debug for the sluice crates, 2+ trace (RUST_LOG
+    /// turns tracing on too).
+    pub trace: u8,
+    /// `--metrics`: the run's metrics on stderr at exit.
+    pub metrics: bool,
     /// `--progress` (`Some(true)`), `--no-progress` (`Some(false)`), or
     /// neither: shown when stderr is a terminal.
     pub progress: Option<bool>,
@@ -57,6 +65,9 @@ impl std::fmt::Debug for Common {
             .field("https", &self.https)
             .field("json", &self.json)
             .field("verbose", &self.verbose)
+            .field("quiet", &self.quiet)
+            .field("trace", &self.trace)
+            .field("metrics", &self.metrics)
             .field("progress", &self.progress)
             .finish()
     }
@@ -165,6 +176,9 @@ pub struct Config {
 /// Parse and validate a command line (the first item is the program name).
 /// Never panics; never touches the file system except to check that the
 /// `--ledger` file's directory exists and to read the `--ca-file` files.
+/// `-C` is not applied here (the binary applies it with [`enter_dirs`]
+/// between clap and [`validate`]): relative paths are taken from the
+/// process's working directory.
 pub fn parse<I, T>(args: I) -> Result<Config, ParseError>
 where
     I: IntoIterator<Item = T>,
@@ -172,6 +186,18 @@ where
 {
     let cli = Cli::try_parse_from(args).map_err(ParseError::Clap)?;
     validate(cli).map_err(ParseError::Usage)
+}
+
+/// `-C <DIR>`..., as git applies them: each directory entered in turn (a
+/// relative one from the one before; an empty one is no change), before
+/// anything else is read. One that cannot be entered is bad input naming
+/// it.
+pub fn enter_dirs(dirs: &[String]) -> Result<(), UsageError> {
+    for dir in dirs.iter().filter(|d| !d.is_empty()) {
+        std::env::set_current_dir(dir)
+            .map_err(|e| UsageError::new("-C", format!("cannot change to {dir:?}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// Parse a duration (`500ms`, `12s`, `5m`, `1h 30m`).
@@ -443,6 +469,9 @@ fn validate_common(g: &GlobalArgs, default_profile: Profile) -> Result<Common, U
         https,
         json: g.json,
         verbose: g.verbose,
+        quiet: g.quiet && !g.json,
+        trace: g.trace,
+        metrics: g.metrics,
         progress: if g.progress {
             Some(true)
         } else if g.no_progress {
@@ -644,8 +673,8 @@ fn validate_ledger(g: &GlobalArgs, what: LedgerArgs) -> Result<Action, UsageErro
     })
 }
 
-/// `demo` chooses its own bounds and prints prose: every flag but `-v` is
-/// refused.
+/// `demo` chooses its own bounds and prints prose: every flag but
+/// `--trace`, `--metrics` and `-C` is refused.
 fn check_demo_flags(g: &GlobalArgs) -> Result<(), UsageError> {
     let given = [
         ("--deadline", g.deadline.is_some()),
@@ -662,11 +691,13 @@ fn check_demo_flags(g: &GlobalArgs) -> Result<(), UsageError> {
         ("--json", g.json),
         ("--progress", g.progress),
         ("--no-progress", g.no_progress),
+        ("-v", g.verbose > 0),
+        ("-q", g.quiet),
     ];
     match given.iter().find(|(_, on)| *on) {
         Some((flag, _)) => Err(UsageError::new(
             *flag,
-            "demo chooses its own bounds and prints prose; only -v applies",
+            "demo chooses its own bounds and prints prose; only --trace, --metrics and -C apply",
         )),
         None => Ok(()),
     }

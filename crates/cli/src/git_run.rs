@@ -78,7 +78,7 @@ pub(crate) fn fetch(
     let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Fetch)?;
     let https = sluice_cli::https_for_repo(common, &repo)?;
     let client = GitClient::new(policy(common)).with_https(https);
-    let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
+    let bar = progress::Bar::new("fetch", quiet_bar(common), progress_mode(common));
     let mut opts = git_options(common);
     if let Some(cb) = bar.callback() {
         opts = opts.progress(cb);
@@ -98,10 +98,15 @@ pub(crate) fn fetch(
     let out = out?;
     let view = view_after(&repo);
     let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
-    let text = out
-        .value
-        .as_deref()
-        .map(|v| human::fetch(&out.operation.remote, v, common.verbose > 0, &abbrev));
+    let text = out.value.as_deref().map(|v| {
+        human::fetch(
+            &out.operation.remote,
+            v,
+            common.verbose > 0,
+            common.quiet,
+            &abbrev,
+        )
+    });
     Ok(emit(
         common,
         out.map(|v| contract::fetch_value(&v)),
@@ -139,7 +144,7 @@ pub(crate) fn push(
     let updates = sluice_cli::resolve_updates(specs, leases, &target, &repo)?;
     let https = sluice_cli::https_for_repo(common, &repo)?;
     let client = GitClient::new(policy(common)).with_https(https);
-    let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
+    let bar = progress::Bar::new("push", quiet_bar(common), progress_mode(common));
     let mut opts = git_options(common);
     if let Some(cb) = bar.callback() {
         opts = opts.progress(cb);
@@ -175,7 +180,12 @@ pub(crate) fn push(
             let done = matches!(out.kind, OutcomeKind::Succeeded | OutcomeKind::Answered);
             human::push_porcelain(&out.operation.remote, &lines, done)
         } else {
-            human::push(&out.operation.remote, &lines, common.verbose > 0)
+            human::push(
+                &out.operation.remote,
+                &lines,
+                common.verbose > 0,
+                common.quiet,
+            )
         }
     });
     Ok(emit(
@@ -184,6 +194,11 @@ pub(crate) fn push(
         text,
         !porcelain,
     ))
+}
+
+/// No progress bar: `-q` asked for none, or tracing writes to stderr.
+fn quiet_bar(common: &Common) -> bool {
+    common.quiet || common.trace > 0
 }
 
 /// After a push, the remote-tracking refs of the refs that landed, as git

@@ -36,11 +36,13 @@ pub fn ls_refs(refs: &[RemoteRef], patterns: &[String]) -> String {
 /// (forced update)`, ` ! [rejected] … (reason)`, ` - [deleted] (none) -> …`
 /// (pruned) — with object ids
 /// abbreviated by `abbrev`. Refs left as they were are printed only when
-/// `verbose` (` = [up to date]`), as with `git fetch -v`.
+/// `verbose` (` = [up to date]`), as with `git fetch -v`; when `quiet`
+/// (`-q`), only the refused refs are.
 pub fn fetch(
     remote: &str,
     refs: &[FetchedRef],
     verbose: bool,
+    quiet: bool,
     abbrev: &dyn Fn(&gix::ObjectId) -> String,
 ) -> String {
     use sluice_git::FetchStatus;
@@ -53,6 +55,9 @@ pub fn fetch(
     };
     let mut s = String::new();
     for r in refs {
+        if quiet && r.status != FetchStatus::Rejected {
+            continue;
+        }
         let what = match &r.local_ref {
             Some(l) => format!("{:<10} -> {}", short(&r.remote_ref), short(l)),
             None => format!("{:<10} -> FETCH_HEAD", short(&r.remote_ref)),
@@ -218,13 +223,24 @@ fn short_ref(name: &str) -> &str {
 /// ` + …...… main -> main (forced update)`, ` - [deleted]         x`,
 /// ` ! [rejected]        main -> main (non-fast-forward)`,
 /// ` ! [remote rejected] main -> main (pre-receive hook declined)`);
-/// up-to-date refs only when `verbose`.
-pub fn push(remote: &str, lines: &[PushLine], verbose: bool) -> String {
+/// up-to-date refs only when `verbose`; when `quiet` (`-q`), only the
+/// refused refs and those whose fate is unknown (nothing at all, not even
+/// `To`, when there are none).
+pub fn push(remote: &str, lines: &[PushLine], verbose: bool, quiet: bool) -> String {
+    let shown: Vec<&PushLine> = lines
+        .iter()
+        .filter(|l| match l.flag {
+            '!' | '?' => true,
+            _ if quiet => false,
+            '=' => verbose,
+            _ => true,
+        })
+        .collect();
+    if quiet && shown.is_empty() {
+        return String::new();
+    }
     let mut s = format!("To {remote}\n");
-    for l in lines {
-        if l.flag == '=' && !verbose {
-            continue;
-        }
+    for l in shown {
         let what = if l.from.is_empty() {
             short_ref(&l.to).to_string()
         } else {

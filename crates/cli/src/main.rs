@@ -27,7 +27,7 @@ mod summary;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use sluice_cli::{Action, Config, ParseError, UsageError};
+use sluice_cli::{Action, Config, UsageError};
 
 fn main() -> ExitCode {
     // A bug must still end in one line on stderr, never a backtrace.
@@ -44,23 +44,26 @@ fn main() -> ExitCode {
             .unwrap_or_default();
         eprintln!("error: internal error{at}: {msg}");
     }));
-    let config = match sluice_cli::parse(std::env::args_os()) {
-        Ok(c) => c,
-        Err(ParseError::Clap(e)) => {
-            // --help / --version print to stdout and exit 0; usage errors
-            // print to stderr and exit 2.
-            if e.kind() == clap::error::ErrorKind::MissingRequiredArgument {
-                eprint!("{}", sluice_cli::clap_message(&e));
-            } else {
-                let _ = e.print();
-            }
-            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
-        }
-        Err(ParseError::Usage(e)) => return usage(&e),
+    let cli = match <sluice_cli::Cli as clap::Parser>::try_parse_from(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(&e),
     };
-    // `-v`: the metrics of this run, summed up on stderr at exit.
-    let metrics = if config.common.verbose > 0 {
-        init_tracing(config.common.verbose);
+    // `-C`, as git's: before anything else is read (the --ca-file and
+    // --ledger paths, the repository, its configuration).
+    if let Err(e) = sluice_cli::enter_dirs(&cli.global.dirs) {
+        return usage(&e);
+    }
+    let config = match sluice_cli::validate(cli) {
+        Ok(c) => c,
+        Err(e) => return usage(&e),
+    };
+    // Tracing only when asked (`--trace`, or RUST_LOG); the metrics of
+    // this run, summed up on stderr at exit, only with `--metrics`.
+    let rust_log = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
+    if config.common.trace > 0 || rust_log {
+        init_tracing(config.common.trace, rust_log);
+    }
+    let metrics = if config.common.metrics {
         summary::Summary::install()
     } else {
         None
@@ -92,26 +95,43 @@ fn run_action(config: &Config) -> ExitCode {
     }
 }
 
+/// clap's own error: `--help` / `--version` on stdout (exit 0), a usage
+/// error on stderr (exit 2).
+fn clap_error(e: &clap::Error) -> ExitCode {
+    if e.kind() == clap::error::ErrorKind::MissingRequiredArgument {
+        eprint!("{}", sluice_cli::clap_message(e));
+    } else {
+        let _ = e.print();
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
+
 fn usage(e: &UsageError) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(sluice_cli::EXIT_USAGE)
 }
 
-/// `-v`: debug tracing of the sluice crates to stderr (`-vv`: trace).
-fn init_tracing(verbose: u8) {
-    let level = if verbose >= 2 { "trace" } else { "debug" };
-    let filter = [
-        "sluice_policy",
-        "sluice_git",
-        "sluice_forge",
-        "sluice_cli",
-        "sluice_remote",
-        "sluice_testkit",
-    ]
-    .iter()
-    .fold(String::from("warn"), |acc, c| format!("{acc},{c}={level}"));
+/// `--trace`: debug tracing of the sluice crates to stderr (twice:
+/// trace); RUST_LOG, when set, chooses what is traced instead.
+fn init_tracing(trace: u8, rust_log: bool) {
+    let filter = if rust_log {
+        tracing_subscriber::EnvFilter::from_default_env()
+    } else {
+        let level = if trace >= 2 { "trace" } else { "debug" };
+        let directives = [
+            "sluice_policy",
+            "sluice_git",
+            "sluice_forge",
+            "sluice_cli",
+            "sluice_remote",
+            "sluice_testkit",
+        ]
+        .iter()
+        .fold(String::from("warn"), |acc, c| format!("{acc},{c}={level}"));
+        tracing_subscriber::EnvFilter::new(directives)
+    };
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();

@@ -101,7 +101,8 @@ pub(crate) fn refuse_untrusted(
 /// not stdout could be written: see [`stdout::write`]). With `--json`, exactly one
 /// document on stdout; otherwise the value's text on stdout and the summary
 /// on stderr (always for fetch and push; for reads only when there was
-/// more than one attempt or the read did not succeed).
+/// more than one attempt or the read did not succeed; with `-q`, never for
+/// an outcome that succeeded).
 pub(crate) fn emit<T: Serialize>(
     common: &Common,
     out: Outcome<T>,
@@ -123,7 +124,8 @@ pub(crate) fn emit<T: Serialize>(
             stdout::write(t.as_bytes());
         }
         let notable = out.kind != OutcomeKind::Succeeded || out.attempts.len() > 1;
-        if always_summary || notable {
+        let quiet = common.quiet && out.kind == OutcomeKind::Succeeded;
+        if (always_summary || notable) && !quiet {
             eprint!("{}", human::summary(&out));
         }
     }

@@ -4,54 +4,15 @@
 //! settings git's configuration gives (as fetch and push read them).
 
 use std::path::Path;
-use std::process::{Command, Stdio};
 
 use crate::common;
 
 use common::*;
 use sluice_testkit::{repo, HttpBackend, ServerCert, TestPki};
 
-/// `program args` run in `dir` with the tests' deterministic git
-/// environment and `env` on top (no proxy, no roots file, no RUST_LOG).
-fn run_in(program: &str, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
-    let mut cmd = Command::new(program);
-    repo::deterministic_env(&mut cmd);
-    cmd.current_dir(dir)
-        .args(args)
-        .env_remove("RUST_LOG")
-        .env_remove("SSL_CERT_FILE")
-        .env_remove("GIT_SSL_CAINFO");
-    for v in [
-        "http_proxy",
-        "HTTP_PROXY",
-        "https_proxy",
-        "HTTPS_PROXY",
-        "all_proxy",
-        "ALL_PROXY",
-    ] {
-        cmd.env_remove(v);
-    }
-    let out = cmd
-        .envs(env.iter().copied())
-        .stdin(Stdio::null())
-        .output()
-        .expect("the program runs");
-    Run {
-        code: out.status.code().unwrap_or(-1),
-        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
-        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
-    }
-}
-
-fn sl_in(dir: &Path, args: &[&str]) -> Run {
-    run_in(env!("CARGO_BIN_EXE_sluice-remote"), dir, args, &[])
-}
-
 /// A clone of the served repository (`origin` is the daemon's URL).
 fn clone(w: &World, name: &str) -> std::path::PathBuf {
-    let to = w.path(name);
-    repo::git(w.dir.path(), &["clone", "-q", &w.url(), &p(&to)]);
-    to
+    clone_of(&w.url(), &w.path(name))
 }
 
 #[test]

@@ -28,6 +28,7 @@ mod ls_refs;
 mod no_secret_anywhere;
 mod progress_and_messages;
 mod push_porcelain;
+mod quiet_verbose_and_dirs;
 // The README's quick start, compiled here and run by `readme`.
 #[path = "../../examples/quick_start.rs"]
 #[allow(dead_code)]
