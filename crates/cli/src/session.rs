@@ -125,11 +125,29 @@ pub(crate) fn emit<T: Serialize>(
         }
         let notable = out.kind != OutcomeKind::Succeeded || out.attempts.len() > 1;
         let quiet = common.quiet && out.kind == OutcomeKind::Succeeded;
-        if (always_summary || notable) && !quiet {
+        if quiet {
+            // The remote's words are still said; the summary is not.
+            let words: Vec<String> = (out.remote_messages.iter())
+                .filter(|m| !is_pack_summary(m))
+                .cloned()
+                .collect();
+            eprint!("{}", human::remote_lines(&words));
+        } else if always_summary || notable {
             eprint!("{}", human::summary(&out));
         }
     }
     code
+}
+
+/// Whether `line` is the pack summary git's pack-objects ends its
+/// progress with (`Total 4 (delta 0), reused 0 (delta 0), pack-reused 0`).
+/// `git fetch -q` asks the server for no progress, so that line never
+/// comes; the client does not ask, so `-q` leaves it out here.
+fn is_pack_summary(line: &str) -> bool {
+    line.strip_prefix("Total ").is_some_and(|rest| {
+        rest.split_once(' ')
+            .is_some_and(|(n, tail)| n.parse::<u64>().is_ok() && tail.starts_with("(delta "))
+    })
 }
 
 /// `--progress` / `--no-progress` as the progress module takes them.

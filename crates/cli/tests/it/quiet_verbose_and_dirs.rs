@@ -53,6 +53,20 @@ fn quiet_prints_nothing_for_what_went_well_and_everything_else_as_before() {
     assert_eq!(s.code, 0, "{s:?}");
     assert_eq!((s.stdout.as_str(), s.stderr.as_str()), ("", ""), "{s:?}");
     assert!(repo::rev_parse(&srv, "refs/heads/topic").is_some());
+    // The remote's words are still said, as git -q says them.
+    repo::install_hook(
+        &srv,
+        "post-receive",
+        "#!/bin/sh\necho hello from the hook\n",
+    )
+    .expect("hook");
+    repo::commit_on(&b, "topic", "a second topic commit");
+    let s = sl_in(&b, &["push", "-q", "origin", "topic"]);
+    assert_eq!(s.code, 0, "{s:?}");
+    assert_eq!(s.stdout, "", "{s:?}");
+    assert_eq!(s.stderr, "remote: hello from the hook\n", "{s:?}");
+    let hook = repo::install_hook(&srv, "post-receive", "#!/bin/sh\ntrue\n").expect("hook");
+    assert!(hook.exists());
 
     // A refused ref is still said, with its outcome's summary.
     repo::commit_on(&srv, "main", "moved under the push");
