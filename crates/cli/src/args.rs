@@ -228,6 +228,7 @@ pub enum CommandArgs {
   sluice-remote push https://github.com/org/repo.git HEAD:main --repo . --operation-id land-1234 --ledger ops.db
   sluice-remote push git://127.0.0.1/repo.git HEAD:refs/heads/topic --repo . --lease topic=absent
   sluice-remote push ssh://git@host/repo.git main --repo . --lease main        (expects origin/main's value)
+  sluice-remote push origin --delete old-topic v0.9               (the remote's refs of those names)
   sluice-remote push https://github.com/org/repo.git :refs/heads/old --repo . --porcelain
   sluice-remote push git://127.0.0.1/repo.git HEAD:main --repo . --dry-run --json"))]
     Push {
@@ -235,9 +236,15 @@ pub enum CommandArgs {
         #[arg(value_name = "URL|REMOTE")]
         url: String,
         /// `[+]SRC:DST` (`+` forces; `:DST` deletes; DST full, or short
-        /// (`main`) taking the kind of SRC: a branch or a tag).
+        /// (`main`) taking the kind of SRC: a branch or a tag; a short one
+        /// to delete names the remote's ref of that name); with --delete,
+        /// the refs to delete.
         #[arg(value_name = "[+]SRC:DST", required = true)]
         specs: Vec<String>,
+        /// Delete every ref listed (`main`, `v1` or a full name), as git's
+        /// `push --delete`; not with `SRC:DST`.
+        #[arg(long, short = 'd')]
+        delete: bool,
         /// The local repository the sources are read from (default: found
         /// from the working directory, as git finds it).
         #[arg(long, value_name = "DIR")]

@@ -379,6 +379,7 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         CommandArgs::Push {
             url,
             specs,
+            delete,
             repo,
             leases,
             atomic,
@@ -388,6 +389,7 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         } => {
             check_push_outputs(&g, dry_run, porcelain)?;
             check_remote_arg(&common, &url)?;
+            let specs = if delete { deletions(&specs)? } else { specs };
             let specs = validate_push_specs(&specs)?;
             let leases = validate_leases(&leases, &specs)?;
             check_push_options(&push_options)?;
@@ -588,6 +590,23 @@ fn check_push_outputs(g: &GlobalArgs, dry_run: bool, porcelain: bool) -> Result<
         ));
     }
     Ok(())
+}
+
+/// `--delete <REF>...` as the push specs `:<REF>`: a plain ref name each,
+/// as git's `--delete` takes them (`SRC:DST` among them is refused).
+fn deletions(refs: &[String]) -> Result<Vec<String>, UsageError> {
+    refs.iter()
+        .map(|r| {
+            if r.contains(':') || r.starts_with('+') || r.is_empty() {
+                Err(UsageError::new(
+                    "--delete",
+                    format!("{r:?}: --delete takes plain ref names to delete, not [+]SRC:DST"),
+                ))
+            } else {
+                Ok(format!(":{r}"))
+            }
+        })
+        .collect()
 }
 
 /// The push specs, parsed in order; a destination named twice is refused.

@@ -2,11 +2,15 @@
 //! under the process's policy, their lines printed as git prints them.
 
 use sluice_cli::{contract, human, Common};
-use sluice_git::GitClient;
-use sluice_policy::{Effect, OutcomeKind};
+use std::sync::Arc;
+
+use sluice_git::{CallOptions, GitClient};
+use sluice_policy::{Effect, OutcomeKind, Policy};
 
 use crate::progress;
-use crate::session::{emit, git_options, policy, progress_mode, refuse_untrusted};
+use crate::session::{
+    cancel_flag, credentials, emit, git_options, policy, progress_mode, refuse_untrusted,
+};
 
 /// `ls-refs <URL|REMOTE> [<PATTERN>...]`: the remote resolved as fetch
 /// resolves it ([`sluice_cli::resolve_listing`]), its refs under the
@@ -107,10 +111,14 @@ pub(crate) fn fetch(
             &abbrev,
         )
     });
+    // git prints its fetch lines on stderr: so do we, before the summary.
+    if let Some(t) = text.filter(|_| !common.json) {
+        eprint!("{t}");
+    }
     Ok(emit(
         common,
         out.map(|v| contract::fetch_value(&v)),
-        text,
+        None,
         true,
     ))
 }
@@ -141,8 +149,21 @@ pub(crate) fn push(
         }
     };
     let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;
-    let updates = sluice_cli::resolve_updates(specs, leases, &target, &repo)?;
     let https = sluice_cli::https_for_repo(common, &repo)?;
+    // A deletion named short (`:side`, `--delete side`) names the remote's
+    // ref of that name, as git finds it: the remote's refs are read first.
+    let expanded;
+    let specs = if sluice_cli::deletes_a_short_name(specs) {
+        let names = match remote_names(common, &target.url, https.clone())? {
+            Ok(names) => names,
+            Err(code) => return Ok(code),
+        };
+        expanded = sluice_cli::expand_deletions(specs, &names)?;
+        &expanded[..]
+    } else {
+        specs
+    };
+    let updates = sluice_cli::resolve_updates(specs, leases, &target, &repo)?;
     let client = GitClient::new(policy(common)).with_https(https);
     let bar = progress::Bar::new("push", quiet_bar(common), progress_mode(common));
     let mut opts = git_options(common);
@@ -194,6 +215,38 @@ pub(crate) fn push(
         text,
         !porcelain,
     ))
+}
+
+/// The names of the remote's refs, for deletions named short: listed
+/// under the command's bounds, credentials and https settings but outside
+/// its ledger (the operation id names the push, not this read). A listing
+/// that did not succeed ends the command: its outcome printed, its exit
+/// code the `Err`.
+fn remote_names(
+    common: &Common,
+    url: &str,
+    https: sluice_git::HttpsConfig,
+) -> anyhow::Result<Result<Vec<String>, u8>> {
+    let client = GitClient::new(Arc::new(Policy::builder().build())).with_https(https);
+    let mut opts = CallOptions::new()
+        .bounds(common.bounds)
+        .cancel(cancel_flag());
+    if let Some(c) = credentials(common) {
+        opts = opts.credentials(c);
+    }
+    let out = client
+        .ls_refs(url, &[], &opts)
+        .map_err(|e| sluice_cli::input_error(&e))?;
+    if out.kind != OutcomeKind::Succeeded {
+        return Ok(Err(emit(
+            common,
+            out.map(|v| contract::ls_refs_value(&v)),
+            None,
+            true,
+        )));
+    }
+    let refs = out.value.unwrap_or_default();
+    Ok(Ok(refs.into_iter().map(|r| r.name).collect()))
 }
 
 /// No progress bar: `-q` asked for none, or tracing writes to stderr.

@@ -180,8 +180,10 @@ pub fn push_lines(
                     ),
                 ),
                 RefStatus::Ok => match (r.old, r.new) {
-                    _ if r.is_up_to_date() => ('=', "[up to date]".to_string(), String::new()),
+                    // A deletion, of a ref the remote had or not: git's
+                    // line either way.
                     (_, None) => ('-', "[deleted]".to_string(), String::new()),
+                    _ if r.is_up_to_date() => ('=', "[up to date]".to_string(), String::new()),
                     (None, Some(_)) => (
                         '*',
                         if tag { "[new tag]" } else { "[new branch]" }.to_string(),
@@ -223,10 +225,25 @@ fn short_ref(name: &str) -> &str {
 /// ` + …...… main -> main (forced update)`, ` - [deleted]         x`,
 /// ` ! [rejected]        main -> main (non-fast-forward)`,
 /// ` ! [remote rejected] main -> main (pre-receive hook declined)`);
-/// up-to-date refs only when `verbose`; when `quiet` (`-q`), only the
+/// up-to-date refs only when `verbose`, and `Everything up-to-date` when
+/// every ref was (alone, without `verbose`); when `quiet` (`-q`), only the
 /// refused refs and those whose fate is unknown (nothing at all, not even
 /// `To`, when there are none).
 pub fn push(remote: &str, lines: &[PushLine], verbose: bool, quiet: bool) -> String {
+    let everything = !lines.is_empty() && lines.iter().all(|l| l.flag == '=');
+    if everything && !quiet {
+        let shown = if verbose {
+            push_listing(remote, lines, true, false)
+        } else {
+            String::new()
+        };
+        return shown + "Everything up-to-date\n";
+    }
+    push_listing(remote, lines, verbose, quiet)
+}
+
+/// `To <remote>` and the lines [`push`] shows.
+fn push_listing(remote: &str, lines: &[PushLine], verbose: bool, quiet: bool) -> String {
     let shown: Vec<&PushLine> = lines
         .iter()
         .filter(|l| match l.flag {

@@ -85,8 +85,8 @@ pub use config::{
     validate, Action, Common, Config,
 };
 pub use target::{
-    https_for_globals, https_for_repo, input_error, open_repo, ref_matches, resolve_listing,
-    resolve_remote, resolve_updates, RepoError, Target,
+    deletes_a_short_name, expand_deletions, https_for_globals, https_for_repo, input_error,
+    open_repo, ref_matches, resolve_listing, resolve_remote, resolve_updates, RepoError, Target,
 };
 pub use usage::{
     clap_message, exit_code, ParseError, UsageError, EXIT_ANSWERED, EXIT_LOCAL_ERROR,

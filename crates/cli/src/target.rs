@@ -316,3 +316,62 @@ pub fn ref_matches(name: &str, patterns: &[String]) -> bool {
         )
     })
 }
+
+/// Whether a push spec deletes a ref named short (`:side`, `--delete
+/// side`): git finds it among the remote's refs ([`expand_deletions`]).
+pub fn deletes_a_short_name(specs: &[PushSpec]) -> bool {
+    specs
+        .iter()
+        .any(|s| s.src.is_none() && !s.dst.starts_with("refs/"))
+}
+
+/// The deletions named short (`:side`) expanded as git expands them, by
+/// the remote's refs (`remote`, their full names): of git's candidates
+/// (`refs/<name>`, `refs/tags/<name>`, `refs/heads/<name>`,
+/// `refs/remotes/<name>`, `refs/remotes/<name>/HEAD`) the one the remote
+/// has, a branch or a tag before any other. None (git: "unable to delete
+/// 'x': remote ref does not exist") or two of a kind is bad input.
+pub fn expand_deletions(
+    specs: &[PushSpec],
+    remote: &[String],
+) -> Result<Vec<PushSpec>, UsageError> {
+    specs
+        .iter()
+        .map(|s| {
+            if s.src.is_some() || s.dst.starts_with("refs/") {
+                return Ok(s.clone());
+            }
+            let name = &s.dst;
+            let candidates = [
+                format!("refs/{name}"),
+                format!("refs/tags/{name}"),
+                format!("refs/heads/{name}"),
+                format!("refs/remotes/{name}"),
+                format!("refs/remotes/{name}/HEAD"),
+            ];
+            let found: Vec<&String> = candidates.iter().filter(|c| remote.contains(c)).collect();
+            let (strong, weak): (Vec<&String>, Vec<&String>) = found
+                .into_iter()
+                .partition(|c| c.starts_with("refs/heads/") || c.starts_with("refs/tags/"));
+            let pick = if strong.is_empty() { weak } else { strong };
+            match pick.as_slice() {
+                [one] => Ok(PushSpec {
+                    force: s.force,
+                    src: None,
+                    dst: (*one).clone(),
+                }),
+                [] => Err(UsageError::new(
+                    "[+]SRC:DST",
+                    format!("unable to delete {name:?}: remote ref does not exist"),
+                )),
+                many => Err(UsageError::new(
+                    "[+]SRC:DST",
+                    format!(
+                        "{name:?} matches more than one of the remote's refs ({}): give the full name",
+                        many.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                )),
+            }
+        })
+        .collect()
+}

@@ -27,6 +27,7 @@ mod local_failures;
 mod ls_refs;
 mod no_secret_anywhere;
 mod progress_and_messages;
+mod push_delete;
 mod push_porcelain;
 mod quiet_verbose_and_dirs;
 // The README's quick start, compiled here and run by `readme`.
