@@ -53,8 +53,10 @@ pub struct Cli {
     pub command: CommandArgs,
 }
 
-/// The flags every command takes, anywhere on the line (raw).
+/// The flags every command takes, anywhere on the line (raw); a command's
+/// help shows them after its own, under their own heading.
 #[derive(Args, Default)]
+#[command(next_help_heading = "Global options (anywhere on the line)")]
 pub struct GlobalArgs {
     /// The operation's overall deadline (`500ms`, `12s`, `5m`); sleeps count.
     #[arg(long, global = true, value_name = "DUR")]
@@ -294,6 +296,21 @@ pub enum CommandArgs {
         #[command(subcommand)]
         what: LedgerArgs,
     },
+    /// Shell completions for `sluice-remote`, generated from its own
+    /// definitions: load them in your shell's startup file.
+    #[command(after_help = "Examples:
+  sluice-remote completions bash > ~/.local/share/bash-completion/completions/sluice-remote
+  sluice-remote completions zsh > ~/.zfunc/_sluice-remote
+  sluice-remote completions fish > ~/.config/fish/completions/sluice-remote.fish")]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// The man page (roff), generated from the same definitions as the help.
+    #[command(after_help = "Example:
+  sluice-remote man > ~/.local/share/man/man1/sluice-remote.1 && man sluice-remote")]
+    Man,
     /// Show, on loopback, what the retry policy does (needs only git).
     #[command(
         help_template = "{about-with-newline}\n{usage-heading} {usage}\n\nOptions:\n      --trace    Tracing to stderr\n      --metrics  The run's metrics on stderr at exit\n  -C <DIR>       Run as if started in DIR\n  -h, --help     Print help\n\n{after-help}",

@@ -143,6 +143,14 @@ pub enum Action {
         /// How far back (default one day).
         since: Duration,
     },
+    /// `completions <SHELL>`: the shell's completions, from the clap
+    /// definitions.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// `man`: the man page (roff), from the clap definitions.
+    Man,
     /// `demo`
     Demo,
 }
@@ -159,6 +167,8 @@ impl Action {
             Action::Forge { call, .. } => call.kind(),
             Action::LedgerShow { .. } => "ledger-show",
             Action::LedgerList { .. } => "ledger-list",
+            Action::Completions { .. } => "completions",
+            Action::Man => "man",
             Action::Demo => "demo",
         }
     }
@@ -417,6 +427,8 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             call: forge::validate_forge(call)?,
         },
         CommandArgs::Ledger { what } => validate_ledger(&g, what)?,
+        CommandArgs::Completions { shell } => Action::Completions { shell },
+        CommandArgs::Man => Action::Man,
         CommandArgs::Demo => {
             check_demo_flags(&g)?;
             Action::Demo

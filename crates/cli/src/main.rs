@@ -173,6 +173,71 @@ fn run(config: &Config) -> anyhow::Result<u8> {
         Action::Forge { api, call } => forge_run::run(common, api, call),
         Action::LedgerShow { id } => ledger_cmd::show(common, id),
         Action::LedgerList { since } => ledger_cmd::list(common, *since),
+        Action::Completions { shell } => Ok(completions(*shell)),
+        Action::Man => man(),
         Action::Demo => Ok(demo::run()),
     }
+}
+
+/// `completions <SHELL>`: the script on stdout, from the clap definitions.
+fn completions(shell: clap_complete::Shell) -> u8 {
+    let mut cmd = <sluice_cli::Cli as clap::CommandFactory>::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "sluice-remote", &mut script);
+    if shell == clap_complete::Shell::Bash {
+        // clap_complete's bash script spells a hyphenated binary's state
+        // two ways (`sluice__remote__subcmd__push` in the loop that finds
+        // the command, `sluice__subcmd__remote__subcmd__push` in the arms
+        // that complete it: clap-rs/clap#6421), so no command's options
+        // would complete: the arms are spelled as the loop spells them.
+        let text = String::from_utf8_lossy(&script)
+            .replace("sluice__subcmd__remote", "sluice__remote")
+            .into_bytes();
+        script = text;
+    }
+    stdout::write(&script);
+    sluice_cli::EXIT_SUCCEEDED
+}
+
+/// `man`: the man page (roff) on stdout, from the clap definitions: the
+/// command's page, then a section for each command (its synopsis, its
+/// description and its own options), subcommands included.
+fn man() -> anyhow::Result<u8> {
+    let cmd = <sluice_cli::Cli as clap::CommandFactory>::command();
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+    man_sections(&cmd, "sluice-remote", &mut page)?;
+    stdout::write(&page);
+    Ok(sluice_cli::EXIT_SUCCEEDED)
+}
+
+/// A section per subcommand of `cmd` (named `<parent> <name>`), each
+/// holding its synopsis, description, options and examples as
+/// subsections, then its own subcommands' sections.
+fn man_sections(cmd: &clap::Command, parent: &str, page: &mut Vec<u8>) -> std::io::Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = format!("{parent} {}", sub.get_name());
+        let man = clap_mangen::Man::new(sub.clone().bin_name(name.clone()));
+        let mut section = Vec::new();
+        man.render_synopsis_section(&mut section)?;
+        man.render_description_section(&mut section)?;
+        if sub.get_arguments().any(|a| !a.is_hide_set()) {
+            man.render_options_section(&mut section)?;
+        }
+        if sub.get_after_help().is_some() {
+            man.render_extra_section(&mut section)?;
+        }
+        page.extend_from_slice(format!(".SH \"{}\"\n", name.to_uppercase()).as_bytes());
+        // The page's sections become this command's subsections.
+        for line in String::from_utf8_lossy(&section).lines() {
+            let line = match line.strip_prefix(".SH ") {
+                Some(title) => format!(".SS {title}"),
+                None => line.to_string(),
+            };
+            page.extend_from_slice(line.as_bytes());
+            page.push(b'\n');
+        }
+        man_sections(sub, &name, page)?;
+    }
+    Ok(())
 }

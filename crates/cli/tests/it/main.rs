@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod completions_and_man;
 mod demo;
 mod exit_codes;
 mod fetch;
