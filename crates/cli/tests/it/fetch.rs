@@ -184,7 +184,7 @@ fn prune_tags_and_no_tags_leave_the_refs_git_leaves_and_print_what_git_prints() 
         "{ours:?}"
     );
     // Deleted lines come first, as git prints them.
-    let first = run.stdout.lines().nth(1).unwrap_or("");
+    let first = run.stderr.lines().nth(1).unwrap_or("");
     assert!(first.starts_with(" - [deleted]"), "{run:?}");
 
     // The JSON names the pruned ref with the value it had.
