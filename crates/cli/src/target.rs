@@ -375,3 +375,69 @@ pub fn expand_deletions(
         })
         .collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pats(p: &[&str]) -> Vec<String> {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn patterns_match_a_tail_of_the_name_as_git_ls_remote_does() {
+        let cases: &[(&str, &[&str], bool)] = &[
+            ("refs/heads/main", &[], true),
+            ("refs/heads/main", &["main"], true),
+            ("refs/remotes/origin/main", &["main"], true),
+            ("refs/heads/notmain", &["main"], false),
+            ("HEAD", &["HEAD"], true),
+            ("refs/heads/main", &["heads/main"], true),
+            ("refs/heads/main", &["eads/main"], false),
+            ("refs/tags/v1.0", &["v1*"], true),
+            ("refs/tags/v1.0^{}", &["v1.0"], false),
+            ("refs/tags/v1.0^{}", &["v1*"], true),
+            ("refs/heads/a/b", &["heads/*"], true),
+            ("refs/heads/main", &["ma?n"], true),
+            ("refs/heads/main", &["x", "main"], true),
+        ];
+        for (name, p, want) in cases {
+            assert_eq!(ref_matches(name, &pats(p)), *want, "{name} {p:?}");
+        }
+    }
+
+    #[test]
+    fn a_deletion_named_short_takes_the_remotes_ref_of_that_name() {
+        let remote = pats(&[
+            "HEAD",
+            "refs/heads/side",
+            "refs/tags/v1",
+            "refs/heads/both",
+            "refs/tags/both",
+            "refs/remotes/mirror",
+            "refs/heads/kept",
+        ]);
+        let spec = |s: &str| PushSpec::parse(s).expect("a spec");
+        let specs = [spec(":side"), spec(":v1"), spec(":mirror"), spec("kept")];
+        let out = expand_deletions(&specs, &remote).expect("expanded");
+        let dsts: Vec<&str> = out.iter().map(|s| s.dst.as_str()).collect();
+        assert_eq!(
+            dsts,
+            [
+                "refs/heads/side",
+                "refs/tags/v1",
+                "refs/remotes/mirror",
+                "kept"
+            ]
+        );
+        assert!(deletes_a_short_name(&specs));
+        assert!(!deletes_a_short_name(&out[..2]));
+        let missing = expand_deletions(&[spec(":gone")], &remote).unwrap_err();
+        assert!(
+            missing.message.contains("remote ref does not exist"),
+            "{missing}"
+        );
+        let two = expand_deletions(&[spec(":both")], &remote).unwrap_err();
+        assert!(two.message.contains("more than one"), "{two}");
+    }
+}
