@@ -53,8 +53,10 @@ pub struct Cli {
     pub command: CommandArgs,
 }
 
-/// The flags every command takes, anywhere on the line (raw).
+/// The flags every command takes, anywhere on the line (raw); a command's
+/// help shows them after its own, under their own heading.
 #[derive(Args, Default)]
+#[command(next_help_heading = "Global options (anywhere on the line)")]
 pub struct GlobalArgs {
     /// The operation's overall deadline (`500ms`, `12s`, `5m`); sleeps count.
     #[arg(long, global = true, value_name = "DUR")]
@@ -108,9 +110,27 @@ pub struct GlobalArgs {
     /// (default: GitHub's, api.github.com over https).
     #[arg(long, global = true, value_name = "URL")]
     pub api: Option<String>,
-    /// Tracing to stderr (debug for the sluice crates; -vv: trace).
+    /// git's verbose lines: the refs a fetch or push left as they were
+    /// (`= [up to date]`), and no more.
     #[arg(short = 'v', long = "verbose", global = true, action = ArgAction::Count)]
     pub verbose: u8,
+    /// No progress, no summary of a succeeded outcome, no lines for refs
+    /// that were updated or up to date (the remote's words, refused refs and
+    /// every other outcome's summary still printed); no effect with --json.
+    #[arg(short = 'q', long = "quiet", global = true)]
+    pub quiet: bool,
+    /// Tracing to stderr: debug for the sluice crates (twice: trace);
+    /// RUST_LOG, when set, chooses what is traced, with or without it.
+    #[arg(long, global = true, action = ArgAction::Count)]
+    pub trace: u8,
+    /// The run's metrics, summed up on stderr at exit.
+    #[arg(long, global = true)]
+    pub metrics: bool,
+    /// Run as if started in DIR (as git's -C: repeatable, each relative to
+    /// the one before; applied before anything else is read, so relative
+    /// paths resolve against it).
+    #[arg(short = 'C', global = true, value_name = "DIR", action = ArgAction::Append)]
+    pub dirs: Vec<String>,
 }
 
 impl std::fmt::Debug for GlobalArgs {
@@ -134,6 +154,10 @@ impl std::fmt::Debug for GlobalArgs {
             .field("json", &self.json)
             .field("api", &self.api.as_deref().map(sluice_git::redact))
             .field("verbose", &self.verbose)
+            .field("quiet", &self.quiet)
+            .field("trace", &self.trace)
+            .field("metrics", &self.metrics)
+            .field("dirs", &self.dirs)
             .field("progress", &self.progress)
             .finish()
     }
@@ -143,15 +167,34 @@ impl std::fmt::Debug for GlobalArgs {
 #[derive(Subcommand, Debug)]
 pub enum CommandArgs {
     /// List the remote's refs (printed like `git ls-remote`).
-    #[command(after_help = help_with_examples!("  sluice-remote ls-refs https://github.com/org/repo.git --prefix refs/heads/
-  sluice-remote ls-refs git://127.0.0.1/repo.git --json --profile wait"))]
+    #[command(after_help = help_with_examples!("  sluice-remote ls-refs origin main              (a configured remote, refs ending in /main)
+  sluice-remote ls-refs https://github.com/org/repo.git --heads
+  sluice-remote ls-refs git://127.0.0.1/repo.git 'v1.*' --tags --exit-code
+  sluice-remote ls-refs git://127.0.0.1/repo.git --prefix refs/pull/ --json --profile wait"))]
     LsRefs {
-        /// The remote: git://, http(s)://, ssh://, file:// or a path.
-        #[arg(value_name = "URL")]
+        /// The remote: a URL (git://, http(s)://, ssh://, file://), a path,
+        /// or a configured remote's name (`origin`) of the repository found
+        /// from the working directory.
+        #[arg(value_name = "URL|REMOTE")]
         url: String,
-        /// A literal ref prefix (`refs/heads/`); repeatable; no `*`.
+        /// Only refs equal to a pattern or ending in `/<PATTERN>`, globs
+        /// allowed (as `git ls-remote`'s patterns); matched on this side.
+        #[arg(value_name = "PATTERN")]
+        patterns: Vec<String>,
+        /// A literal ref prefix (`refs/heads/`) asked of the remote;
+        /// repeatable; no `*`.
         #[arg(long = "prefix", value_name = "P")]
         prefixes: Vec<String>,
+        /// Branches only (`refs/heads/`, asked of the remote as a prefix).
+        #[arg(long, visible_alias = "branches")]
+        heads: bool,
+        /// Tags only (`refs/tags/`, asked of the remote as a prefix).
+        #[arg(long)]
+        tags: bool,
+        /// Exit 2 when no ref matched (its empty value still printed,
+        /// nothing on stderr), as `git ls-remote --exit-code`.
+        #[arg(long)]
+        exit_code: bool,
     },
     /// Fetch refspecs into a local repository.
     #[command(after_help = help_with_examples!("  sluice-remote fetch origin                  (its fetch lines, in the repository found from here)
@@ -195,6 +238,7 @@ pub enum CommandArgs {
   sluice-remote push https://github.com/org/repo.git HEAD:main --repo . --operation-id land-1234 --ledger ops.db
   sluice-remote push git://127.0.0.1/repo.git HEAD:refs/heads/topic --repo . --lease topic=absent
   sluice-remote push ssh://git@host/repo.git main --repo . --lease main        (expects origin/main's value)
+  sluice-remote push origin --delete old-topic v0.9               (the remote's refs of those names)
   sluice-remote push https://github.com/org/repo.git :refs/heads/old --repo . --porcelain
   sluice-remote push git://127.0.0.1/repo.git HEAD:main --repo . --dry-run --json"))]
     Push {
@@ -202,9 +246,15 @@ pub enum CommandArgs {
         #[arg(value_name = "URL|REMOTE")]
         url: String,
         /// `[+]SRC:DST` (`+` forces; `:DST` deletes; DST full, or short
-        /// (`main`) taking the kind of SRC: a branch or a tag).
+        /// (`main`) taking the kind of SRC: a branch or a tag; a short one
+        /// to delete names the remote's ref of that name); with --delete,
+        /// the refs to delete.
         #[arg(value_name = "[+]SRC:DST", required = true)]
         specs: Vec<String>,
+        /// Delete every ref listed (`main`, `v1` or a full name), as git's
+        /// `push --delete`; not with `SRC:DST`.
+        #[arg(long, short = 'd')]
+        delete: bool,
         /// The local repository the sources are read from (default: found
         /// from the working directory, as git finds it).
         #[arg(long, value_name = "DIR")]
@@ -254,9 +304,24 @@ pub enum CommandArgs {
         #[command(subcommand)]
         what: LedgerArgs,
     },
+    /// Shell completions for `sluice-remote`, generated from its own
+    /// definitions: load them in your shell's startup file.
+    #[command(after_help = "Examples:
+  sluice-remote completions bash > ~/.local/share/bash-completion/completions/sluice-remote
+  sluice-remote completions zsh > ~/.zfunc/_sluice-remote
+  sluice-remote completions fish > ~/.config/fish/completions/sluice-remote.fish")]
+    Completions {
+        /// bash, zsh, fish, elvish or powershell.
+        #[arg(value_name = "SHELL")]
+        shell: clap_complete::Shell,
+    },
+    /// The man page (roff), generated from the same definitions as the help.
+    #[command(after_help = "Example:
+  sluice-remote man > ~/.local/share/man/man1/sluice-remote.1 && man sluice-remote")]
+    Man,
     /// Show, on loopback, what the retry policy does (needs only git).
     #[command(
-        help_template = "{about-with-newline}\n{usage-heading} {usage}\n\nOptions:\n  -v, --verbose  Tracing to stderr\n  -h, --help     Print help\n\n{after-help}",
+        help_template = "{about-with-newline}\n{usage-heading} {usage}\n\nOptions:\n      --trace    Tracing to stderr\n      --metrics  The run's metrics on stderr at exit\n  -C <DIR>       Run as if started in DIR\n  -h, --help     Print help\n\n{after-help}",
         after_help = "demo chooses its own bounds and prints prose: it takes no other option.\n\nExample:\n  cargo run --release -p sluice-remote -- demo"
     )]
     Demo,

@@ -35,8 +35,16 @@ pub struct Common {
     pub https: sluice_git::HttpsConfig,
     /// One JSON document on stdout.
     pub json: bool,
-    /// 0: quiet; 1: debug tracing; 2+: trace.
+    /// `-v`: git's verbose lines (refs left as they were); 0 without.
     pub verbose: u8,
+    /// `-q`: no progress, no summary of a succeeded outcome, no lines for
+    /// refs updated or up to date (nothing changes with `--json`).
+    pub quiet: bool,
+    /// `--trace`: 0 off, 1 debug for the sluice crates, 2+ trace (RUST_LOG
+    /// turns tracing on too).
+    pub trace: u8,
+    /// `--metrics`: the run's metrics on stderr at exit.
+    pub metrics: bool,
     /// `--progress` (`Some(true)`), `--no-progress` (`Some(false)`), or
     /// neither: shown when stderr is a terminal.
     pub progress: Option<bool>,
@@ -57,6 +65,9 @@ impl std::fmt::Debug for Common {
             .field("https", &self.https)
             .field("json", &self.json)
             .field("verbose", &self.verbose)
+            .field("quiet", &self.quiet)
+            .field("trace", &self.trace)
+            .field("metrics", &self.metrics)
             .field("progress", &self.progress)
             .finish()
     }
@@ -65,12 +76,20 @@ impl std::fmt::Debug for Common {
 /// A validated command.
 #[derive(Clone, Debug)]
 pub enum Action {
-    /// `ls-refs <URL> [--prefix P]...`
+    /// `ls-refs <URL|REMOTE> [<PATTERN>...] [--prefix P]... [--heads]
+    /// [--tags] [--exit-code]`
     LsRefs {
-        /// The remote URL (as given; user info is removed from every output).
+        /// The remote URL, or a configured remote's name (user info is
+        /// removed from every output).
         url: String,
-        /// Literal prefixes.
+        /// `git ls-remote`'s patterns: a ref equal to one or ending in
+        /// `/<pattern>`, globs allowed; matched on this side.
+        patterns: Vec<String>,
+        /// Literal prefixes asked of the remote (`--prefix`, and
+        /// `refs/heads/` for `--heads`, `refs/tags/` for `--tags`).
         prefixes: Vec<String>,
+        /// `--exit-code`: exit 2 when no ref matched.
+        exit_code: bool,
     },
     /// `fetch <URL|REMOTE> [<REFSPEC>...] [--repo DIR]`
     Fetch {
@@ -124,6 +143,14 @@ pub enum Action {
         /// How far back (default one day).
         since: Duration,
     },
+    /// `completions <SHELL>`: the shell's completions, from the clap
+    /// definitions.
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+    /// `man`: the man page (roff), from the clap definitions.
+    Man,
     /// `demo`
     Demo,
 }
@@ -140,6 +167,8 @@ impl Action {
             Action::Forge { call, .. } => call.kind(),
             Action::LedgerShow { .. } => "ledger-show",
             Action::LedgerList { .. } => "ledger-list",
+            Action::Completions { .. } => "completions",
+            Action::Man => "man",
             Action::Demo => "demo",
         }
     }
@@ -157,6 +186,9 @@ pub struct Config {
 /// Parse and validate a command line (the first item is the program name).
 /// Never panics; never touches the file system except to check that the
 /// `--ledger` file's directory exists and to read the `--ca-file` files.
+/// `-C` is not applied here (the binary applies it with [`enter_dirs`]
+/// between clap and [`validate`]): relative paths are taken from the
+/// process's working directory.
 pub fn parse<I, T>(args: I) -> Result<Config, ParseError>
 where
     I: IntoIterator<Item = T>,
@@ -164,6 +196,18 @@ where
 {
     let cli = Cli::try_parse_from(args).map_err(ParseError::Clap)?;
     validate(cli).map_err(ParseError::Usage)
+}
+
+/// `-C <DIR>`..., as git applies them: each directory entered in turn (a
+/// relative one from the one before; an empty one is no change), before
+/// anything else is read. One that cannot be entered is bad input naming
+/// it.
+pub fn enter_dirs(dirs: &[String]) -> Result<(), UsageError> {
+    for dir in dirs.iter().filter(|d| !d.is_empty()) {
+        std::env::set_current_dir(dir)
+            .map_err(|e| UsageError::new("-C", format!("cannot change to {dir:?}: {e}")))?;
+    }
+    Ok(())
 }
 
 /// Parse a duration (`500ms`, `12s`, `5m`, `1h 30m`).
@@ -294,7 +338,22 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         ));
     }
     let action = match cli.command {
-        CommandArgs::LsRefs { url, prefixes } => validate_ls_refs(&common, url, prefixes)?,
+        CommandArgs::LsRefs {
+            url,
+            patterns,
+            mut prefixes,
+            heads,
+            tags,
+            exit_code,
+        } => {
+            if heads {
+                prefixes.push("refs/heads/".to_string());
+            }
+            if tags {
+                prefixes.push("refs/tags/".to_string());
+            }
+            validate_ls_refs(&common, url, patterns, prefixes, exit_code)?
+        }
         CommandArgs::Fetch {
             url,
             refspecs,
@@ -334,6 +393,7 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         CommandArgs::Push {
             url,
             specs,
+            delete,
             repo,
             leases,
             atomic,
@@ -343,6 +403,7 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         } => {
             check_push_outputs(&g, dry_run, porcelain)?;
             check_remote_arg(&common, &url)?;
+            let specs = if delete { deletions(&specs)? } else { specs };
             let specs = validate_push_specs(&specs)?;
             let leases = validate_leases(&leases, &specs)?;
             check_push_options(&push_options)?;
@@ -370,6 +431,8 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
             call: forge::validate_forge(call)?,
         },
         CommandArgs::Ledger { what } => validate_ledger(&g, what)?,
+        CommandArgs::Completions { shell } => Action::Completions { shell },
+        CommandArgs::Man => Action::Man,
         CommandArgs::Demo => {
             check_demo_flags(&g)?;
             Action::Demo
@@ -424,6 +487,9 @@ fn validate_common(g: &GlobalArgs, default_profile: Profile) -> Result<Common, U
         https,
         json: g.json,
         verbose: g.verbose,
+        quiet: g.quiet && !g.json,
+        trace: g.trace,
+        metrics: g.metrics,
         progress: if g.progress {
             Some(true)
         } else if g.no_progress {
@@ -483,14 +549,25 @@ pub fn check_token_transport(
     Ok(())
 }
 
-/// `ls-refs <URL> [--prefix P]...`: literal prefixes.
+/// `ls-refs <URL|REMOTE> [<PATTERN>...] [--prefix P]...`: a URL checked
+/// now (a remote's name once the repository is found), literal prefixes,
+/// patterns without control characters.
 fn validate_ls_refs(
     common: &Common,
     url: String,
+    patterns: Vec<String>,
     prefixes: Vec<String>,
+    exit_code: bool,
 ) -> Result<Action, UsageError> {
-    let kind = check_git_url(&url)?;
-    check_token_transport(common, &url, kind)?;
+    check_remote_arg(common, &url)?;
+    for p in &patterns {
+        if p.is_empty() || p.chars().any(char::is_control) {
+            return Err(UsageError::new(
+                "<PATTERN>",
+                format!("{p:?}: empty, or contains control characters"),
+            ));
+        }
+    }
     for p in &prefixes {
         if p.contains('*') {
             return Err(UsageError::new(
@@ -505,7 +582,12 @@ fn validate_ls_refs(
             ));
         }
     }
-    Ok(Action::LsRefs { url, prefixes })
+    Ok(Action::LsRefs {
+        url,
+        patterns,
+        prefixes,
+        exit_code,
+    })
 }
 
 /// A push's outputs and id: `--dry-run` takes no operation id,
@@ -524,6 +606,23 @@ fn check_push_outputs(g: &GlobalArgs, dry_run: bool, porcelain: bool) -> Result<
         ));
     }
     Ok(())
+}
+
+/// `--delete <REF>...` as the push specs `:<REF>`: a plain ref name each,
+/// as git's `--delete` takes them (`SRC:DST` among them is refused).
+fn deletions(refs: &[String]) -> Result<Vec<String>, UsageError> {
+    refs.iter()
+        .map(|r| {
+            if r.contains(':') || r.starts_with('+') || r.is_empty() {
+                Err(UsageError::new(
+                    "--delete",
+                    format!("{r:?}: --delete takes plain ref names to delete, not [+]SRC:DST"),
+                ))
+            } else {
+                Ok(format!(":{r}"))
+            }
+        })
+        .collect()
 }
 
 /// The push specs, parsed in order; a destination named twice is refused.
@@ -609,8 +708,8 @@ fn validate_ledger(g: &GlobalArgs, what: LedgerArgs) -> Result<Action, UsageErro
     })
 }
 
-/// `demo` chooses its own bounds and prints prose: every flag but `-v` is
-/// refused.
+/// `demo` chooses its own bounds and prints prose: every flag but
+/// `--trace`, `--metrics` and `-C` is refused.
 fn check_demo_flags(g: &GlobalArgs) -> Result<(), UsageError> {
     let given = [
         ("--deadline", g.deadline.is_some()),
@@ -627,11 +726,13 @@ fn check_demo_flags(g: &GlobalArgs) -> Result<(), UsageError> {
         ("--json", g.json),
         ("--progress", g.progress),
         ("--no-progress", g.no_progress),
+        ("-v", g.verbose > 0),
+        ("-q", g.quiet),
     ];
     match given.iter().find(|(_, on)| *on) {
         Some((flag, _)) => Err(UsageError::new(
             *flag,
-            "demo chooses its own bounds and prints prose; only -v applies",
+            "demo chooses its own bounds and prints prose; only --trace, --metrics and -C apply",
         )),
         None => Ok(()),
     }

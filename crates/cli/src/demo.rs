@@ -328,7 +328,12 @@ fn stale_lease(scene: &Scene<'_>, work: &Work) -> Demo<bool> {
             &|_, _| true,
             &|src| format!("refs/heads/{src}"),
         );
-        say(&indent(&human::push(&out.operation.remote, &lines, false)));
+        say(&indent(&human::push(
+            &out.operation.remote,
+            &lines,
+            false,
+            false,
+        )));
     }
     say(&indent(&human::summary(&out)));
     let mut s = Step::new();

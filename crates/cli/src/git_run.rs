@@ -2,21 +2,57 @@
 //! under the process's policy, their lines printed as git prints them.
 
 use sluice_cli::{contract, human, Common};
-use sluice_git::GitClient;
-use sluice_policy::{Effect, OutcomeKind};
+use std::sync::Arc;
+
+use sluice_git::{CallOptions, GitClient};
+use sluice_policy::{Effect, OutcomeKind, Policy};
 
 use crate::progress;
-use crate::session::{emit, git_options, policy, progress_mode, refuse_untrusted};
+use crate::session::{
+    cancel_flag, credentials, emit, git_options, policy, progress_mode, refuse_untrusted,
+};
 
-/// `ls-refs <URL> [--prefix P]...`: the remote's refs, as `git ls-remote`
-/// prints them.
-pub(crate) fn ls_refs(common: &Common, url: &str, prefixes: &[String]) -> anyhow::Result<u8> {
+/// `ls-refs <URL|REMOTE> [<PATTERN>...]`: the remote resolved as fetch
+/// resolves it ([`sluice_cli::resolve_listing`]), its refs under the
+/// prefixes asked, those matching the patterns printed as `git ls-remote`
+/// prints them. With `--exit-code`, a listing in which nothing matched is
+/// exit 2, its empty value (or document) printed and nothing on stderr.
+pub(crate) fn ls_refs(
+    common: &Common,
+    url: &str,
+    patterns: &[String],
+    prefixes: &[String],
+    exit_code: bool,
+) -> anyhow::Result<u8> {
     let (url, https) = sluice_cli::resolve_listing(common, url)?;
     let client = GitClient::new(policy(common)).with_https(https);
     let out = client
         .ls_refs(&url, prefixes, &git_options(common))
         .map_err(|e| sluice_cli::input_error(&e))?;
-    let text = out.value.as_deref().map(human::ls_refs);
+    // A server may send more than the prefixes asked (a v0 one ignores
+    // them): kept only what they name, then what the patterns match.
+    let out = out.map(|refs| {
+        refs.into_iter()
+            .filter(|r| prefixes.is_empty() || prefixes.iter().any(|p| r.name.starts_with(p)))
+            .filter(|r| {
+                sluice_cli::ref_matches(&r.name, patterns)
+                    || (r.peeled.is_some()
+                        && sluice_cli::ref_matches(&format!("{}^{{}}", r.name), patterns))
+            })
+            .collect::<Vec<_>>()
+    });
+    let text = out
+        .value
+        .as_deref()
+        .map(|refs| human::ls_refs(refs, patterns));
+    let nothing = out.kind == OutcomeKind::Succeeded && text.as_deref().is_some_and(str::is_empty);
+    if exit_code && nothing {
+        if common.json {
+            let out = out.map(|v| contract::ls_refs_value(&v));
+            crate::stdout::write(format!("{}\n", contract::document(&out)).as_bytes());
+        }
+        return Ok(sluice_cli::EXIT_USAGE);
+    }
     Ok(emit(
         common,
         out.map(|v| contract::ls_refs_value(&v)),
@@ -46,7 +82,7 @@ pub(crate) fn fetch(
     let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Fetch)?;
     let https = sluice_cli::https_for_repo(common, &repo, &target.url)?;
     let client = GitClient::new(policy(common)).with_https(https);
-    let bar = progress::Bar::new("fetch", common.verbose > 0, progress_mode(common));
+    let bar = progress::Bar::new("fetch", quiet_bar(common), progress_mode(common));
     let mut opts = git_options(common);
     if let Some(cb) = bar.callback() {
         opts = opts.progress(cb);
@@ -66,14 +102,23 @@ pub(crate) fn fetch(
     let out = out?;
     let view = view_after(&repo);
     let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
-    let text = out
-        .value
-        .as_deref()
-        .map(|v| human::fetch(&out.operation.remote, v, common.verbose > 0, &abbrev));
+    let text = out.value.as_deref().map(|v| {
+        human::fetch(
+            &out.operation.remote,
+            v,
+            common.verbose > 0,
+            common.quiet,
+            &abbrev,
+        )
+    });
+    // git prints its fetch lines on stderr: so do we, before the summary.
+    if let Some(t) = text.filter(|_| !common.json) {
+        eprint!("{t}");
+    }
     Ok(emit(
         common,
         out.map(|v| contract::fetch_value(&v)),
-        text,
+        None,
         true,
     ))
 }
@@ -104,10 +149,23 @@ pub(crate) fn push(
         }
     };
     let target = sluice_cli::resolve_remote(common, url, &repo, gix::remote::Direction::Push)?;
-    let updates = sluice_cli::resolve_updates(specs, leases, &target, &repo)?;
     let https = sluice_cli::https_for_repo(common, &repo, &target.url)?;
+    // A deletion named short (`:side`, `--delete side`) names the remote's
+    // ref of that name, as git finds it: the remote's refs are read first.
+    let expanded;
+    let specs = if sluice_cli::deletes_a_short_name(specs) {
+        let names = match remote_names(common, &target.url, https.clone())? {
+            Ok(names) => names,
+            Err(code) => return Ok(code),
+        };
+        expanded = sluice_cli::expand_deletions(specs, &names)?;
+        &expanded[..]
+    } else {
+        specs
+    };
+    let updates = sluice_cli::resolve_updates(specs, leases, &target, &repo)?;
     let client = GitClient::new(policy(common)).with_https(https);
-    let bar = progress::Bar::new("push", common.verbose > 0, progress_mode(common));
+    let bar = progress::Bar::new("push", quiet_bar(common), progress_mode(common));
     let mut opts = git_options(common);
     if let Some(cb) = bar.callback() {
         opts = opts.progress(cb);
@@ -143,7 +201,12 @@ pub(crate) fn push(
             let done = matches!(out.kind, OutcomeKind::Succeeded | OutcomeKind::Answered);
             human::push_porcelain(&out.operation.remote, &lines, done)
         } else {
-            human::push(&out.operation.remote, &lines, common.verbose > 0)
+            human::push(
+                &out.operation.remote,
+                &lines,
+                common.verbose > 0,
+                common.quiet,
+            )
         }
     });
     Ok(emit(
@@ -152,6 +215,43 @@ pub(crate) fn push(
         text,
         !porcelain,
     ))
+}
+
+/// The names of the remote's refs, for deletions named short: listed
+/// under the command's bounds, credentials and https settings but outside
+/// its ledger (the operation id names the push, not this read). A listing
+/// that did not succeed ends the command: its outcome printed, its exit
+/// code the `Err`.
+fn remote_names(
+    common: &Common,
+    url: &str,
+    https: sluice_git::HttpsConfig,
+) -> anyhow::Result<Result<Vec<String>, u8>> {
+    let client = GitClient::new(Arc::new(Policy::builder().build())).with_https(https);
+    let mut opts = CallOptions::new()
+        .bounds(common.bounds)
+        .cancel(cancel_flag());
+    if let Some(c) = credentials(common) {
+        opts = opts.credentials(c);
+    }
+    let out = client
+        .ls_refs(url, &[], &opts)
+        .map_err(|e| sluice_cli::input_error(&e))?;
+    if out.kind != OutcomeKind::Succeeded {
+        return Ok(Err(emit(
+            common,
+            out.map(|v| contract::ls_refs_value(&v)),
+            None,
+            true,
+        )));
+    }
+    let refs = out.value.unwrap_or_default();
+    Ok(Ok(refs.into_iter().map(|r| r.name).collect()))
+}
+
+/// No progress bar: `-q` asked for none, or tracing writes to stderr.
+fn quiet_bar(common: &Common) -> bool {
+    common.quiet || common.trace > 0
 }
 
 /// After a push, the remote-tracking refs of the refs that landed, as git

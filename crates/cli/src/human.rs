@@ -10,18 +10,22 @@ use std::fmt::Write as _;
 use sluice_git::{FetchedRef, PushReport, PushSpec, RefStatus, RemoteRef};
 use sluice_policy::{Outcome, OutcomeKind, PreviousResult};
 
+use crate::target::ref_matches;
 use crate::terminal::visible;
 
 /// ls-refs as `git ls-remote` prints it: `<oid>\t<name>`, and
-/// `<peeled>\t<name>^{}` for annotated tags. Unborn refs have no line.
-pub fn ls_refs(refs: &[RemoteRef]) -> String {
+/// `<peeled>\t<name>^{}` for annotated tags, each line only when its
+/// name matches `patterns` ([`crate::target::ref_matches`]: git matches
+/// `v1^{}` apart from `v1`). Unborn refs have no line.
+pub fn ls_refs(refs: &[RemoteRef], patterns: &[String]) -> String {
     let mut s = String::new();
     for r in refs {
-        if let Some(oid) = r.oid {
+        if let Some(oid) = r.oid.filter(|_| ref_matches(&r.name, patterns)) {
             let _ = writeln!(s, "{oid}\t{}", r.name);
         }
-        if let Some(p) = r.peeled {
-            let _ = writeln!(s, "{p}\t{}^{{}}", r.name);
+        let peeled_name = format!("{}^{{}}", r.name);
+        if let Some(p) = r.peeled.filter(|_| ref_matches(&peeled_name, patterns)) {
+            let _ = writeln!(s, "{p}\t{peeled_name}");
         }
     }
     s
@@ -32,11 +36,13 @@ pub fn ls_refs(refs: &[RemoteRef]) -> String {
 /// (forced update)`, ` t [tag update]`, ` ! [rejected] … (reason)`, ` - [deleted] (none) -> …`
 /// (pruned) — with object ids
 /// abbreviated by `abbrev`. Refs left as they were are printed only when
-/// `verbose` (` = [up to date]`), as with `git fetch -v`.
+/// `verbose` (` = [up to date]`), as with `git fetch -v`; when `quiet`
+/// (`-q`), only the refused refs are.
 pub fn fetch(
     remote: &str,
     refs: &[FetchedRef],
     verbose: bool,
+    quiet: bool,
     abbrev: &dyn Fn(&gix::ObjectId) -> String,
 ) -> String {
     use sluice_git::FetchStatus;
@@ -49,6 +55,9 @@ pub fn fetch(
     };
     let mut s = String::new();
     for r in refs {
+        if quiet && r.status != FetchStatus::Rejected {
+            continue;
+        }
         let what = match &r.local_ref {
             Some(l) => format!("{:<10} -> {}", short(&r.remote_ref), short(l)),
             None => format!("{:<10} -> FETCH_HEAD", short(&r.remote_ref)),
@@ -172,8 +181,10 @@ pub fn push_lines(
                     ),
                 ),
                 RefStatus::Ok => match (r.old, r.new) {
-                    _ if r.is_up_to_date() => ('=', "[up to date]".to_string(), String::new()),
+                    // A deletion, of a ref the remote had or not: git's
+                    // line either way.
                     (_, None) => ('-', "[deleted]".to_string(), String::new()),
+                    _ if r.is_up_to_date() => ('=', "[up to date]".to_string(), String::new()),
                     (None, Some(_)) => (
                         '*',
                         if tag { "[new tag]" } else { "[new branch]" }.to_string(),
@@ -215,13 +226,39 @@ fn short_ref(name: &str) -> &str {
 /// ` + …...… main -> main (forced update)`, ` - [deleted]         x`,
 /// ` ! [rejected]        main -> main (non-fast-forward)`,
 /// ` ! [remote rejected] main -> main (pre-receive hook declined)`);
-/// up-to-date refs only when `verbose`.
-pub fn push(remote: &str, lines: &[PushLine], verbose: bool) -> String {
+/// up-to-date refs only when `verbose`, and `Everything up-to-date` when
+/// every ref was (alone, without `verbose`); when `quiet` (`-q`), only the
+/// refused refs and those whose fate is unknown (nothing at all, not even
+/// `To`, when there are none).
+pub fn push(remote: &str, lines: &[PushLine], verbose: bool, quiet: bool) -> String {
+    let everything = !lines.is_empty() && lines.iter().all(|l| l.flag == '=');
+    if everything && !quiet {
+        let shown = if verbose {
+            push_listing(remote, lines, true, false)
+        } else {
+            String::new()
+        };
+        return shown + "Everything up-to-date\n";
+    }
+    push_listing(remote, lines, verbose, quiet)
+}
+
+/// `To <remote>` and the lines [`push`] shows.
+fn push_listing(remote: &str, lines: &[PushLine], verbose: bool, quiet: bool) -> String {
+    let shown: Vec<&PushLine> = lines
+        .iter()
+        .filter(|l| match l.flag {
+            '!' | '?' => true,
+            _ if quiet => false,
+            '=' => verbose,
+            _ => true,
+        })
+        .collect();
+    if quiet && shown.is_empty() {
+        return String::new();
+    }
     let mut s = format!("To {remote}\n");
-    for l in lines {
-        if l.flag == '=' && !verbose {
-            continue;
-        }
+    for l in shown {
         let what = if l.from.is_empty() {
             short_ref(&l.to).to_string()
         } else {
@@ -557,20 +594,23 @@ mod tests {
             gix::ObjectId::from_hex(b"0123456789abcdef0123456789abcdef01234567").expect("hex");
         let peeled =
             gix::ObjectId::from_hex(b"89abcdef0123456789abcdef0123456789abcdef").expect("hex");
-        let out = ls_refs(&[
-            RemoteRef {
-                name: "refs/tags/v1".into(),
-                oid: Some(oid),
-                peeled: Some(peeled),
-                symref_target: None,
-            },
-            RemoteRef {
-                name: "HEAD".into(),
-                oid: None,
-                peeled: None,
-                symref_target: Some("refs/heads/main".into()),
-            },
-        ]);
+        let out = ls_refs(
+            &[
+                RemoteRef {
+                    name: "refs/tags/v1".into(),
+                    oid: Some(oid),
+                    peeled: Some(peeled),
+                    symref_target: None,
+                },
+                RemoteRef {
+                    name: "HEAD".into(),
+                    oid: None,
+                    peeled: None,
+                    symref_target: Some("refs/heads/main".into()),
+                },
+            ],
+            &[],
+        );
         assert_eq!(
             out,
             "0123456789abcdef0123456789abcdef01234567\trefs/tags/v1\n\

@@ -80,6 +80,11 @@ pub(crate) fn warn_id_without_ledger(common: &Common) {
     }
 }
 
+/// The version of `ledger show --json`'s `{ "schema", "entry" }` and
+/// `ledger list --json`'s `{ "schema", "entries" }` (additions keep it,
+/// changes bump it).
+const LEDGER_SCHEMA: u32 = 1;
+
 /// A ledger read failed: said on stderr, exit 5.
 fn ledger_failed(e: impl std::fmt::Display) -> u8 {
     eprintln!("error: {e}");
@@ -97,7 +102,8 @@ fn read_ledger(common: &Common) -> Result<Store, u8> {
 }
 
 /// `ledger show <ID>`: exit 0 with the entry, 1 when the id is not in the
-/// ledger, 5 when the ledger cannot be read (or is not there).
+/// ledger (`"entry": null` with `--json`), 5 when the ledger cannot be
+/// read (or is not there).
 pub(crate) fn show(common: &Common, id: &str) -> anyhow::Result<u8> {
     let ledger = match read_ledger(common) {
         Ok(l) => l,
@@ -109,7 +115,8 @@ pub(crate) fn show(common: &Common, id: &str) -> anyhow::Result<u8> {
     };
     match (&entry, common.json) {
         (_, true) => {
-            stdout::write(format!("{}\n", serde_json::to_string(&entry)?).as_bytes());
+            let doc = serde_json::json!({ "schema": LEDGER_SCHEMA, "entry": &entry });
+            stdout::write(format!("{doc}\n").as_bytes());
         }
         (Some(e), false) => stdout::write(entry_line(e).as_bytes()),
         (None, false) => eprintln!("{id}: not in the ledger (never claimed, or pruned)"),
@@ -133,7 +140,8 @@ pub(crate) fn list(common: &Common, since: Duration) -> anyhow::Result<u8> {
         Err(e) => return Ok(ledger_failed(e)),
     };
     let text = if common.json {
-        format!("{}\n", serde_json::to_string(&entries)?)
+        let doc = serde_json::json!({ "schema": LEDGER_SCHEMA, "entries": &entries });
+        format!("{doc}\n")
     } else {
         entries.iter().map(entry_line).collect()
     };

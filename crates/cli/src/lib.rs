@@ -54,7 +54,7 @@
 //! The binary (`src/main.rs`) adds what only a process needs: `session`
 //! (the policy, credentials, cancel flag and output its commands share),
 //! `git_run`, `forge_run` and `ledger_cmd` (the commands), `progress` (the
-//! progress line), `summary` (`-v`'s metrics recorder), and `demo`
+//! progress line), `summary` (`--metrics`' recorder), and `demo`
 //! (`sluice-remote demo`, with the default `demo` feature; `no_demo.rs`
 //! stands in for it without, so the service's build links no test kit).
 //!
@@ -81,12 +81,12 @@ pub mod usage;
 
 pub use args::{Cli, CommandArgs, GlobalArgs, HttpArgs, LedgerArgs};
 pub use config::{
-    check_git_url, check_http_url, check_token_transport, parse, parse_duration, validate, Action,
-    Common, Config,
+    check_git_url, check_http_url, check_token_transport, enter_dirs, parse, parse_duration,
+    validate, Action, Common, Config,
 };
 pub use target::{
-    https_for, https_for_repo, input_error, open_repo, resolve_listing, resolve_remote,
-    resolve_updates, RepoError, Target,
+    deletes_a_short_name, expand_deletions, https_for, https_for_repo, input_error, open_repo,
+    ref_matches, resolve_listing, resolve_remote, resolve_updates, RepoError, Target,
 };
 pub use usage::{
     clap_message, exit_code, ParseError, UsageError, EXIT_ANSWERED, EXIT_LOCAL_ERROR,

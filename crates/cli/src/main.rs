@@ -27,7 +27,7 @@ mod summary;
 use std::io::IsTerminal;
 use std::process::ExitCode;
 
-use sluice_cli::{Action, Config, ParseError, UsageError};
+use sluice_cli::{Action, Config, UsageError};
 
 fn main() -> ExitCode {
     // A bug must still end in one line on stderr, never a backtrace.
@@ -44,23 +44,26 @@ fn main() -> ExitCode {
             .unwrap_or_default();
         eprintln!("error: internal error{at}: {msg}");
     }));
-    let config = match sluice_cli::parse(std::env::args_os()) {
-        Ok(c) => c,
-        Err(ParseError::Clap(e)) => {
-            // --help / --version print to stdout and exit 0; usage errors
-            // print to stderr and exit 2.
-            if e.kind() == clap::error::ErrorKind::MissingRequiredArgument {
-                eprint!("{}", sluice_cli::clap_message(&e));
-            } else {
-                let _ = e.print();
-            }
-            return ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2));
-        }
-        Err(ParseError::Usage(e)) => return usage(&e),
+    let cli = match <sluice_cli::Cli as clap::Parser>::try_parse_from(std::env::args_os()) {
+        Ok(cli) => cli,
+        Err(e) => return clap_error(&e),
     };
-    // `-v`: the metrics of this run, summed up on stderr at exit.
-    let metrics = if config.common.verbose > 0 {
-        init_tracing(config.common.verbose);
+    // `-C`, as git's: before anything else is read (the --ca-file and
+    // --ledger paths, the repository, its configuration).
+    if let Err(e) = sluice_cli::enter_dirs(&cli.global.dirs) {
+        return usage(&e);
+    }
+    let config = match sluice_cli::validate(cli) {
+        Ok(c) => c,
+        Err(e) => return usage(&e),
+    };
+    // Tracing only when asked (`--trace`, or RUST_LOG); the metrics of
+    // this run, summed up on stderr at exit, only with `--metrics`.
+    let rust_log = std::env::var_os("RUST_LOG").is_some_and(|v| !v.is_empty());
+    if config.common.trace > 0 || rust_log {
+        init_tracing(config.common.trace, rust_log);
+    }
+    let metrics = if config.common.metrics {
         summary::Summary::install()
     } else {
         None
@@ -92,26 +95,43 @@ fn run_action(config: &Config) -> ExitCode {
     }
 }
 
+/// clap's own error: `--help` / `--version` on stdout (exit 0), a usage
+/// error on stderr (exit 2).
+fn clap_error(e: &clap::Error) -> ExitCode {
+    if e.kind() == clap::error::ErrorKind::MissingRequiredArgument {
+        eprint!("{}", sluice_cli::clap_message(e));
+    } else {
+        let _ = e.print();
+    }
+    ExitCode::from(u8::try_from(e.exit_code()).unwrap_or(2))
+}
+
 fn usage(e: &UsageError) -> ExitCode {
     eprintln!("error: {e}");
     ExitCode::from(sluice_cli::EXIT_USAGE)
 }
 
-/// `-v`: debug tracing of the sluice crates to stderr (`-vv`: trace).
-fn init_tracing(verbose: u8) {
-    let level = if verbose >= 2 { "trace" } else { "debug" };
-    let filter = [
-        "sluice_policy",
-        "sluice_git",
-        "sluice_forge",
-        "sluice_cli",
-        "sluice_remote",
-        "sluice_testkit",
-    ]
-    .iter()
-    .fold(String::from("warn"), |acc, c| format!("{acc},{c}={level}"));
+/// `--trace`: debug tracing of the sluice crates to stderr (twice:
+/// trace); RUST_LOG, when set, chooses what is traced instead.
+fn init_tracing(trace: u8, rust_log: bool) {
+    let filter = if rust_log {
+        tracing_subscriber::EnvFilter::from_default_env()
+    } else {
+        let level = if trace >= 2 { "trace" } else { "debug" };
+        let directives = [
+            "sluice_policy",
+            "sluice_git",
+            "sluice_forge",
+            "sluice_cli",
+            "sluice_remote",
+            "sluice_testkit",
+        ]
+        .iter()
+        .fold(String::from("warn"), |acc, c| format!("{acc},{c}={level}"));
+        tracing_subscriber::EnvFilter::new(directives)
+    };
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::new(filter))
+        .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(std::io::stderr().is_terminal())
         .try_init();
@@ -120,7 +140,12 @@ fn init_tracing(verbose: u8) {
 fn run(config: &Config) -> anyhow::Result<u8> {
     let common = &config.common;
     match &config.action {
-        Action::LsRefs { url, prefixes } => git_run::ls_refs(common, url, prefixes),
+        Action::LsRefs {
+            url,
+            patterns,
+            prefixes,
+            exit_code,
+        } => git_run::ls_refs(common, url, patterns, prefixes, *exit_code),
         Action::Fetch {
             url,
             refspecs,
@@ -148,6 +173,71 @@ fn run(config: &Config) -> anyhow::Result<u8> {
         Action::Forge { api, call } => forge_run::run(common, api, call),
         Action::LedgerShow { id } => ledger_cmd::show(common, id),
         Action::LedgerList { since } => ledger_cmd::list(common, *since),
+        Action::Completions { shell } => Ok(completions(*shell)),
+        Action::Man => man(),
         Action::Demo => Ok(demo::run()),
     }
+}
+
+/// `completions <SHELL>`: the script on stdout, from the clap definitions.
+fn completions(shell: clap_complete::Shell) -> u8 {
+    let mut cmd = <sluice_cli::Cli as clap::CommandFactory>::command();
+    let mut script = Vec::new();
+    clap_complete::generate(shell, &mut cmd, "sluice-remote", &mut script);
+    if shell == clap_complete::Shell::Bash {
+        // clap_complete's bash script spells a hyphenated binary's state
+        // two ways (`sluice__remote__subcmd__push` in the loop that finds
+        // the command, `sluice__subcmd__remote__subcmd__push` in the arms
+        // that complete it: clap-rs/clap#6421), so no command's options
+        // would complete: the arms are spelled as the loop spells them.
+        let text = String::from_utf8_lossy(&script)
+            .replace("sluice__subcmd__remote", "sluice__remote")
+            .into_bytes();
+        script = text;
+    }
+    stdout::write(&script);
+    sluice_cli::EXIT_SUCCEEDED
+}
+
+/// `man`: the man page (roff) on stdout, from the clap definitions: the
+/// command's page, then a section for each command (its synopsis, its
+/// description and its own options), subcommands included.
+fn man() -> anyhow::Result<u8> {
+    let cmd = <sluice_cli::Cli as clap::CommandFactory>::command();
+    let mut page = Vec::new();
+    clap_mangen::Man::new(cmd.clone()).render(&mut page)?;
+    man_sections(&cmd, "sluice-remote", &mut page)?;
+    stdout::write(&page);
+    Ok(sluice_cli::EXIT_SUCCEEDED)
+}
+
+/// A section per subcommand of `cmd` (named `<parent> <name>`), each
+/// holding its synopsis, description, options and examples as
+/// subsections, then its own subcommands' sections.
+fn man_sections(cmd: &clap::Command, parent: &str, page: &mut Vec<u8>) -> std::io::Result<()> {
+    for sub in cmd.get_subcommands().filter(|s| s.get_name() != "help") {
+        let name = format!("{parent} {}", sub.get_name());
+        let man = clap_mangen::Man::new(sub.clone().bin_name(name.clone()));
+        let mut section = Vec::new();
+        man.render_synopsis_section(&mut section)?;
+        man.render_description_section(&mut section)?;
+        if sub.get_arguments().any(|a| !a.is_hide_set()) {
+            man.render_options_section(&mut section)?;
+        }
+        if sub.get_after_help().is_some() {
+            man.render_extra_section(&mut section)?;
+        }
+        page.extend_from_slice(format!(".SH \"{}\"\n", name.to_uppercase()).as_bytes());
+        // The page's sections become this command's subsections.
+        for line in String::from_utf8_lossy(&section).lines() {
+            let line = match line.strip_prefix(".SH ") {
+                Some(title) => format!(".SS {title}"),
+                None => line.to_string(),
+            };
+            page.extend_from_slice(line.as_bytes());
+            page.push(b'\n');
+        }
+        man_sections(sub, &name, page)?;
+    }
+    Ok(())
 }

@@ -13,7 +13,7 @@
 //! * `--progress` when stderr is not a terminal: a plain line when the stage
 //!   changes and at most once a second within one, as git's `--progress`
 //!   does into a pipe.
-//! * `--no-progress`, `-v` (tracing writes to stderr), or the default when
+//! * `--no-progress`, `-q`, `--trace` (tracing writes to stderr), or the default when
 //!   stderr is not a terminal: nothing.
 
 use std::io::{IsTerminal, Write};

@@ -101,7 +101,8 @@ pub(crate) fn refuse_untrusted(
 /// not stdout could be written: see [`stdout::write`]). With `--json`, exactly one
 /// document on stdout; otherwise the value's text on stdout and the summary
 /// on stderr (always for fetch and push; for reads only when there was
-/// more than one attempt or the read did not succeed).
+/// more than one attempt or the read did not succeed; with `-q`, never for
+/// an outcome that succeeded).
 pub(crate) fn emit<T: Serialize>(
     common: &Common,
     out: Outcome<T>,
@@ -123,11 +124,30 @@ pub(crate) fn emit<T: Serialize>(
             stdout::write(t.as_bytes());
         }
         let notable = out.kind != OutcomeKind::Succeeded || out.attempts.len() > 1;
-        if always_summary || notable {
+        let quiet = common.quiet && out.kind == OutcomeKind::Succeeded;
+        if quiet {
+            // The remote's words are still said; the summary is not.
+            let words: Vec<String> = (out.remote_messages.iter())
+                .filter(|m| !is_pack_summary(m))
+                .cloned()
+                .collect();
+            eprint!("{}", human::remote_lines(&words));
+        } else if always_summary || notable {
             eprint!("{}", human::summary(&out));
         }
     }
     code
+}
+
+/// Whether `line` is the pack summary git's pack-objects ends its
+/// progress with (`Total 4 (delta 0), reused 0 (delta 0), pack-reused 0`).
+/// `git fetch -q` asks the server for no progress, so that line never
+/// comes; the client does not ask, so `-q` leaves it out here.
+fn is_pack_summary(line: &str) -> bool {
+    line.strip_prefix("Total ").is_some_and(|rest| {
+        rest.split_once(' ')
+            .is_some_and(|(n, tail)| n.parse::<u64>().is_ok() && tail.starts_with("(delta "))
+    })
 }
 
 /// `--progress` / `--no-progress` as the progress module takes them.

@@ -1,5 +1,5 @@
-//! `-v`: a small in-process `metrics` recorder, and the summary of what it
-//! recorded, printed to stderr at exit. Without `-v` no recorder is
+//! `--metrics`: a small in-process `metrics` recorder, and the summary of what it
+//! recorded, printed to stderr at exit. Without `--metrics` no recorder is
 //! installed and recording costs nothing (the library installs none).
 
 use std::collections::BTreeMap;

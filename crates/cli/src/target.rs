@@ -156,23 +156,34 @@ pub fn https_for(
     Ok(https)
 }
 
-/// Where `ls-refs <URL>` leads, as `git ls-remote` finds it: in the
-/// repository found from the working directory (when there is one it may
-/// read), the URL rewritten by its `insteadOf` and its https settings for
-/// that URL; elsewhere the global configuration's.
+/// Where `ls-refs <URL|REMOTE>` leads, as `git ls-remote` finds it: in the
+/// repository found from the working directory, the argument is resolved
+/// as fetch resolves it ([`resolve_remote`]: a remote's name, `insteadOf`)
+/// and that repository's configuration gives the https settings for the
+/// URL ([`https_for_repo`]); where none is found (or one owned by another
+/// user that `safe.directory` does not allow, which git's gentle discovery
+/// passes over too), the argument is a URL or a path, rewritten by the
+/// global configuration's `insteadOf`, whose https settings apply
+/// ([`https_for`]).
 pub fn resolve_listing(
     common: &Common,
     arg: &str,
 ) -> Result<(String, sluice_git::HttpsConfig), UsageError> {
-    let config = match open_repo(None) {
-        Ok(repo) => repo.config_snapshot().plumbing().clone(),
-        Err(_) => gix::config::File::from_globals().unwrap_or_default(),
-    };
-    let url = sluice_git::rewrite_url(&config, arg, gix::remote::Direction::Fetch);
-    let kind = check_git_url(&url)?;
-    check_token_transport(common, &url, kind)?;
-    let https = https_for(common, &config, &url)?;
-    Ok((url, https))
+    match open_repo(None) {
+        Ok(repo) => {
+            let target = resolve_remote(common, arg, &repo, gix::remote::Direction::Fetch)?;
+            let https = https_for_repo(common, &repo, &target.url)?;
+            Ok((target.url, https))
+        }
+        Err(_) => {
+            let config = gix::config::File::from_globals().unwrap_or_default();
+            let url = sluice_git::rewrite_url(&config, arg, gix::remote::Direction::Fetch);
+            let kind = check_git_url(&url)?;
+            check_token_transport(common, &url, kind)?;
+            let https = https_for(common, &config, &url)?;
+            Ok((url, https))
+        }
+    }
 }
 
 /// Resolve the push specs against `repo` — sources, short destinations
@@ -268,4 +279,149 @@ pub fn input_error(e: &sluice_git::InputError) -> UsageError {
         _ => "<ARGS>",
     };
     UsageError::new(arg, e.to_string())
+}
+
+/// Whether a ref name matches `git ls-remote`'s patterns: none given, or
+/// the name equal to one or ending in `/<pattern>`, a pattern's globs
+/// matched as git's `wildmatch` matches them without `WM_PATHNAME` (`*`
+/// crosses `/`).
+pub fn ref_matches(name: &str, patterns: &[String]) -> bool {
+    use gix::bstr::ByteSlice;
+    if patterns.is_empty() {
+        return true;
+    }
+    let path = format!("/{name}");
+    patterns.iter().any(|p| {
+        let pattern = format!("*/{p}");
+        gix::glob::wildmatch(
+            pattern.as_bytes().as_bstr(),
+            path.as_bytes().as_bstr(),
+            gix::glob::wildmatch::Mode::empty(),
+        )
+    })
+}
+
+/// Whether a push spec deletes a ref named short (`:side`, `--delete
+/// side`): git finds it among the remote's refs ([`expand_deletions`]).
+pub fn deletes_a_short_name(specs: &[PushSpec]) -> bool {
+    specs
+        .iter()
+        .any(|s| s.src.is_none() && !s.dst.starts_with("refs/"))
+}
+
+/// The deletions named short (`:side`) expanded as git expands them, by
+/// the remote's refs (`remote`, their full names): of git's candidates
+/// (`refs/<name>`, `refs/tags/<name>`, `refs/heads/<name>`,
+/// `refs/remotes/<name>`, `refs/remotes/<name>/HEAD`) the one the remote
+/// has, a branch or a tag before any other. None (git: "unable to delete
+/// 'x': remote ref does not exist") or two of a kind is bad input.
+pub fn expand_deletions(
+    specs: &[PushSpec],
+    remote: &[String],
+) -> Result<Vec<PushSpec>, UsageError> {
+    specs
+        .iter()
+        .map(|s| {
+            if s.src.is_some() || s.dst.starts_with("refs/") {
+                return Ok(s.clone());
+            }
+            let name = &s.dst;
+            let candidates = [
+                format!("refs/{name}"),
+                format!("refs/tags/{name}"),
+                format!("refs/heads/{name}"),
+                format!("refs/remotes/{name}"),
+                format!("refs/remotes/{name}/HEAD"),
+            ];
+            let found: Vec<&String> = candidates.iter().filter(|c| remote.contains(c)).collect();
+            let (strong, weak): (Vec<&String>, Vec<&String>) = found
+                .into_iter()
+                .partition(|c| c.starts_with("refs/heads/") || c.starts_with("refs/tags/"));
+            let pick = if strong.is_empty() { weak } else { strong };
+            match pick.as_slice() {
+                [one] => Ok(PushSpec {
+                    force: s.force,
+                    src: None,
+                    dst: (*one).clone(),
+                }),
+                [] => Err(UsageError::new(
+                    "[+]SRC:DST",
+                    format!("unable to delete {name:?}: remote ref does not exist"),
+                )),
+                many => Err(UsageError::new(
+                    "[+]SRC:DST",
+                    format!(
+                        "{name:?} matches more than one of the remote's refs ({}): give the full name",
+                        many.iter().map(|m| m.as_str()).collect::<Vec<_>>().join(", ")
+                    ),
+                )),
+            }
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn pats(p: &[&str]) -> Vec<String> {
+        p.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn patterns_match_a_tail_of_the_name_as_git_ls_remote_does() {
+        let cases: &[(&str, &[&str], bool)] = &[
+            ("refs/heads/main", &[], true),
+            ("refs/heads/main", &["main"], true),
+            ("refs/remotes/origin/main", &["main"], true),
+            ("refs/heads/notmain", &["main"], false),
+            ("HEAD", &["HEAD"], true),
+            ("refs/heads/main", &["heads/main"], true),
+            ("refs/heads/main", &["eads/main"], false),
+            ("refs/tags/v1.0", &["v1*"], true),
+            ("refs/tags/v1.0^{}", &["v1.0"], false),
+            ("refs/tags/v1.0^{}", &["v1*"], true),
+            ("refs/heads/a/b", &["heads/*"], true),
+            ("refs/heads/main", &["ma?n"], true),
+            ("refs/heads/main", &["x", "main"], true),
+        ];
+        for (name, p, want) in cases {
+            assert_eq!(ref_matches(name, &pats(p)), *want, "{name} {p:?}");
+        }
+    }
+
+    #[test]
+    fn a_deletion_named_short_takes_the_remotes_ref_of_that_name() {
+        let remote = pats(&[
+            "HEAD",
+            "refs/heads/side",
+            "refs/tags/v1",
+            "refs/heads/both",
+            "refs/tags/both",
+            "refs/remotes/mirror",
+            "refs/heads/kept",
+        ]);
+        let spec = |s: &str| PushSpec::parse(s).expect("a spec");
+        let specs = [spec(":side"), spec(":v1"), spec(":mirror"), spec("kept")];
+        let out = expand_deletions(&specs, &remote).expect("expanded");
+        let dsts: Vec<&str> = out.iter().map(|s| s.dst.as_str()).collect();
+        assert_eq!(
+            dsts,
+            [
+                "refs/heads/side",
+                "refs/tags/v1",
+                "refs/remotes/mirror",
+                "kept"
+            ]
+        );
+        assert!(deletes_a_short_name(&specs));
+        assert!(!deletes_a_short_name(&out[..2]));
+        let missing = expand_deletions(&[spec(":gone")], &remote).unwrap_err();
+        assert!(
+            missing.message.contains("remote ref does not exist"),
+            "{missing}"
+        );
+        let two = expand_deletions(&[spec(":both")], &remote).unwrap_err();
+        assert!(two.message.contains("more than one"), "{two}");
+    }
 }

@@ -54,6 +54,59 @@ pub fn sluice(args: &[&str]) -> Run {
     }
 }
 
+/// `program args` run in `dir` with the tests' deterministic git
+/// environment (no system or global config, fixed identity and dates), no
+/// proxy variable, no roots file and no RUST_LOG, then `env` on top.
+pub fn run_in(program: &str, dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Run {
+    let mut cmd = Command::new(program);
+    repo::deterministic_env(&mut cmd);
+    cmd.current_dir(dir)
+        .args(args)
+        .env_remove("RUST_LOG")
+        .env_remove("RUST_BACKTRACE")
+        .env_remove("SSL_CERT_FILE")
+        .env_remove("GIT_SSL_CAINFO");
+    for v in [
+        "http_proxy",
+        "HTTP_PROXY",
+        "https_proxy",
+        "HTTPS_PROXY",
+        "all_proxy",
+        "ALL_PROXY",
+    ] {
+        cmd.env_remove(v);
+    }
+    let out = cmd
+        .envs(env.iter().copied())
+        .stdin(Stdio::null())
+        .output()
+        .expect("the program runs");
+    Run {
+        code: out.status.code().unwrap_or(-1),
+        stdout: String::from_utf8_lossy(&out.stdout).into_owned(),
+        stderr: String::from_utf8_lossy(&out.stderr).into_owned(),
+    }
+}
+
+/// `sluice-remote args...` in `dir` (see [`run_in`]).
+pub fn sl_in(dir: &Path, args: &[&str]) -> Run {
+    run_in(env!("CARGO_BIN_EXE_sluice-remote"), dir, args, &[])
+}
+
+/// `git args...` in `dir` (see [`run_in`]).
+pub fn git_in(dir: &Path, args: &[&str]) -> Run {
+    run_in("git", dir, args, &[])
+}
+
+/// A clone of `url` at `to`, made by git.
+pub fn clone_of(url: &str, to: &Path) -> PathBuf {
+    repo::git(
+        to.parent().expect("a parent"),
+        &["clone", "-q", url, &to.display().to_string()],
+    );
+    to.to_path_buf()
+}
+
 /// A temporary directory with the `small` fixture served by `git daemon`
 /// (as `small.git`) and a fault proxy in front of it.
 pub struct World {

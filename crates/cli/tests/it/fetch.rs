@@ -1,4 +1,4 @@
-//! `fetch` prints what it did the way `git fetch` does, and a ref refused by
+//! `fetch` prints what it did the way `git fetch` does (on stderr, as git), and a ref refused by
 //! git's rules is exit 1 with the others still updated.
 
 use crate::common;
@@ -13,10 +13,10 @@ fn fetch_prints_like_git_and_a_refused_ref_is_exit_1() {
     let spec = "refs/heads/*:refs/remotes/origin/*";
     let first = sluice(&["fetch", &w.url(), spec, "--repo", &p(&local)]);
     assert_eq!(first.code, 0, "{first:?}");
-    assert!(first.stdout.starts_with("From git://"), "{first:?}");
+    assert!(first.stderr.starts_with("From git://"), "{first:?}");
     assert!(
         first
-            .stdout
+            .stderr
             .lines()
             .any(|l| l.starts_with(" * [new branch]") && l.ends_with("-> origin/main")),
         "{first:?}"
@@ -25,8 +25,12 @@ fn fetch_prints_like_git_and_a_refused_ref_is_exit_1() {
     let quiet = sluice(&["fetch", &w.url(), spec, "--repo", &p(&local)]);
     assert_eq!(quiet.code, 0);
     assert_eq!(quiet.stdout, "", "{quiet:?}");
+    assert!(
+        !quiet.stderr.lines().any(|l| l.starts_with(' ')),
+        "{quiet:?}"
+    );
     let verbose = sluice(&["fetch", &w.url(), spec, "--repo", &p(&local), "-v"]);
-    assert!(verbose.stdout.contains(" = [up to date]"), "{verbose:?}");
+    assert!(verbose.stderr.contains(" = [up to date]"), "{verbose:?}");
 
     // main rewritten on the server: refused without +, the JSON says so.
     let srv = w.server();
@@ -40,7 +44,7 @@ fn fetch_prints_like_git_and_a_refused_ref_is_exit_1() {
     assert_eq!(refused.code, 1, "{refused:?}");
     assert!(
         refused
-            .stdout
+            .stderr
             .lines()
             .any(|l| l.starts_with(" ! [rejected]") && l.ends_with("(non-fast-forward)")),
         "{refused:?}"
@@ -67,7 +71,7 @@ fn fetch_prints_like_git_and_a_refused_ref_is_exit_1() {
     assert_eq!(forced.code, 0, "{forced:?}");
     assert!(
         forced
-            .stdout
+            .stderr
             .lines()
             .any(|l| l.starts_with(" + ") && l.ends_with("(forced update)")),
         "{forced:?}"
@@ -168,7 +172,7 @@ fn prune_tags_and_no_tags_leave_the_refs_git_leaves_and_print_what_git_prints() 
         repo::rev_parse(&by_us, "refs/remotes/origin/added").as_deref(),
         Some(added.as_str())
     );
-    let ours = shapes(run.stdout.lines());
+    let ours = shapes(run.stderr.lines());
     assert_eq!(
         ours,
         shapes(git_lines.iter().map(String::as_str)),
@@ -180,7 +184,7 @@ fn prune_tags_and_no_tags_leave_the_refs_git_leaves_and_print_what_git_prints() 
         "{ours:?}"
     );
     // Deleted lines come first, as git prints them.
-    let first = run.stdout.lines().nth(1).unwrap_or("");
+    let first = run.stderr.lines().nth(1).unwrap_or("");
     assert!(first.starts_with(" - [deleted]"), "{run:?}");
 
     // The JSON names the pruned ref with the value it had.

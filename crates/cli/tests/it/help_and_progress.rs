@@ -40,7 +40,7 @@ fn every_command_help_has_examples_exit_codes_and_profiles() {
     }
     let demo = sluice(&["demo", "--help"]);
     assert_eq!(demo.code, 0, "{demo:?}");
-    assert!(demo.stdout.contains("-v, --verbose"), "{}", demo.stdout);
+    assert!(demo.stdout.contains("--trace"), "{}", demo.stdout);
     for offered in [
         "--json",
         "--deadline",

@@ -18,7 +18,7 @@ use sluice_policy::{Class, OutcomeKind, Policy};
 fn listed_ids(ledger: &std::path::Path) -> Vec<String> {
     let list = sluice(&["ledger", "list", "--ledger", &p(ledger), "--json"]);
     assert_eq!(list.code, 0, "{list:?}");
-    list.json()
+    list.json()["entries"]
         .as_array()
         .expect("a list")
         .iter()

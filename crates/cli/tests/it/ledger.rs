@@ -67,7 +67,10 @@ fn ledger_show_and_list_say_what_ran_under_an_id() {
         "--json",
     ]);
     assert_eq!(show.code, 0, "{show:?}");
-    let entry = show.json();
+    let doc = show.json();
+    assert_eq!(doc["schema"], 1, "{doc}");
+    assert_eq!(doc.as_object().map(|o| o.len()), Some(2), "{doc}");
+    let entry = &doc["entry"];
     assert_eq!(entry["id"], "land-17");
     assert_eq!(entry["run"]["result"], "succeeded");
     assert_eq!(entry["run"]["attempts"].as_array().unwrap().len(), 1);
@@ -78,6 +81,19 @@ fn ledger_show_and_list_say_what_ran_under_an_id() {
     let missing = sluice(&["ledger", "show", "land-18", "--ledger", &p(&ledger)]);
     assert_eq!(missing.code, 1, "{missing:?}");
     assert!(missing.stdout.is_empty());
+    let missing = sluice(&[
+        "ledger",
+        "show",
+        "land-18",
+        "--ledger",
+        &p(&ledger),
+        "--json",
+    ]);
+    assert_eq!(missing.code, 1, "{missing:?}");
+    assert_eq!(
+        missing.json(),
+        serde_json::json!({ "schema": 1, "entry": null })
+    );
     let list = sluice(&[
         "ledger",
         "list",
@@ -88,8 +104,10 @@ fn ledger_show_and_list_say_what_ran_under_an_id() {
         "--json",
     ]);
     assert_eq!(list.code, 0, "{list:?}");
-    let ids: Vec<String> = list
-        .json()
+    let doc = list.json();
+    assert_eq!(doc["schema"], 1, "{doc}");
+    assert_eq!(doc.as_object().map(|o| o.len()), Some(2), "{doc}");
+    let ids: Vec<String> = doc["entries"]
         .as_array()
         .unwrap()
         .iter()
@@ -169,7 +187,7 @@ fn a_postgres_ledger_rejects_an_id_asked_twice_and_a_database_that_cannot_answer
     assert_eq!(w.proxy.connections().len(), calls, "nothing ran");
     let show = sluice(&["ledger", "show", "land-pg", "--ledger", &url, "--json"]);
     assert_eq!(show.code, 0, "{show:?}");
-    assert_eq!(show.json()["run"]["result"], "succeeded");
+    assert_eq!(show.json()["entry"]["run"]["result"], "succeeded");
     pg.stop().expect("PostgreSQL stops");
     let down = sluice(&[
         "ls-refs",

@@ -105,8 +105,9 @@ fn a_json_ledger_is_imported_by_an_operation_not_by_a_read_and_no_lock_file_is_l
     );
     let list = sluice(&["ledger", "list", "--ledger", &p(&ledger), "--json"]);
     assert_eq!(list.code, 0, "{list:?}");
-    let ids: Vec<Value> = list
-        .json()
+    let doc = list.json();
+    assert_eq!(doc["schema"], 1, "{doc}");
+    let ids: Vec<Value> = doc["entries"]
         .as_array()
         .expect("a list")
         .iter()
@@ -186,9 +187,10 @@ fn a_read_only_ledger_is_listed_by_another_user_and_nothing_is_written_or_left_b
             let run = run_as_other(&bin, &args);
             assert_eq!(run.code, 0, "{dir_mode:o} {args:?}: {run:?}");
             let doc = run.json();
-            let entries = match doc.as_array() {
+            assert_eq!(doc["schema"], 1, "{doc}");
+            let entries = match doc["entries"].as_array() {
                 Some(list) => list.clone(),
-                None => vec![doc],
+                None => vec![doc["entry"].clone()],
             };
             assert!(!entries.is_empty(), "{run:?}");
             for e in &entries {
@@ -229,7 +231,9 @@ fn a_read_only_ledger_is_listed_by_another_user_and_nothing_is_written_or_left_b
         &["ledger", "show", "ro-3", "--json", "--ledger", &ledger_s],
     );
     assert_eq!(run.code, 0, "{run:?}");
-    let entry = run.json();
+    let doc = run.json();
+    assert_eq!(doc["schema"], 1, "{doc}");
+    let entry = doc["entry"].clone();
     assert_eq!(entry["run"], Value::Null, "still running: {entry}");
     assert_eq!(entry["kind"], "fetch", "{entry}");
     assert_eq!(
@@ -314,7 +318,8 @@ fn each_entry_says_what_ran_kind_remote_and_refs_and_previous_is_unchanged() {
     assert_eq!(list.code, 0, "{list:?}");
     let doc = list.json();
     let by_id = |id: &str| {
-        doc.as_array()
+        doc["entries"]
+            .as_array()
             .expect("a list")
             .iter()
             .find(|e| e["id"] == id)

@@ -5,6 +5,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod completions_and_man;
 mod demo;
 mod exit_codes;
 mod fetch;
@@ -25,9 +26,12 @@ mod ledger;
 mod ledger_reads;
 mod ledger_tls;
 mod local_failures;
+mod ls_refs;
 mod no_secret_anywhere;
 mod progress_and_messages;
+mod push_delete;
 mod push_porcelain;
+mod quiet_verbose_and_dirs;
 // The README's quick start, compiled here and run by `readme`.
 #[path = "../../examples/quick_start.rs"]
 #[allow(dead_code)]

@@ -2,7 +2,7 @@
 //! `http get`) down every path (succeeded, answered, refused credential,
 //! unknown, rejected, usage error, a failing token command), with a
 //! recognisable token given by `--token-command` or as user info in the
-//! URL, under `-v` and `-vv`, with and without `--json`: the token appears
+//! URL, under `--trace` (once and twice) and `--metrics`, with and without `--json`: the token appears
 //! nowhere — stdout, stderr, the JSON document, the ledger file.
 //!
 //! And a credential is only ever sent to the host it was bought for: an
@@ -445,7 +445,9 @@ fn no_command_and_no_failure_path_shows_the_token_even_with_tracing() {
     let mut found = Vec::new();
     let mut ran = 1;
     let first = sluice(&[
-        "-vv",
+        "--trace",
+        "--trace",
+        "--metrics",
         "--json",
         "--ledger",
         &l,
@@ -459,7 +461,10 @@ fn no_command_and_no_failure_path_shows_the_token_even_with_tracing() {
     assert_eq!(first.code, 0, "{first:?}");
     found.extend(leaks(TOKEN, &first, Some(&ledger)));
     for (code, rest) in &cases {
-        for common in [&["-v", "--json"][..], &["-vv"][..]] {
+        for common in [
+            &["--trace", "--metrics", "--json"][..],
+            &["--trace", "--trace", "--metrics"][..],
+        ] {
             let mut args: Vec<&str> = common.to_vec();
             args.extend(["--ledger", l.as_str()]);
             args.extend(rest.iter().map(String::as_str));
@@ -503,9 +508,10 @@ fn a_usage_error_about_a_url_never_shows_its_user_info() {
     let mut found = Vec::new();
     for u in &bad_urls {
         for args in [
-            vec!["-v", "ls-refs", u.as_str()],
+            vec!["--trace", "--metrics", "ls-refs", u.as_str()],
             vec![
-                "-v",
+                "--trace",
+                "--metrics",
                 "--json",
                 "fetch",
                 u.as_str(),
@@ -514,14 +520,16 @@ fn a_usage_error_about_a_url_never_shows_its_user_info() {
                 &r,
             ],
             vec![
-                "-vv",
+                "--trace",
+                "--trace",
+                "--metrics",
                 "push",
                 u.as_str(),
                 "main:refs/heads/main",
                 "--repo",
                 &r,
             ],
-            vec!["-v", "http", "get", u.as_str()],
+            vec!["--trace", "--metrics", "http", "get", u.as_str()],
         ] {
             let run = sluice(&args);
             assert_eq!(run.code, 2, "{run:?}");

@@ -105,7 +105,9 @@ fn the_quick_start_lists_fetches_and_pushes_against_a_real_server_with_a_persist
         "--json",
     ]);
     assert_eq!(show.code, 0, "{show:?}");
-    let entry = show.json();
+    let doc = show.json();
+    assert_eq!(doc["schema"], 1, "{doc}");
+    let entry = &doc["entry"];
     assert_eq!(entry["kind"], "push", "{entry}");
     assert_eq!(
         entry["refs"],

@@ -1,5 +1,5 @@
 //! The token given by `--token-command` (and user info in a URL) is used
-//! but never appears in stdout, stderr or the ledger — not even with `-v`.
+//! but never appears in stdout, stderr or the ledger — not even with `--trace`.
 //! The token is kept in a file the command `cat`s, so it is on no command
 //! line: anything that shows it leaked it.
 
@@ -67,7 +67,9 @@ fn a_token_bought_by_the_command_pushes_over_http_and_never_shows_even_with_v() 
     let cmd = token_command(&w, TOKEN);
     let url = http.url("small.git");
     let run = sluice(&[
-        "-vv",
+        "--trace",
+        "--trace",
+        "--metrics",
         "--json",
         "--ledger",
         &p(&ledger),
@@ -81,14 +83,21 @@ fn a_token_bought_by_the_command_pushes_over_http_and_never_shows_even_with_v() 
     ]);
     assert_eq!(run.code, 0, "{run:?}\n{}", http.error_log());
     assert_eq!(repo::rev_parse(&w.server(), "refs/heads/main"), Some(tip));
-    assert!(!run.stderr.is_empty(), "-v traces to stderr");
+    assert!(!run.stderr.is_empty(), "--trace traces to stderr");
     assert_hidden(TOKEN, &run, Some(&ledger));
 
     // The human form, a read, with tracing.
-    let run = sluice(&["-v", "--token-command", &cmd, "ls-refs", &url]);
+    let run = sluice(&[
+        "--trace",
+        "--metrics",
+        "--token-command",
+        &cmd,
+        "ls-refs",
+        &url,
+    ]);
     assert_eq!(run.code, 0, "{run:?}");
     assert_hidden(TOKEN, &run, None);
-    // `-v` sums up the run's metrics at exit.
+    // `--metrics` sums up the run's metrics at exit.
     let summary = run.stderr.split("metrics:\n").nth(1).unwrap_or_default();
     assert!(
         summary
@@ -109,7 +118,8 @@ fn a_refused_token_stands_and_only_its_fingerprint_is_shown() {
     let ledger = w.path("ledger.db");
     let cmd = token_command(&w, wrong);
     let run = sluice(&[
-        "-v",
+        "--trace",
+        "--metrics",
         "--json",
         "--settle",
         "0s",
@@ -129,7 +139,7 @@ fn a_refused_token_stands_and_only_its_fingerprint_is_shown() {
     assert_eq!(doc["stopped"], "credential-refused", "{doc}");
     assert_eq!(doc["refused_credentials"][0], fingerprint(wrong).as_str());
     assert_hidden(wrong, &run, Some(&ledger));
-    // Logged once as it stands, and counted in `-v`'s summary by host.
+    // Logged once as it stands, and counted in `--metrics`' summary by host.
     assert_eq!(
         run.stderr.matches("credential refusal stands").count(),
         1,
@@ -160,7 +170,8 @@ fn user_info_in_an_http_url_is_a_credential_and_appears_in_no_output() {
     let url = http.url_with_credentials("small.git");
     assert!(url.contains(TOKEN));
     let run = sluice(&[
-        "-v",
+        "--trace",
+        "--metrics",
         "--json",
         "push",
         &url,
@@ -181,7 +192,9 @@ fn the_forge_gets_the_token_as_a_bearer_and_no_output_shows_it() {
     let ledger = w.path("ledger.db");
     let cmd = token_command(&w, TOKEN);
     let run = sluice(&[
-        "-vv",
+        "--trace",
+        "--trace",
+        "--metrics",
         "--json",
         "--ledger",
         &p(&ledger),
@@ -212,7 +225,9 @@ fn a_token_bought_for_a_dead_http_remote_never_shows() {
     let ledger = w.path("ledger.db");
     let url = format!("http://127.0.0.1:{}/git/small.git", dead_port());
     let run = sluice(&[
-        "-vv",
+        "--trace",
+        "--trace",
+        "--metrics",
         "--json",
         "--deadline",
         "1s",

@@ -209,7 +209,7 @@ fn a_followed_tag_never_clobbers_and_an_explicit_tag_refspec_keeps_gits_rule() {
         let g = git_in(&a, &args);
         let s = sl_in(&b, &args);
         assert_eq!((g.code, s.code), (1, 1), "{args:?}: {g:?}\n{s:?}");
-        assert!(s.stdout.contains("(would clobber existing tag)"), "{s:?}");
+        assert!(s.stderr.contains("(would clobber existing tag)"), "{s:?}");
         assert_eq!(repo::rev_parse(&b, "refs/tags/v1"), Some(old.clone()));
         assert_eq!(refs_of(&a), refs_of(&b));
     }
