@@ -131,16 +131,20 @@ impl GitHubAppSource {
         })
     }
 
+    /// The token requests' client, built on a thread of its own (never
+    /// panics inside an async runtime).
     fn http_client(
         https: &sluice_https::HttpsConfig,
     ) -> Result<reqwest::blocking::Client, ForgeError> {
-        https
-            .client_builder()
-            .map_err(|e| ForgeError::Http(e.to_string()))?
-            .user_agent(crate::base::DEFAULT_USER_AGENT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ForgeError::Http(sluice_policy::text::error_chain(&e)))
+        crate::base::off_runtime(|| {
+            https
+                .client_builder()
+                .map_err(|e| ForgeError::Http(e.to_string()))?
+                .user_agent(crate::base::DEFAULT_USER_AGENT)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| ForgeError::Http(sluice_policy::text::error_chain(&e)))
+        })
     }
 
     /// Mint tokens with these https settings (trust roots, proxy) instead

@@ -8,6 +8,7 @@ mod credentials_and_wire;
 mod evidence;
 mod exercise;
 mod https;
+mod in_runtime;
 mod required_checks;
 mod resends;
 mod settle_reads;
