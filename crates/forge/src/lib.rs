@@ -91,7 +91,7 @@ pub use classify::{
     Exchange, SECONDARY_LIMIT_WAIT,
 };
 pub use client::ForgeClient;
-pub use error::{ForgeError, ForgeFailure, ForgeInputError, LocalCause};
+pub use error::{CredentialError, ForgeError, ForgeFailure, ForgeInputError, LocalCause};
 pub use etag::CAPACITY as KEPT_ANSWERS;
 pub use exchange::{effect_of, HttpResponse};
 pub use pages::next_page;

@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod configuration;
 mod credentials_and_wire;
 mod evidence;
 mod exercise;
