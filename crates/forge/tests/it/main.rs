@@ -4,6 +4,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cancel_in_flight;
 mod configuration;
 mod credentials_and_wire;
 mod evidence;
