@@ -3,13 +3,15 @@
 //! checks is still checked there.
 
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use crate::common::*;
 use secrecy::SecretString;
-use sluice_forge::{CallOptions, ForgeClient, ForgeError, GitHubAppSource, Method};
+use sluice_forge::{
+    AsyncForgeClient, CallOptions, ForgeClient, ForgeError, GitHubAppSource, Method,
+};
 use sluice_policy::OutcomeKind;
-use sluice_testkit::fake_forge::{Endpoint, FakeForge};
+use sluice_testkit::fake_forge::{Behaviour, Endpoint, FakeForge};
 
 const KEY: &str = include_str!("../data/test-only-app-key.pem");
 
@@ -87,4 +89,88 @@ fn what_a_builder_checks_is_still_checked_inside_a_runtime() {
         .with_https(&https)
         .expect("app source with a CA file");
     });
+}
+
+/// A memory ledger that reports every finish (id, result, when).
+struct Finishes {
+    inner: sluice_policy::MemoryLedger,
+    tx: std::sync::Mutex<std::sync::mpsc::Sender<(String, sluice_policy::PreviousResult, Instant)>>,
+}
+
+impl sluice_policy::Ledger for Finishes {
+    fn claim(
+        &self,
+        req: &sluice_policy::ClaimRequest<'_>,
+    ) -> Result<sluice_policy::Claim, sluice_policy::LedgerError> {
+        self.inner.claim(req)
+    }
+    fn finish(
+        &self,
+        req: &sluice_policy::FinishRequest<'_>,
+    ) -> Result<(), sluice_policy::LedgerError> {
+        let r = self.inner.finish(req);
+        let _ = self.tx.lock().expect("tx").send((
+            req.id.to_string(),
+            req.run.result.clone(),
+            Instant::now(),
+        ));
+        r
+    }
+}
+
+#[test]
+fn the_async_facade_answers_an_awaited_call_and_a_dropped_one_cancels_its_operation() {
+    let forge = FakeForge::start().expect("fake forge");
+    let (tx, finishes) = std::sync::mpsc::channel();
+    let ledger = Arc::new(Finishes {
+        inner: sluice_policy::MemoryLedger::new(),
+        tx: std::sync::Mutex::new(tx),
+    });
+    let policy = Arc::new(sluice_policy::Policy::builder().ledger(ledger).build());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .expect("runtime");
+    let url = forge.url();
+    let client = rt.block_on(async {
+        AsyncForgeClient::new(
+            ForgeClient::builder(&url)
+                .policy(policy)
+                .bounds(exercise())
+                .build()
+                .expect("client"),
+        )
+    });
+    // Awaited: the outcome comes back.
+    let out = rt
+        .block_on(client.request(Method::GET, "/zen", None, CallOptions::new().id("zen-1")))
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    let (id, _, _) = finishes
+        .recv_timeout(Duration::from_secs(30))
+        .expect("finish");
+    assert_eq!(id, "zen-1");
+    // Dropped while the forge says nothing: the operation is cancelled
+    // and ends at once, its outcome in the ledger.
+    forge.set(Endpoint::Zen, Behaviour::Delay(Duration::from_secs(120)));
+    let task = rt.spawn(client.request(Method::GET, "/zen", None, CallOptions::new().id("zen-2")));
+    assert!(forge.wait_for_arrivals(Endpoint::Zen, 2, Duration::from_secs(30)));
+    task.abort();
+    let dropped = Instant::now();
+    let (id, result, at) = finishes
+        .recv_timeout(Duration::from_secs(30))
+        .expect("finish");
+    assert_eq!(id, "zen-2");
+    assert_eq!(result, sluice_policy::PreviousResult::Unknown);
+    let took = at.duration_since(dropped);
+    assert!(
+        took < Duration::from_secs(1),
+        "ended {took:?} after the drop"
+    );
+    assert!(
+        forge.completions(Endpoint::Zen).len() < 2,
+        "{}",
+        forge.log_text()
+    );
 }
