@@ -5,6 +5,11 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+// The async service example, compiled here and run by `async_service`.
+mod async_service;
+#[path = "../../examples/async_service.rs"]
+#[allow(dead_code)]
+mod async_service_example;
 mod demo;
 mod exit_codes;
 mod fetch;
