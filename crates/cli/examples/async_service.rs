@@ -189,7 +189,6 @@ fn settled<T>(out: &Outcome<T>) -> Result<(), String> {
     }
 }
 
-#[allow(dead_code)]
 fn main() -> Result<(), Box<dyn Error>> {
     let args: Vec<String> = std::env::args().skip(1).collect();
     let [url, forge_url, repo, candidate, target, kept] = args.as_slice() else {
