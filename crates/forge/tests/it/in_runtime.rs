@@ -109,11 +109,11 @@ impl sluice_policy::Ledger for Finishes {
         req: &sluice_policy::FinishRequest<'_>,
     ) -> Result<(), sluice_policy::LedgerError> {
         let r = self.inner.finish(req);
-        let _ = self.tx.lock().expect("tx").send((
-            req.id.to_string(),
-            req.run.result.clone(),
-            Instant::now(),
-        ));
+        let _ =
+            self.tx
+                .lock()
+                .expect("tx")
+                .send((req.id.to_string(), req.run.result, Instant::now()));
         r
     }
 }

@@ -28,11 +28,11 @@ impl Ledger for Finishes {
     }
     fn finish(&self, req: &FinishRequest<'_>) -> Result<(), LedgerError> {
         let r = self.inner.finish(req);
-        let _ = self.tx.lock().expect("tx").send((
-            req.id.to_string(),
-            req.run.result.clone(),
-            Instant::now(),
-        ));
+        let _ =
+            self.tx
+                .lock()
+                .expect("tx")
+                .send((req.id.to_string(), req.run.result, Instant::now()));
         r
     }
     fn progress(&self, req: &ProgressRequest<'_>) -> Result<(), LedgerError> {
