@@ -15,6 +15,15 @@ use crate::class::{AttemptError, Class};
 use crate::outcome::{AttemptRecord, Stopped};
 
 impl Run<'_> {
+    /// The pause planned after the last attempt was slept (or cut), and no
+    /// attempt followed it (a cancel, or a deadline that a late wake-up
+    /// passed): the record says no delay, as for any last attempt.
+    fn no_attempt_followed(&self) {
+        if let Some(last) = self.state().attempts.last_mut() {
+            last.delay_ms = None;
+        }
+    }
+
     /// One attempt, as backon's retry loop calls it: `Ok` is the value the
     /// operation ends with; `Err` says why it did not (a failure the `when`
     /// predicate judges, a stop, or a settled or unsettled write).
@@ -30,11 +39,13 @@ impl Run<'_> {
         R: FnMut(&ReconcileCtx<'_>) -> Result<Settlement<T>, AttemptError>,
     {
         if self.cancel.is_cancelled() {
+            self.no_attempt_followed();
             return Err(Step::Stop(Stopped::Cancelled));
         }
         let now = self.policy.clock.now();
         let remaining = self.remaining_at(now);
         if usable(remaining, self.reserve).is_zero() {
+            self.no_attempt_followed();
             return Err(Step::Stop(Stopped::Deadline));
         }
         // Everything the attempt does, on this thread and on the threads
@@ -47,6 +58,7 @@ impl Run<'_> {
         let remaining = self.remaining_at(now);
         let usable = usable(remaining, self.reserve);
         if usable.is_zero() {
+            self.no_attempt_followed();
             return Err(Step::Stop(Stopped::Deadline));
         }
         *n += 1;
@@ -60,6 +72,8 @@ impl Run<'_> {
             credential: credential.as_ref().map(|(c, _)| c),
             cancel: &self.cancel,
             clock: &*self.policy.clock,
+            id: self.id(),
+            sent_nothing: false,
             phase: Cow::Borrowed("connect"),
             messages: Vec::new(),
             dropped: Default::default(),
@@ -78,6 +92,7 @@ impl Run<'_> {
             elapsed: end.saturating_sub(now),
         };
         let mut st = self.state();
+        st.sent_nothing = ctx.sent_nothing;
         st.remote_messages.add_dropped(ctx.dropped);
         for m in messages {
             st.remote_messages.push_line(m);

@@ -450,4 +450,44 @@ fn a_cancel_raised_while_sleeping_stops_before_the_next_attempt() {
     );
     assert_eq!(rec.count(), 1);
     assert_eq!(out.stopped, Some(Stopped::Cancelled));
+    assert_eq!(out.attempts.len(), 1);
+    assert_eq!(
+        out.attempts[0].delay_ms, None,
+        "no attempt followed the pause"
+    );
+}
+
+/// A sleeper that wakes up a minute late (a loaded machine).
+struct LateSleeper {
+    clock: ManualClock,
+}
+
+impl Sleeper for LateSleeper {
+    fn sleep(&self, dur: Duration, cancel: &AtomicBool) {
+        self.clock.sleep(dur, cancel);
+        self.clock.advance(Duration::from_secs(60));
+    }
+}
+
+#[test]
+fn a_pause_that_wakes_past_the_deadline_leaves_the_last_attempt_without_a_delay() {
+    let clock = ManualClock::new();
+    let policy = Policy::builder()
+        .clock(Arc::new(clock.clone()))
+        .sleeper(Arc::new(LateSleeper {
+            clock: clock.clone(),
+        }))
+        .build();
+    let rec = Recorder::default();
+    let out = policy.run(read_op(Bounds::default()), |ctx| -> Result<(), _> {
+        rec.record(ctx);
+        Err(AttemptError::unjudged("connect", "connection refused"))
+    });
+    assert_eq!(rec.count(), 1);
+    assert_eq!(out.stopped, Some(Stopped::Deadline));
+    assert_eq!(out.attempts.len(), 1);
+    assert_eq!(
+        out.attempts[0].delay_ms, None,
+        "the planned pause was slept but no attempt followed it"
+    );
 }
