@@ -116,6 +116,7 @@ fn a_job_past_its_limit_is_dropped_and_its_stalled_call_cancelled() {
         (end, t0.elapsed())
     });
     assert_eq!(end, JobEnd::TimedOut);
+    eprintln!("the stalled connection closed {blocking_after:?} after the job's drop");
     assert!(
         blocking_after < Duration::from_secs(1),
         "{blocking_after:?}"

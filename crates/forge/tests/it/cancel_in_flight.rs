@@ -63,6 +63,7 @@ fn a_merge_stalled_after_it_applied_and_cancelled_returns_at_once_settled_landed
         (out, cancelled_at, returned_at, comment)
     });
     let took = returned_at.duration_since(cancelled_at);
+    eprintln!("merge returned {took:?} after the cancel");
     assert!(
         took < Duration::from_secs(1),
         "returned {took:?} after the cancel"
@@ -81,6 +82,7 @@ fn a_merge_stalled_after_it_applied_and_cancelled_returns_at_once_settled_landed
     assert_eq!(comment_out.kind, OutcomeKind::Succeeded, "{comment_out:?}");
     let comment_arrived = forge.arrivals(Endpoint::CreateIssueComment)[0].at;
     let waited = comment_arrived.duration_since(cancelled_at);
+    eprintln!("the next write arrived {waited:?} after the cancel");
     assert!(
         waited < Duration::from_secs(1),
         "the next write went out {waited:?} after the cancel"

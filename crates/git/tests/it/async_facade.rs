@@ -106,6 +106,7 @@ fn a_dropped_ls_refs_future_cancels_its_stalled_operation_which_ends_within_a_se
     assert_eq!(id, "async-ls-refs");
     assert_eq!(result, PreviousResult::Unknown);
     let took = at.duration_since(dropped);
+    eprintln!("ls-refs finished {took:?} after its future was dropped");
     assert!(
         took < Duration::from_secs(1),
         "ended {took:?} after the drop"
@@ -163,6 +164,7 @@ fn a_dropped_push_future_after_its_pack_is_settled_by_reading() {
     assert_eq!(result, PreviousResult::Succeeded);
     // On the cancel, not on the 10 s attempt timeout.
     let took = at.duration_since(dropped);
+    eprintln!("push finished {took:?} after its future was dropped");
     assert!(
         took < Duration::from_secs(5),
         "ended {took:?} after the drop"
