@@ -131,16 +131,20 @@ impl GitHubAppSource {
         })
     }
 
+    /// The token requests' client, built on a thread of its own (never
+    /// panics inside an async runtime).
     fn http_client(
         https: &sluice_https::HttpsConfig,
     ) -> Result<reqwest::blocking::Client, ForgeError> {
-        https
-            .client_builder()
-            .map_err(|e| ForgeError::Http(e.to_string()))?
-            .user_agent(crate::base::DEFAULT_USER_AGENT)
-            .redirect(reqwest::redirect::Policy::none())
-            .build()
-            .map_err(|e| ForgeError::Http(sluice_policy::text::error_chain(&e)))
+        crate::base::off_runtime(|| {
+            https
+                .client_builder()
+                .map_err(|e| ForgeError::Http(e.to_string()))?
+                .user_agent(crate::base::DEFAULT_USER_AGENT)
+                .redirect(reqwest::redirect::Policy::none())
+                .build()
+                .map_err(|e| ForgeError::Http(sluice_policy::text::error_chain(&e)))
+        })
     }
 
     /// Mint tokens with these https settings (trust roots, proxy) instead
@@ -172,7 +176,9 @@ impl GitHubAppSource {
         let claims = AppClaims::at(&self.app_id, now);
         jsonwebtoken::encode(&Header::new(Algorithm::RS256), &claims, &self.key)
             .map(SecretString::from)
-            .map_err(|e| CredentialError::new(format!("could not sign the app's JWT: {e}")))
+            // The key cannot sign: nothing was sent, and trying again
+            // cannot mend it (local-error).
+            .map_err(|e| CredentialError::local(format!("could not sign the app's JWT: {e}")))
     }
 
     /// A token from the cache when it is good for longer than the refresh
@@ -227,7 +233,7 @@ impl GitHubAppSource {
         let jwt = self.jwt(SystemTime::now())?;
         let mut url = self.api_base.clone();
         url.path_segments_mut()
-            .map_err(|_| CredentialError::new("the API base cannot take a path"))?
+            .map_err(|_| CredentialError::local("the API base cannot take a path"))?
             .pop_if_empty()
             .extend([
                 "app",
@@ -236,7 +242,7 @@ impl GitHubAppSource {
                 "access_tokens",
             ]);
         let mut auth = HeaderValue::from_str(&format!("Bearer {}", jwt.expose_secret()))
-            .map_err(|_| CredentialError::new("the app's JWT is not a valid header value"))?;
+            .map_err(|_| CredentialError::local("the app's JWT is not a valid header value"))?;
         auth.set_sensitive(true);
         let resp = self
             .http
@@ -253,6 +259,7 @@ impl GitHubAppSource {
                 ))
             })?;
         let status = resp.status().as_u16();
+        let request_id = request_id(resp.headers());
         let body = resp.text().map_err(|e| {
             CredentialError::new(format!(
                 "installation token answer was cut: {}",
@@ -260,10 +267,20 @@ impl GitHubAppSource {
             ))
         })?;
         if !(200..300).contains(&status) {
-            return Err(CredentialError::new(format!(
-                "installation token request answered HTTP {status}: {}",
-                crate::classify::api_message(&body)
-            )));
+            let message = crate::classify::api_message(&body);
+            let words = format!("installation token request answered HTTP {status}: {message}");
+            if matches!(status, 401 | 403 | 404) {
+                // A wrong key, app id or installation (or an app that lost
+                // its access): answered, and trying again cannot mend it.
+                return Err(CredentialError::answered(words).with_detail(
+                    crate::error::CredentialError::TokenEndpoint {
+                        status,
+                        message,
+                        request_id,
+                    },
+                ));
+            }
+            return Err(CredentialError::new(words));
         }
         let answer: TokenAnswer = serde_json::from_str(&body).map_err(|e| {
             CredentialError::new(format!(
@@ -308,6 +325,27 @@ impl CredentialSource for GitHubAppSource {
     ) -> Result<Credential, CredentialError> {
         self.cached_or_new_within(limit)
     }
+
+    /// A refused token is dropped from the cache: the next purchase mints
+    /// afresh (what lets the source itself, not only
+    /// [`GitHubAppSource::operation_source`], be a client's default source).
+    fn refused(&self, fingerprint: &str) {
+        let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
+        if cache
+            .as_ref()
+            .is_some_and(|c| c.credential.fingerprint() == fingerprint)
+        {
+            *cache = None;
+        }
+    }
+}
+
+/// The answer's request id: `x-github-request-id`, else `x-request-id`.
+fn request_id(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    ["x-github-request-id", "x-request-id"]
+        .iter()
+        .find_map(|h| headers.get(*h)?.to_str().ok())
+        .map(str::to_string)
 }
 
 struct OperationAppSource {

@@ -13,6 +13,24 @@ pub const DEFAULT_USER_AGENT: &str = concat!("sluice-remote/", env!("CARGO_PKG_V
 /// The REST API version asked for (`X-GitHub-Api-Version`).
 pub const API_VERSION: &str = "2022-11-28";
 
+/// Build a blocking HTTP client on a thread of its own, never on the
+/// caller's: reqwest's blocking client refuses to start on a thread that
+/// runs an async runtime (`#[tokio::main]`), and a client built in
+/// `build()` is what keeps the builder's checks (trust roots, proxy) where
+/// the builder is. The client itself runs on a thread of its own anyway.
+pub(crate) fn off_runtime(
+    build: impl FnOnce() -> Result<reqwest::blocking::Client, ForgeError> + Send,
+) -> Result<reqwest::blocking::Client, ForgeError> {
+    std::thread::scope(|s| {
+        std::thread::Builder::new()
+            .name("sluice-forge-build".into())
+            .spawn_scoped(s, build)
+            .map_err(|e| ForgeError::Http(format!("could not start a thread to build it: {e}")))?
+            .join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
+}
+
 /// Parse a base URL: absolute http(s), no user info, no query.
 pub(crate) fn parse_base(s: &str) -> Result<Url, ForgeError> {
     let url = Url::parse(s).map_err(|e| ForgeError::InvalidUrl(format!("{:?}: {e}", redact(s))))?;

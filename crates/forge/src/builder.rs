@@ -9,7 +9,7 @@ use sluice_policy::{Bounds, CredentialSource, Policy, StaticSource};
 use sluice_policy::text::error_chain;
 
 use crate::app::GitHubAppSource;
-use crate::base::{parse_base, split_user_info};
+use crate::base::{off_runtime, parse_base, split_user_info};
 use crate::client::{Creds, ForgeClient, Inner};
 use crate::error::ForgeError;
 use crate::etag::ETags;
@@ -153,8 +153,10 @@ impl ForgeClientBuilder {
         let wire = Wire {
             // Reads follow redirects (reqwest drops the credential when
             // one leads to another host); writes never do.
-            read_http: build(reqwest::redirect::Policy::limited(10), true)?,
-            write_http: build(reqwest::redirect::Policy::none(), false)?,
+            // Each built on a thread of its own: building the client
+            // inside an async runtime never panics.
+            read_http: off_runtime(|| build(reqwest::redirect::Policy::limited(10), true))?,
+            write_http: off_runtime(|| build(reqwest::redirect::Policy::none(), false))?,
             gates: Gates::new(self.max_concurrent, self.write_spacing),
             proxies,
             etags: ETags::default(),

@@ -40,7 +40,7 @@ use std::time::{Duration, SystemTime};
 use reqwest::header::HeaderMap;
 use sluice_https::RateLimitFacts;
 
-use crate::error::ForgeFailure;
+use crate::error::{CredentialError, ForgeFailure};
 use crate::phase::ForgePhase;
 use sluice_policy::{parse_rate_limit_reset, parse_retry_after, AttemptError, Class, Effect};
 
@@ -175,7 +175,15 @@ pub fn failed(
         ForgeFailure::Local { .. } => (Class::Local, None, None),
         // The policy's class for a purchase that failed: on this side and
         // lasting, or a failure a later purchase may mend.
-        ForgeFailure::Credential { error } if error.local => (Class::Local, None, None),
+        ForgeFailure::Credential {
+            error: CredentialError::Source(e),
+        } if e.local => (Class::Local, None, None),
+        ForgeFailure::Credential {
+            error: CredentialError::Source(e),
+        } if e.answered => (Class::Answered, None, None),
+        ForgeFailure::Credential {
+            error: CredentialError::TokenEndpoint { .. },
+        } => (Class::Answered, None, None),
         ForgeFailure::Credential { .. } => (Class::Unjudged, None, None),
     };
     let mut e = AttemptError::new(class, f.phase().as_str(), f.to_string())

@@ -439,7 +439,9 @@ fn forge_source<T>(mut out: Outcome<T>) -> Outcome<T> {
     if let Some(e) = out.error.as_mut() {
         if e.source_as::<ForgeFailure>().is_none() {
             if let Some(c) = e.source_as::<sluice_policy::CredentialError>() {
-                let f = ForgeFailure::Credential { error: c.clone() };
+                let f = ForgeFailure::Credential {
+                    error: crate::error::CredentialError::of(c),
+                };
                 e.source = Some(Arc::new(f));
             }
         }

@@ -16,8 +16,6 @@
 
 use std::sync::Arc;
 
-use sluice_policy::CredentialError;
-
 use crate::phase::ForgePhase;
 
 /// A forge client or credential source that cannot be built (a base URL,
@@ -203,8 +201,11 @@ pub enum ForgeFailure {
     },
     /// No credential could be bought for the request, so it was not made:
     /// the operation's credential source failed (a token command that
-    /// cannot start is `local`: the operation stops with `local-error`;
-    /// one that failed or was stopped by a cancel is unjudged). The
+    /// cannot start, or a GitHub App key that cannot sign, is `local`: the
+    /// operation stops with `local-error`; a GitHub App's token endpoint
+    /// answering 401, 403 or 404 is `answered`, typed as
+    /// [`CredentialError::TokenEndpoint`]; anything else — a failed
+    /// command, a mint without an answer, a cancel — is unjudged). The
     /// source's own error is kept (`std::error::Error::source`).
     #[error("{error}")]
     Credential {
@@ -214,21 +215,72 @@ pub enum ForgeFailure {
     },
 }
 
+/// Why no credential could be bought for a forge request: the cause of
+/// [`ForgeFailure::Credential`]. More kinds may come: a match needs an arm
+/// for the others.
+///
+/// (Not [`sluice_policy::CredentialError`], the trait's error, which the
+/// [`CredentialError::Source`] arm keeps.)
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum CredentialError {
+    /// The credential source failed: a token command, a mint that got no
+    /// answer, a key that cannot sign, a cancel.
+    #[error("{0}")]
+    Source(#[source] sluice_policy::CredentialError),
+    /// A GitHub App's token endpoint answered 401, 403 or 404: the app's
+    /// key, its id or the installation is wrong (or the app lost its
+    /// access). Trying again cannot mend it: the operation's one attempt
+    /// for it is `answered`, phase `credential`.
+    #[error(
+        "the GitHub App's token endpoint answered HTTP {status}{}",
+        words(message)
+    )]
+    TokenEndpoint {
+        /// The status code (401, 403 or 404).
+        status: u16,
+        /// GitHub's `message` (empty when the answer had none).
+        message: String,
+        /// The answer's `x-github-request-id` (else `x-request-id`).
+        request_id: Option<String>,
+    },
+}
+
+impl CredentialError {
+    /// The credential source's error as a forge client sees it: the
+    /// typed detail the GitHub App source keeps when its token endpoint
+    /// answered, else the source's error itself.
+    pub(crate) fn of(e: &sluice_policy::CredentialError) -> Self {
+        match e.detail_as::<CredentialError>() {
+            Some(typed) => typed.clone(),
+            None => CredentialError::Source(e.clone()),
+        }
+    }
+}
+
 impl ForgeFailure {
-    /// The status the forge answered with, when it answered.
+    /// The status the forge answered with, when it answered (the GitHub
+    /// App's token endpoint included).
     pub fn status(&self) -> Option<u16> {
         match self {
             ForgeFailure::Status { status, .. }
             | ForgeFailure::Cut { status, .. }
             | ForgeFailure::Undecodable { status, .. } => Some(*status),
+            ForgeFailure::Credential {
+                error: CredentialError::TokenEndpoint { status, .. },
+            } => Some(*status),
             _ => None,
         }
     }
 
-    /// GitHub's `message`, when the forge answered with one.
+    /// GitHub's `message`, when the forge answered with one (the GitHub
+    /// App's token endpoint included).
     pub fn message(&self) -> Option<&str> {
         match self {
             ForgeFailure::Status { message, .. } if !message.is_empty() => Some(message),
+            ForgeFailure::Credential {
+                error: CredentialError::TokenEndpoint { message, .. },
+            } if !message.is_empty() => Some(message),
             _ => None,
         }
     }

@@ -135,11 +135,13 @@ impl Wire {
     /// as a [`ForgeFailure`] and classed by the forge's table
     /// ([`classify::failed`]); a fully read answer is returned for [`judge`].
     ///
-    /// The request runs on a helper thread holding the host's permit, so a
-    /// read can stop waiting when the caller cancels (the abandoned request
-    /// ends by its own timeout). A write is waited for to its answer or its
-    /// timeout, then settled as usual: abandoning it would leave it in
-    /// flight while the settling read looks for it.
+    /// The request runs on a helper thread holding the host's permit, so
+    /// the caller can stop waiting when it cancels (the abandoned request
+    /// ends by its own timeout): a read at once; a write at once too, its
+    /// pass through the host's write gate given back then (the host's other
+    /// writes need not wait for the abandoned thread), and it fails
+    /// `unknown` after `request-sent`, to be settled by reading as any
+    /// write without an answer is.
     pub(crate) fn exchange(
         &self,
         p: &Prepared<'_>,
@@ -432,9 +434,9 @@ fn build_request(
 }
 
 /// Send `request` on a thread of its own holding `permit` until the
-/// request has truly ended, and wait for its answer: a read stops waiting
-/// when `cancel` is raised; a write is waited for to its answer or its
-/// timeout.
+/// request has truly ended, and wait for its answer until `cancel` is
+/// raised. A write abandoned on a cancel gives its pass back at once (the
+/// thread keeps its clone of the `Arc`, which releases nothing more).
 fn send(
     http: &reqwest::blocking::Client,
     request: reqwest::blocking::Request,
@@ -444,6 +446,7 @@ fn send(
 ) -> Result<Received, Unsent> {
     let (tx, rx) = mpsc::channel();
     let client = http.clone();
+    let held = Arc::clone(&permit);
     // The request's thread is the attempt's: its events are the attempt's.
     let span = tracing::Span::current();
     std::thread::Builder::new()
@@ -473,7 +476,10 @@ fn send(
         match rx.recv_timeout(CANCEL_POLL) {
             Ok(r) => return r.map_err(Unsent::Failed),
             Err(mpsc::RecvTimeoutError::Timeout) => {
-                if effect == Effect::Read && cancel.is_cancelled() {
+                if cancel.is_cancelled() {
+                    if effect == Effect::Write {
+                        held.release();
+                    }
                     return Err(lost("cancelled while waiting for the answer"));
                 }
             }

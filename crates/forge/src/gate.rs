@@ -6,6 +6,7 @@
 //! that cannot pass in time fails unjudged at `connect` (nothing was sent).
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
@@ -37,16 +38,24 @@ pub(crate) enum GateRefusal {
     Cancelled,
 }
 
-/// A pass through the gate; released on drop (a write's end starts the
-/// spacing for the next write).
+/// A pass through the gate; released on drop, or before by
+/// [`Permit::release`] (a write's end starts the spacing for the next
+/// write).
 #[derive(Debug)]
 pub(crate) struct Permit {
     gate: Arc<HostGate>,
     write: bool,
+    released: AtomicBool,
 }
 
-impl Drop for Permit {
-    fn drop(&mut self) {
+impl Permit {
+    /// Give the pass back now (once; dropping it later does nothing more):
+    /// what a write abandoned on a cancel does, so the host's other writes
+    /// need not wait for its thread to end.
+    pub(crate) fn release(&self) {
+        if self.released.swap(true, Ordering::SeqCst) {
+            return;
+        }
         let mut st = self.gate.state.lock().unwrap_or_else(|e| e.into_inner());
         st.in_flight = st.in_flight.saturating_sub(1);
         if self.write {
@@ -55,6 +64,12 @@ impl Drop for Permit {
         }
         drop(st);
         self.gate.cv.notify_all();
+    }
+}
+
+impl Drop for Permit {
+    fn drop(&mut self) {
+        self.release();
     }
 }
 
@@ -108,7 +123,11 @@ impl Gates {
                     st.writing = true;
                 }
                 drop(st);
-                return Ok(Permit { gate, write });
+                return Ok(Permit {
+                    gate,
+                    write,
+                    released: AtomicBool::new(false),
+                });
             }
             if now >= deadline {
                 return Err(GateRefusal::Deadline);
@@ -156,6 +175,33 @@ mod tests {
             gates.acquire("h", true, now, &cancel).unwrap_err(),
             GateRefusal::Deadline
         );
+    }
+
+    #[test]
+    fn a_released_write_pass_lets_the_next_write_pass_and_its_drop_releases_nothing_more() {
+        let gates = Gates::new(1, Duration::ZERO);
+        let cancel = CancelFlag::new();
+        let now = Instant::now();
+        let far = now + Duration::from_secs(5);
+        let p = gates.acquire("h", true, far, &cancel).expect("first");
+        assert_eq!(
+            gates.acquire("h", true, now, &cancel).unwrap_err(),
+            GateRefusal::Deadline
+        );
+        p.release();
+        let q = gates
+            .acquire("h", true, now, &cancel)
+            .expect("after release");
+        // The first pass's drop does not free the second's slot.
+        drop(p);
+        assert_eq!(
+            gates.acquire("h", true, now, &cancel).unwrap_err(),
+            GateRefusal::Deadline
+        );
+        drop(q);
+        gates
+            .acquire("h", true, now, &cancel)
+            .expect("after the second");
     }
 
     #[test]

@@ -65,6 +65,8 @@
 #![forbid(unsafe_code)]
 
 mod app;
+#[cfg(feature = "tokio")]
+mod async_client;
 mod base;
 mod builder;
 mod calls;
@@ -83,6 +85,8 @@ mod reading;
 mod types;
 
 pub use app::{AppClaims, GitHubAppSource, JWT_BACKDATE, JWT_LIFETIME};
+#[cfg(feature = "tokio")]
+pub use async_client::AsyncForgeClient;
 pub use base::{split_user_info, API_VERSION, DEFAULT_USER_AGENT};
 pub use builder::ForgeClientBuilder;
 pub use ci::{CiQuery, CiState, CiStatus};
@@ -91,7 +95,7 @@ pub use classify::{
     Exchange, SECONDARY_LIMIT_WAIT,
 };
 pub use client::ForgeClient;
-pub use error::{ForgeError, ForgeFailure, ForgeInputError, LocalCause};
+pub use error::{CredentialError, ForgeError, ForgeFailure, ForgeInputError, LocalCause};
 pub use etag::CAPACITY as KEPT_ANSWERS;
 pub use exchange::{effect_of, HttpResponse};
 pub use pages::next_page;

@@ -7,7 +7,9 @@
 
 use std::sync::Arc;
 
-use sluice_policy::{Bounds, CallOptions, Effect, Operation, Policy, StaticSource};
+use sluice_policy::{
+    Bounds, CallOptions, CredentialSource, Effect, Operation, Policy, StaticSource,
+};
 
 use crate::connect::Connector;
 #[cfg(feature = "http")]
@@ -30,6 +32,8 @@ pub struct GitClient {
     pub(crate) v2_http: Arc<V2Remotes>,
     /// The bounds of calls whose options name none.
     pub(crate) bounds: Bounds,
+    /// Where http(s) credentials come from when a call names no source.
+    pub(crate) credentials: Option<Arc<dyn CredentialSource>>,
 }
 
 impl std::fmt::Debug for GitClient {
@@ -37,6 +41,7 @@ impl std::fmt::Debug for GitClient {
         f.debug_struct("GitClient")
             .field("policy", &self.policy)
             .field("agent", &self.agent)
+            .field("default_credentials", &self.credentials.is_some())
             .finish_non_exhaustive()
     }
 }
@@ -59,7 +64,19 @@ impl GitClient {
             #[cfg(feature = "http")]
             v2_http: Default::default(),
             bounds: Bounds::default(),
+            credentials: None,
         }
+    }
+
+    /// Buy credentials for http(s) remotes from this source when a call's
+    /// [`CallOptions`] name none (as `ForgeClientBuilder::credentials`
+    /// does for the forge): a GitHub App's installation tokens
+    /// (`Arc<sluice_forge::GitHubAppSource>`), a token command. A call's
+    /// own source overrides it; either overrides user info in the URL.
+    /// Remotes that are not http(s) never use it.
+    pub fn with_credentials(mut self, source: Arc<dyn CredentialSource>) -> Self {
+        self.credentials = Some(source);
+        self
     }
 
     /// The bounds of calls whose [`CallOptions`] name none (default: the
@@ -105,7 +122,8 @@ impl GitClient {
 
     /// The policy's operation for one call: its kind and effect, the
     /// remote's display form and host, the caller's bounds, id and cancel
-    /// flag, and (http) where credentials come from.
+    /// flag, and (http) where credentials come from: the call's source,
+    /// else the client's, else user info in the URL.
     pub(crate) fn operation(
         &self,
         kind: &str,
@@ -119,7 +137,7 @@ impl GitClient {
         );
         op.host = remote.host();
         if remote.kind == TransportKind::Http {
-            if let Some(c) = opts.credential_source() {
+            if let Some(c) = opts.credential_source().or(self.credentials.as_ref()) {
                 op = op.credentials(Arc::clone(c));
             } else if let Some(p) = &remote.password {
                 op = op.credentials(Arc::new(StaticSource::new(p.clone())));

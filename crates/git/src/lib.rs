@@ -107,6 +107,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "tokio")]
+mod async_client;
 mod attempt;
 mod client;
 mod connect;
@@ -133,6 +135,8 @@ mod view;
 mod watchdog;
 mod wire;
 
+#[cfg(feature = "tokio")]
+pub use async_client::AsyncGitClient;
 pub use client::GitClient;
 pub use error::{GitError, GitPhase};
 pub use fetch::indexer::remove_temporary_files;

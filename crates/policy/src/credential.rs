@@ -6,7 +6,7 @@
 //! first 12 hex digits of the secret's SHA-256) reach logs and output.
 
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
+use std::sync::{mpsc, Arc};
 use std::time::{Duration, Instant};
 
 use crate::clock::CancelFlag;
@@ -61,17 +61,53 @@ impl std::fmt::Debug for Credential {
 }
 
 /// Why a source could not give a credential. Buying failed: the attempt is
-/// unjudged, not a refusal.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+/// unjudged, not a refusal — unless the source says the remote answered
+/// ([`CredentialError::answered`]: trying again cannot mend it) or the
+/// failure is on this side ([`CredentialError::local`]).
+#[derive(Clone, thiserror::Error)]
 #[error("credential source failed: {message}")]
+#[non_exhaustive]
 pub struct CredentialError {
     /// What happened, without the secret.
     pub message: String,
     /// Whether the failure is on this side and will not mend by trying
-    /// again (a token command that cannot start: exit 126/127, or no `sh`).
-    /// The operation then stops with `local-error`; any other failure is an
-    /// unjudged attempt of its own, phase `credential`.
+    /// again (a token command that cannot start: exit 126/127, or no `sh`;
+    /// a GitHub App key that cannot sign). The operation then stops with
+    /// `local-error`; any other failure is an unjudged attempt of its own,
+    /// phase `credential`.
     pub local: bool,
+    /// Whether the remote that sells the credential answered with a
+    /// refusal that trying again cannot mend (a GitHub App's token
+    /// endpoint answering 401, 403 or 404: a wrong key, app or
+    /// installation). The attempt is `answered`, phase `credential`, and
+    /// the operation stops there.
+    pub answered: bool,
+    /// The source's own typed error, when it gave one (reach it with
+    /// [`CredentialError::detail_as`]).
+    pub detail: Option<Arc<dyn std::error::Error + Send + Sync>>,
+}
+
+impl PartialEq for CredentialError {
+    /// Equal when the words and the kind are (the typed detail is the same
+    /// failure in the source's terms).
+    fn eq(&self, other: &Self) -> bool {
+        self.message == other.message
+            && self.local == other.local
+            && self.answered == other.answered
+    }
+}
+
+impl Eq for CredentialError {}
+
+impl std::fmt::Debug for CredentialError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CredentialError")
+            .field("message", &self.message)
+            .field("local", &self.local)
+            .field("answered", &self.answered)
+            .field("detail", &self.detail)
+            .finish()
+    }
 }
 
 impl CredentialError {
@@ -81,15 +117,37 @@ impl CredentialError {
         CredentialError {
             message: message.into(),
             local: false,
+            answered: false,
+            detail: None,
         }
     }
 
     /// A purchase that cannot be made on this side: stops with `local-error`.
     pub fn local(message: impl Into<String>) -> Self {
         CredentialError {
-            message: message.into(),
             local: true,
+            ..Self::new(message)
         }
+    }
+
+    /// A purchase the seller refused in a way trying again cannot mend:
+    /// an `answered` attempt, phase `credential`, that ends the operation.
+    pub fn answered(message: impl Into<String>) -> Self {
+        CredentialError {
+            answered: true,
+            ..Self::new(message)
+        }
+    }
+
+    /// Keep the source's typed error beside the words.
+    pub fn with_detail(mut self, detail: impl std::error::Error + Send + Sync + 'static) -> Self {
+        self.detail = Some(Arc::new(detail));
+        self
+    }
+
+    /// The source's typed error, when it is an `E`.
+    pub fn detail_as<E: std::error::Error + 'static>(&self) -> Option<&E> {
+        self.detail.as_deref().and_then(|d| d.downcast_ref::<E>())
     }
 }
 

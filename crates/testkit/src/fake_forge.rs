@@ -1022,6 +1022,11 @@ enum Reply {
     Stopped,
 }
 
+/// The `X-GitHub-Request-Id` of the `n`th request the forge took.
+pub fn request_id(n: u64) -> String {
+    format!("FAKE:{n:08X}")
+}
+
 fn reason(status: u16) -> &'static str {
     match status {
         200 => "OK",
@@ -1097,6 +1102,8 @@ fn serve_connection(mut stream: TcpStream, id: u64, shared: &Shared) {
                 for (k, v) in &headers {
                     out.push_str(&format!("{k}: {v}\r\n"));
                 }
+                // As GitHub does: every answer names its request.
+                out.push_str(&format!("X-GitHub-Request-Id: {}\r\n", request_id(n)));
                 if close {
                     out.push_str("Connection: close\r\n");
                 }

@@ -6,6 +6,11 @@
 mod common;
 
 mod completions_and_man;
+// The async service example, compiled here and run by `async_service`.
+mod async_service;
+#[path = "../../examples/async_service.rs"]
+#[allow(dead_code)]
+mod async_service_example;
 mod demo;
 mod exit_codes;
 mod fetch;

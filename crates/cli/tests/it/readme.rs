@@ -70,6 +70,11 @@ fn the_readme_library_examples_are_the_example_programs() {
         code_of("examples/integrator.rs"),
         "README and examples/integrator.rs differ"
     );
+    assert_eq!(
+        rust_block(&readme, "## The library: async (tokio)"),
+        code_of("examples/async_service.rs"),
+        "README and examples/async_service.rs differ"
+    );
 }
 
 #[test]

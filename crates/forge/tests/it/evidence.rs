@@ -233,12 +233,15 @@ fn a_call_cancelled_while_its_token_command_runs_keeps_the_credential_failure() 
     assert_eq!(out.stopped, Some(Stopped::Cancelled), "{out:?}");
     assert!(forge.all_arrivals().is_empty(), "{}", forge.log_text());
     match failure(&out) {
-        ForgeFailure::Credential { error } => assert!(!error.local, "{error:?}"),
+        ForgeFailure::Credential {
+            error: sluice_forge::CredentialError::Source(error),
+        } => assert!(!error.local, "{error:?}"),
         f => panic!("not the credential's failure: {f:?}"),
     }
     let e = out.error.as_ref().expect("error");
-    let inner = std::error::Error::source(e.source_as::<ForgeFailure>().expect("typed"))
-        .and_then(|s| s.downcast_ref::<CredentialError>());
+    let typed: &dyn std::error::Error = e.source_as::<ForgeFailure>().expect("typed");
+    let inner = std::iter::successors(typed.source(), |s| s.source())
+        .find_map(|s| s.downcast_ref::<CredentialError>());
     assert!(inner.is_some(), "the source's own error is kept: {e:?}");
 }
 
@@ -321,7 +324,9 @@ fn a_token_command_that_cannot_start_is_a_local_error_with_the_credential_failur
         .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::LocalError, "{out:?}");
     match failure(&out) {
-        ForgeFailure::Credential { error } => assert!(error.local, "{error:?}"),
+        ForgeFailure::Credential {
+            error: sluice_forge::CredentialError::Source(error),
+        } => assert!(error.local, "{error:?}"),
         f => panic!("not the credential's failure: {f:?}"),
     }
     assert!(forge.all_arrivals().is_empty());

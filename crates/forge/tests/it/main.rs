@@ -4,10 +4,13 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod cancel_in_flight;
+mod configuration;
 mod credentials_and_wire;
 mod evidence;
 mod exercise;
 mod https;
+mod in_runtime;
 mod required_checks;
 mod resends;
 mod settle_reads;

@@ -299,3 +299,59 @@ fn a_second_ls_refs_of_one_client_is_one_request_with_the_same_refs() {
     assert_eq!(out.attempts[0].class, Some(Class::Unjudged));
     assert_eq!(out.value, first.value);
 }
+
+#[test]
+fn a_clients_default_credential_source_is_used_unless_a_call_names_its_own() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let http = backend(&w);
+    let local = local_clone(&srv, &w.path("local.git"));
+    let good = Arc::new(Tokens {
+        list: vec![PASSWORD],
+        calls: AtomicUsize::new(0),
+    });
+    let c = client().with_credentials(good.clone());
+    let url = http.url("s.git");
+    // No call source: the client's is bought.
+    let tip = repo::commit_on(&local, "main", "with the client's source");
+    let out = c
+        .push(
+            &url,
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &quick(20_000, 10_000, 3),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(good.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        repo::rev_parse(&srv, "refs/heads/main").as_deref(),
+        Some(tip.as_str())
+    );
+    // A call's own source overrides the client's: its wrong token is
+    // refused, the client's is never asked.
+    let tip2 = repo::commit_on(&local, "main", "with the call's source");
+    let wrong = Arc::new(StaticSource::new(SecretString::from(
+        "call-token-wrong".to_string(),
+    )));
+    let out = c
+        .push(
+            &url,
+            &[update(Some(&tip2), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &with_token(quick(20_000, 10_000, 3), wrong),
+        )
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
+    assert_eq!(
+        out.refused_credentials,
+        vec![sluice_policy::fingerprint("call-token-wrong")]
+    );
+    assert_eq!(good.calls.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        repo::rev_parse(&srv, "refs/heads/main").as_deref(),
+        Some(tip.as_str())
+    );
+}

@@ -6,6 +6,7 @@
 #[path = "../common/mod.rs"]
 mod common;
 
+mod async_facade;
 mod constructors;
 mod evidence;
 mod faults;

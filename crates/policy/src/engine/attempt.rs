@@ -150,6 +150,8 @@ impl Run<'_> {
                 *n += 1;
                 let err = if e.local {
                     AttemptError::local("credential", e.message.clone())
+                } else if e.answered {
+                    AttemptError::answered("credential", e.message.clone())
                 } else {
                     AttemptError::unjudged("credential", e.message.clone())
                 }
