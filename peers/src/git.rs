@@ -16,9 +16,7 @@ use std::time::{Duration, Instant};
 use sluice_git::{gix, CallOptions, GitClient, PushOptions, RefUpdate};
 use sluice_policy::{Bounds, Policy};
 use sluice_testkit::repo;
-use sluice_testkit::{
-    Fault, FaultProxy, GitDaemon, HttpBackend, Protocol, RepoBuilder, Service,
-};
+use sluice_testkit::{Fault, FaultProxy, GitDaemon, HttpBackend, Protocol, RepoBuilder, Service};
 
 use crate::forge::sluice_report;
 use crate::{capped, one_line, Report, Row, Said, CAP};
@@ -108,8 +106,8 @@ fn world(case: Case) -> World {
     );
     let old = repo::rev_parse(&srv, "refs/heads/main").expect("main");
     let new = repo::commit_on(&local, "main", "landing");
-    let other = (case == Case::StaleLease)
-        .then(|| repo::commit_on(&srv, "main", "somebody else's commit"));
+    let other =
+        (case == Case::StaleLease).then(|| repo::commit_on(&srv, "main", "somebody else's commit"));
     let (daemon, http, proxy, url) = match case {
         Case::CutGit | Case::StaleLease => {
             let daemon = GitDaemon::start(&root).expect("git daemon starts");
@@ -182,7 +180,9 @@ fn run(w: &World, case: Case, peer: Peer) -> Report {
     match peer {
         Peer::GitCli => git_cli(&local, &url, &new, lease.as_deref()),
         Peer::Git2 => capped(CAP, move || git2_push(&local, &url, &new, lease.as_deref())),
-        Peer::Sluice => capped(CAP, move || sluice_push(&local, &url, &new, lease.as_deref())),
+        Peer::Sluice => capped(CAP, move || {
+            sluice_push(&local, &url, &new, lease.as_deref())
+        }),
     }
 }
 
@@ -223,7 +223,7 @@ fn git_cli(local: &Path, url: &str, new: &str, lease: Option<&str>) -> Report {
     let words = stderr
         .lines()
         .map(str::trim)
-        .filter(|l| !l.is_empty())
+        .filter(|l| !l.is_empty() && !l.starts_with("To <url>"))
         .collect::<Vec<_>>()
         .join(" / ");
     if killed {
@@ -233,7 +233,10 @@ fn git_cli(local: &Path, url: &str, new: &str, lease: Option<&str>) -> Report {
             took,
         };
     }
-    let code = out.status.code().map_or("a signal".to_string(), |c| c.to_string());
+    let code = out
+        .status
+        .code()
+        .map_or("a signal".to_string(), |c| c.to_string());
     Report {
         said: if out.status.success() {
             Said::Success
@@ -372,14 +375,20 @@ fn row(w: &World, case: Case, peer: Peer, report: Report) -> Row {
     let conns = w.proxy.connections();
     let sent = match w.proxy.protocol() {
         Protocol::Git => {
-            let pushes = conns
+            let pushes: Vec<_> = conns
                 .iter()
                 .filter(|c| c.service == Some(Service::ReceivePack))
+                .collect();
+            let packs = pushes
+                .iter()
+                .filter(|c| c.pack_bytes_client_to_server > 0)
                 .count();
             format!(
-                "{pushes} receive-pack connection{} ({} in all)",
-                s(pushes),
-                conns.len()
+                "{} receive-pack connection{}, {packs} with a pack ({} connection{} in all)",
+                pushes.len(),
+                s(pushes.len()),
+                conns.len(),
+                s(conns.len())
             )
         }
         Protocol::Http => {
@@ -389,9 +398,11 @@ fn row(w: &World, case: Case, peer: Peer, report: Report) -> Row {
                 .filter(|r| r.method == "POST" && r.path.contains("/git-receive-pack"))
                 .count();
             format!(
-                "{posts} POST git-receive-pack ({} requests, {} connections)",
+                "{posts} POST git-receive-pack ({} request{}, {} connection{} in all)",
                 all.len(),
-                conns.len()
+                s(all.len()),
+                conns.len(),
+                s(conns.len())
             )
         }
     };

@@ -98,10 +98,12 @@ pub fn capped(cap: Duration, f: impl FnOnce() -> Report + Send + 'static) -> Rep
     }
 }
 
-/// `s` on one line, `|` escaped, at most `max` characters.
+/// `s` on one line, `|` escaped, every 40-hex object id cut to 7
+/// digits, at most `max` characters.
 pub fn one_line(s: &str, max: usize) -> String {
     let flat: String = s
         .split_whitespace()
+        .map(abbreviate)
         .collect::<Vec<_>>()
         .join(" ")
         .replace('|', "\\|");
@@ -111,6 +113,63 @@ pub fn one_line(s: &str, max: usize) -> String {
     } else {
         flat
     }
+}
+
+/// `word` with every run of 40 hex digits cut to its first 7.
+fn abbreviate(word: &str) -> String {
+    let mut out = String::new();
+    let mut run = String::new();
+    let flush = |run: &mut String, out: &mut String| {
+        if run.len() == 40 {
+            out.push_str(&run[..7]);
+        } else {
+            out.push_str(run);
+        }
+        run.clear();
+    };
+    for c in word.chars() {
+        if c.is_ascii_hexdigit() && !c.is_ascii_uppercase() {
+            run.push(c);
+        } else {
+            flush(&mut run, &mut out);
+            out.push(c);
+        }
+    }
+    flush(&mut run, &mut out);
+    out
+}
+
+/// The version of `package` in this package's Cargo.lock.
+fn locked(package: &str) -> String {
+    let lock = include_str!("../Cargo.lock");
+    let head = format!("name = \"{package}\"\nversion = \"");
+    lock.find(&head)
+        .map(|i| &lock[i + head.len()..])
+        .and_then(|rest| rest.split('"').next())
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// The first line `program --version`-like `args` print.
+fn tool_version(program: &str, args: &[&str]) -> String {
+    std::process::Command::new(program)
+        .args(args)
+        .output()
+        .ok()
+        .map(|o| {
+            let text = if o.stdout.is_empty() {
+                o.stderr
+            } else {
+                o.stdout
+            };
+            String::from_utf8_lossy(&text)
+                .lines()
+                .next()
+                .unwrap_or("")
+                .trim()
+                .to_string()
+        })
+        .unwrap_or_else(|| "?".into())
 }
 
 fn main() {
@@ -123,6 +182,15 @@ fn main() {
     let mut rows = Vec::new();
     rows.extend(forge::run_all(&keep));
     rows.extend(git::run_all(&keep));
+    let (major, minor, patch) = git2::Version::get().libgit2_version();
+    println!(
+        "Peers: octocrab {} (default features but the JWT backend), git2 {} on libgit2 {major}.{minor}.{patch} (bundled), {}, {}; sluice at this commit. Cap: {} s a run.\n",
+        locked("octocrab"),
+        locked("git2"),
+        tool_version("git", &["--version"]),
+        tool_version("lighttpd", &["-v"]),
+        CAP.as_secs()
+    );
     print_table(&rows);
 }
 
@@ -130,15 +198,22 @@ fn print_table(rows: &[Row]) {
     println!("| scenario | peer | requests sent | writes applied | reported | its words | report matches the server |");
     println!("|---|---|---|---|---|---|---|");
     for r in rows {
+        let reported = match r.report.said {
+            Said::NotApplicable => "n/a".to_string(),
+            _ => format!(
+                "{} ({:.1} s)",
+                r.report.said.as_str(),
+                r.report.took.as_secs_f64()
+            ),
+        };
         println!(
-            "| {} | {} | {} | {} | {} ({:.1} s) | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} |",
             r.scenario,
             r.peer,
             r.sent,
             r.applied,
-            r.report.said.as_str(),
-            r.report.took.as_secs_f64(),
-            one_line(&r.report.words, 160),
+            reported,
+            one_line(&r.report.words, 260),
             r.matches
         );
     }
