@@ -12,7 +12,7 @@ use octocrab::Octocrab;
 use serde_json::{json, Value};
 use sluice_forge::{CallOptions, ForgeClient, MergeMethod, RepoRef};
 use sluice_policy::{Bounds, Outcome, OutcomeKind, Policy};
-use sluice_testkit::fake_forge::{Behaviour, Endpoint, FakeForge};
+use sluice_testkit::fake_forge::{Behaviour, Endpoint, Event, FakeForge};
 
 use crate::{capped, one_line, Report, Row, Said, CAP};
 
@@ -200,12 +200,33 @@ fn row(case: &Case, peer: Peer, forge: &FakeForge, n: u64, report: Report) -> Ro
     };
     let matches = judge(&report.said, intended, landed, how_many, case.op);
     Row {
-        scenario: case.name.to_string(),
+        scenario: if fault_fired(case, forge) {
+            case.name.to_string()
+        } else {
+            format!("{} — **the fault did not fire**", case.name)
+        },
         peer: peer.name(),
         sent,
         applied,
         report,
         matches,
+    }
+}
+
+/// Whether the first request at the case's endpoint met its fault (the
+/// fake forge's log of how it ended).
+fn fault_fired(case: &Case, forge: &FakeForge) -> bool {
+    let first = forge
+        .completions(case.op.endpoint())
+        .into_iter()
+        .next()
+        .map(|e| e.event);
+    match (&case.fault, first) {
+        (Behaviour::ApplyThenStatus(s), Some(Event::Answered(a) | Event::ClientGone(a))) => a == *s,
+        (Behaviour::ApplyThenCut, Some(Event::Cut)) => true,
+        // A stall ends when the client gives up or the server stops.
+        (Behaviour::ApplyThenStall(_), None | Some(Event::Cut | Event::Stopped)) => true,
+        _ => false,
     }
 }
 

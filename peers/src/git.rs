@@ -442,8 +442,20 @@ fn row(w: &World, case: Case, peer: Peer, report: Report) -> Row {
         ),
         (Said::NotApplicable, _) => "n/a".into(),
     };
+    let fired = match case {
+        Case::CutGit => conns.iter().any(|c| c.fault_fired),
+        Case::CutHttp => conns
+            .iter()
+            .flat_map(|c| c.http_requests.iter())
+            .any(|r| r.fault.is_some() && !r.response_forwarded),
+        Case::StaleLease => true,
+    };
     Row {
-        scenario: case.name().to_string(),
+        scenario: if fired {
+            case.name().to_string()
+        } else {
+            format!("{} — **the fault did not fire**", case.name())
+        },
         peer: peer.name(),
         sent,
         applied,
