@@ -395,9 +395,8 @@ impl ForgeClient {
             runs.into_iter()
                 .find(|c| c.external_id.as_deref() == Some(external_id.as_str()))
         };
-        let found_first = std::cell::Cell::new(false);
         let mut pages = Pages::new(list_url.clone());
-        let out = self.typed_write_with(
+        Ok(self.typed_write_with(
             "create-check-run",
             &url,
             opts,
@@ -410,7 +409,7 @@ impl ForgeClient {
                             id = ?run.id,
                             "a check run with this external id exists: nothing sent"
                         );
-                        found_first.set(true);
+                        ctx.sent_nothing();
                         return Ok(run);
                     }
                 }
@@ -433,20 +432,21 @@ impl ForgeClient {
                     None => Settlement::not_landed(ForgeClient::observed(&key, "absent")),
                 })
             },
-        );
-        Ok(nothing_sent_if(out, found_first.get()))
+        ))
     }
 
     /// `POST /repos/{owner}/{repo}/issues/{number}/comments` (pull requests
     /// are issues), operation kind `comment`. The body ends with a marker
-    /// line, `<!-- sluice-operation: <id> -->` (GitHub does not render it):
-    /// the operation id the caller gave (one holding `--` or `>` is
-    /// [`ForgeInputError::MarkerId`]), else one made for this call. With a
-    /// caller's id the issue's comments are read first (every page): one
-    /// carrying the marker is answered as found (succeeded, nothing sent),
-    /// so an id asked again — even of another process, with no ledger
-    /// between them — posts nothing. A lost answer is settled by reading
-    /// the comments (every page, `since` the POST less 60 s) for the marker.
+    /// line, `<!-- sluice-operation: <id> -->` (GitHub does not render it),
+    /// where `<id>` is the operation's id as the outcome and the ledger name
+    /// it: the caller's (one holding `--` or `>` is
+    /// [`ForgeInputError::MarkerId`]), else the one the policy generated.
+    /// With a caller's id the issue's comments are read first (every page):
+    /// one carrying the marker is answered as found (succeeded, nothing
+    /// sent, `may_have_applied: false`), so an id asked again — even of
+    /// another process, with no ledger between them — posts nothing. A lost
+    /// answer is settled by reading the comments (every page, `since` the
+    /// POST less 60 s) for the marker.
     pub fn create_issue_comment(
         &self,
         repo: &RepoRef,
@@ -456,46 +456,45 @@ impl ForgeClient {
     ) -> Result<Outcome<IssueComment>, ForgeInputError> {
         input::repo(repo)?;
         input::number("issue", number)?;
-        let given = opts.operation_id().map(str::to_string);
-        if let Some(id) = &given {
+        let given = opts.operation_id().is_some();
+        if let Some(id) = opts.operation_id() {
             if id.contains("--") || id.contains('>') {
-                return Err(ForgeInputError::MarkerId(id.clone()));
+                return Err(ForgeInputError::MarkerId(id.to_string()));
             }
         }
-        let id = given.clone().unwrap_or_else(marker_id);
-        let marker = format!("<!-- sluice-operation: {id} -->");
         let n = number.to_string();
         let url = self.repo_url(repo, &["issues", &n, "comments"]);
         let mut list_url = url.clone();
         list_url.query_pairs_mut().append_pair("per_page", "100");
-        let text = if body.is_empty() || body.ends_with('\n') {
-            format!("{body}{marker}")
-        } else {
-            format!("{body}\n\n{marker}")
+        // The marker of the operation's id, known once its first attempt
+        // runs (the id may be the policy's).
+        let marker: RefCell<String> = RefCell::new(String::new());
+        let marked = |c: &IssueComment| {
+            let m = marker.borrow();
+            c.body.lines().any(|l| l.trim() == m.as_str())
         };
-        let json = serde_json::to_vec(&serde_json::json!({ "body": text })).unwrap_or_default();
-        let marked = |c: &IssueComment| c.body.lines().any(|l| l.trim() == marker);
         let comments_of = |a: &Answer| decode::<Vec<IssueComment>>(Effect::Read, a);
         let posted: RefCell<Option<std::time::SystemTime>> = RefCell::new(None);
-        let found_first = std::cell::Cell::new(false);
         let mut pages = Pages::new(list_url.clone());
-        let out = self.typed_write_with(
+        Ok(self.typed_write_with(
             "comment",
             &url,
             opts,
             |c, ctx, cred| {
                 let deadline = Instant::now() + ctx.timeout;
-                if given.is_some() {
+                marker.replace(format!("<!-- sluice-operation: {} -->", ctx.operation_id()));
+                if given {
                     let comments = pages.read(c, ctx, cred, deadline, comments_of)?;
                     if let Some(found) = comments.into_iter().find(|c| marked(c)) {
                         tracing::debug!(
                             id = found.id,
                             "a comment with this marker exists: nothing sent"
                         );
-                        found_first.set(true);
+                        ctx.sent_nothing();
                         return Ok(found);
                     }
                 }
+                let json = comment_json(body, &marker.borrow());
                 let p = Prepared {
                     method: Method::POST,
                     url: &url,
@@ -524,34 +523,19 @@ impl ForgeClient {
                     None => Settlement::not_landed(ForgeClient::observed("comment", "absent")),
                 })
             },
-        );
-        Ok(nothing_sent_if(out, found_first.get()))
+        ))
     }
 }
 
-/// A write answered by what its read-first found sent nothing: its
-/// outcome says so (`may_have_applied: false`).
-fn nothing_sent_if<T>(mut out: Outcome<T>, found_first: bool) -> Outcome<T> {
-    if found_first && out.is_success() {
-        out.may_have_applied = Some(false);
-    }
-    out
-}
-
-/// A marker id for a comment whose caller gave no operation id: unique
-/// to this process and moment.
-fn marker_id() -> String {
-    use std::sync::atomic::{AtomicU64, Ordering};
-    static N: AtomicU64 = AtomicU64::new(0);
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    format!(
-        "c-{}-{nanos:x}-{}",
-        std::process::id(),
-        N.fetch_add(1, Ordering::Relaxed)
-    )
+/// A comment's request body: the text, then its marker line (after a blank
+/// line, unless the text is empty or ends a line).
+fn comment_json(body: &str, marker: &str) -> Vec<u8> {
+    let text = if body.is_empty() || body.ends_with('\n') {
+        format!("{body}{marker}")
+    } else {
+        format!("{body}\n\n{marker}")
+    };
+    serde_json::to_vec(&serde_json::json!({ "body": text })).unwrap_or_default()
 }
 
 impl ForgeClient {

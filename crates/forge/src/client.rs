@@ -6,14 +6,14 @@
 use std::cell::RefCell;
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use reqwest::{Method, Url};
 use secrecy::SecretString;
 use serde::de::DeserializeOwned;
 use sluice_policy::{
     AttemptCtx, AttemptError, Bounds, CallOptions, Credential, CredentialSource, Effect, Operation,
-    Outcome, OutcomeKind, Policy, Settlement, StaticSource,
+    Outcome, OutcomeKind, Policy, ReconcileCtx, Settlement, StaticSource,
 };
 
 use sluice_policy::text::redact;
@@ -201,7 +201,7 @@ impl ForgeClient {
         };
         let mut out = match (effect, reconcile) {
             (Effect::Write, Some(mut r)) => self.inner.policy.run_write(op, attempt, |rctx| {
-                let reading = self.reading(&last_cred, rctx.timeout, opts);
+                let reading = self.reading(&last_cred, rctx, opts);
                 r(&reading)
             }),
             _ => self.inner.policy.run(op, attempt),
@@ -246,7 +246,7 @@ impl ForgeClient {
         };
         forge_source(match reconcile.as_mut() {
             Some(r) => self.inner.policy.run_write(op, attempt, |rctx| {
-                let reading = self.reading(&last_cred, rctx.timeout, opts);
+                let reading = self.reading(&last_cred, rctx, opts);
                 r(&reading)
             }),
             None => self.inner.policy.run(op, attempt),
@@ -273,16 +273,18 @@ impl ForgeClient {
             op,
             |ctx| attempt(self, ctx, &last_cred),
             |rctx| {
-                let reading = self.reading(&last_cred, rctx.timeout, opts);
+                let reading = self.reading(&last_cred, rctx, opts);
                 reconcile(&reading)
             },
         ))
     }
 
+    /// The settling read `rctx` asks for: it watches the operation's stop
+    /// (a cancel leaves it alone).
     fn reading<'a>(
         &'a self,
         last_cred: &RefCell<Option<Credential>>,
-        remaining: Duration,
+        rctx: &ReconcileCtx<'_>,
         opts: &CallOptions,
     ) -> Reading<'a> {
         let attempt_timeout = opts
@@ -293,7 +295,8 @@ impl ForgeClient {
             &self.inner.wire,
             &self.inner.base,
             last_cred.borrow().clone(),
-            Instant::now() + remaining.min(attempt_timeout),
+            Instant::now() + rctx.timeout.min(attempt_timeout),
+            rctx.cancel_flag().stops_only(),
         )
     }
 

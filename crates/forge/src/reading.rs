@@ -16,8 +16,10 @@ use crate::exchange::{decode, judge, Answer, HttpResponse, Prepared, Wire};
 use crate::local;
 
 /// Reads made while settling a write: GETs with the operation's credential,
-/// within the settling read's deadline. The caller's cancel flag does not
-/// stop them: a cancelled write is still settled by reading.
+/// within the settling read's deadline. The caller's cancel does not stop
+/// them (a cancelled write is still settled by reading); its stop (the
+/// second level, [`CancelFlag::stop`]) cuts a read in flight and refuses
+/// the next.
 pub struct Reading<'a> {
     wire: &'a Wire,
     base: &'a Url,
@@ -28,22 +30,24 @@ pub struct Reading<'a> {
 
 impl<'a> Reading<'a> {
     /// A reading through `wire` of paths under `base`, with `credential`,
-    /// until `deadline`. Never the caller's cancel flag: a cancelled write
-    /// is still settled by its reads (the deadline bounds them), and a
-    /// raised flag would refuse every read at the host's gate before
-    /// sending.
+    /// until `deadline`, watching `stop`: the operation's flag as
+    /// [`CancelFlag::stops_only`] gives it, never the caller's flag itself
+    /// — a cancelled write is still settled by its reads (the deadline and
+    /// the reserve bound them), and a cancel would refuse every read at
+    /// the host's gate before sending; a stop ends them at once.
     pub(crate) fn new(
         wire: &'a Wire,
         base: &'a Url,
         credential: Option<Credential>,
         deadline: Instant,
+        stop: CancelFlag,
     ) -> Self {
         Reading {
             wire,
             base,
             credential,
             deadline,
-            cancel: CancelFlag::new(),
+            cancel: stop,
         }
     }
 }

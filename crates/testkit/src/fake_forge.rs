@@ -692,6 +692,14 @@ impl FakeForge {
         events::record(&mut lock(&self.shared.state), repo, n, kind, commit_id);
     }
 
+    /// Forget every event of issue or pull request `n` (a forge whose
+    /// event is not written yet).
+    pub fn clear_issue_events(&self, repo: &str, n: u64) {
+        lock(&self.shared.state)
+            .events
+            .remove(&(repo.to_string(), n));
+    }
+
     /// Seed a comment on issue or pull request `n` with `body`, created at
     /// `created_at` (RFC 3339); returns its id.
     pub fn add_comment(&self, repo: &str, n: u64, body: &str, created_at: &str) -> u64 {

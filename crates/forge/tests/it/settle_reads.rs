@@ -289,6 +289,120 @@ fn a_merge_whose_git_side_landed_while_the_pull_request_reads_open_is_moved_neve
     );
 }
 
+#[test]
+fn a_merge_whose_settling_reads_fail_for_a_while_settles_landed_with_every_read_listed() {
+    let forge = FakeForge::start().expect("fake forge");
+    let n = forge.add_pull(REPO, "feature", "main", A);
+    forge.set(Endpoint::MergePull, Behaviour::ApplyThenStatus(502));
+    // The forge fails its reads for a while after the merge: three 500s.
+    forge.set(Endpoint::GetPull, Behaviour::Fail5xxThenOk(3));
+    let out = merge(&forge, n, None);
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.reconciled);
+    assert_eq!(
+        out.value.and_then(|v| v.sha),
+        Some(merge_commit_sha(REPO, n, A))
+    );
+    assert_eq!(forge.arrivals(Endpoint::MergePull).len(), 1, "one PUT");
+    let r = out.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::Landed));
+    assert_eq!(r.reads.len(), 4, "every read listed: {:?}", r.reads);
+    let (last, failed) = r.reads.split_last().expect("reads");
+    assert_eq!(last.verdict, Some(Verdict::Landed));
+    for f in failed {
+        assert_eq!(f.verdict, None);
+        assert!(
+            f.cause.as_deref().is_some_and(|c| c.contains("500")),
+            "{f:?}"
+        );
+    }
+    assert_eq!(forge.arrivals(Endpoint::GetPull).len(), 4);
+}
+
+#[test]
+fn a_merge_whose_settling_reads_never_answer_ends_unknown_at_the_deadline_and_says_so() {
+    let forge = FakeForge::start().expect("fake forge");
+    let n = forge.add_pull(REPO, "feature", "main", A);
+    forge.set(
+        Endpoint::MergePull,
+        Behaviour::Status {
+            status: 502,
+            retry_after: None,
+        },
+    );
+    forge.set(Endpoint::GetPull, Behaviour::Fail5xx);
+    let out = merge(&forge, n, None);
+    assert_eq!(out.kind, OutcomeKind::Unknown);
+    assert_eq!(out.may_have_applied, Some(true));
+    assert_eq!(out.stopped, Some(sluice_policy::Stopped::Deadline));
+    assert_eq!(forge.arrivals(Endpoint::MergePull).len(), 1, "one PUT");
+    let r = out
+        .reconciled
+        .expect("reconciled after every unknown write with a settling read");
+    assert_eq!(r.verdict, None, "no read answered");
+    assert!(r.reads.len() > 3, "read until the deadline: {:?}", r.reads);
+    assert_eq!(r.reads.len(), forge.arrivals(Endpoint::GetPull).len());
+    assert!(r
+        .reads
+        .iter()
+        .all(|x| x.verdict.is_none() && x.cause.is_some()));
+    // The reads ran into the deadline's last second (6 s, less the
+    // finish's moment; pauses of at most 1 s), not a count of them.
+    let last = r.reads.last().expect("a read").elapsed_ms;
+    assert!(last > 4_500 && last <= 6_000, "{last} ms");
+}
+
+#[test]
+fn a_merge_merged_at_its_head_without_a_merge_commit_yet_is_read_again_then_landed() {
+    // The merge applied and its answer was lost (502); the pull request
+    // reads merged at the head, without `merge_commit_sha` (trimmed), and
+    // its `merged` event is not written yet.
+    let setup = || {
+        let forge = FakeForge::start().expect("fake forge");
+        let n = forge.add_pull(REPO, "feature", "main", A);
+        forge.set_trimmed_pulls(true);
+        forge.merge_pull_directly(REPO, n).expect("merged");
+        forge.clear_issue_events(REPO, n);
+        forge.set(
+            Endpoint::MergePull,
+            Behaviour::Status {
+                status: 502,
+                retry_after: None,
+            },
+        );
+        (forge, n)
+    };
+
+    // The event never shows: read again until the deadline, then landed
+    // with no sha — never not-landed.
+    let (forge, n) = setup();
+    let out = merge(&forge, n, None);
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.reconciled);
+    assert_eq!(
+        out.value,
+        Some(sluice_forge::MergeResult {
+            merged: true,
+            sha: None
+        })
+    );
+    let r = out.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::Landed));
+    assert!(r.reads.len() > 2, "read again: {:?}", r.reads);
+    assert!(r.reads.iter().all(|x| x.verdict == Some(Verdict::Landed)));
+    assert_eq!(forge.arrivals(Endpoint::MergePull).len(), 1, "one PUT");
+
+    // The event is written while the reads go on: its commit is the sha.
+    let (forge, n) = setup();
+    let want = merge_commit_sha(REPO, n, A);
+    let out = std::thread::scope(|s| {
+        let h = s.spawn(|| merge(&forge, n, None));
+        assert!(forge.wait_for_arrivals(Endpoint::IssueEvents, 2, Duration::from_secs(30)));
+        forge.add_issue_event(REPO, n, "merged", Some(&want));
+        h.join().expect("merge")
+    });
+    assert_eq!(out.kind, OutcomeKind::Succeeded);
+    assert_eq!(out.value.and_then(|v| v.sha), Some(want));
+}
+
 fn comment(
     forge: &FakeForge,
     body: &str,
@@ -358,10 +472,11 @@ fn a_comment_answered_502_and_not_created_ends_unknown_not_landed_with_no_commen
     let out = comment(&forge, "landed", &CallOptions::new());
     assert_eq!(out.kind, OutcomeKind::Unknown);
     assert_eq!(out.may_have_applied, Some(true));
-    assert_eq!(
-        out.reconciled.expect("settled by reading").verdict,
-        Some(Verdict::NotLanded)
-    );
+    // Read until the deadline, still not there: it says so.
+    assert_eq!(out.stopped, Some(sluice_policy::Stopped::Deadline));
+    let r = out.reconciled.expect("settled by reading");
+    assert_eq!(r.verdict, Some(Verdict::NotLanded));
+    assert!(r.reads.len() > 1, "read again: {:?}", r.reads);
     assert_eq!(
         forge.arrivals(Endpoint::CreateIssueComment).len(),
         1,
@@ -375,8 +490,15 @@ fn a_comment_id_asked_again_with_no_ledger_posts_nothing() {
     let forge = FakeForge::start().expect("fake forge");
     let first = comment(&forge, "landed", &CallOptions::new().id("job-9"));
     assert_eq!(first.kind, OutcomeKind::Succeeded);
+    assert_eq!(first.may_have_applied, Some(true), "this one posted");
     // Another client, another policy: no ledger remembers the id.
-    let again = comment(&forge, "landed", &CallOptions::new().id("job-9"));
+    let c = client(
+        &forge,
+        Bounds::new(Duration::from_secs(4), Duration::from_secs(1), 3),
+    );
+    let again = c
+        .create_issue_comment(&repo(), 7, "landed", &CallOptions::new().id("job-9"))
+        .expect("valid input");
     assert_eq!(again.kind, OutcomeKind::Succeeded, "{:?}", again.error);
     assert_eq!(again.may_have_applied, Some(false));
     assert_eq!(again.value.map(|c| c.id), first.value.map(|c| c.id));
@@ -386,6 +508,107 @@ fn a_comment_id_asked_again_with_no_ledger_posts_nothing() {
         "nothing posted again"
     );
     assert_eq!(forge.comments(REPO).len(), 1);
+    // That policy's ledger recorded the run that found it as one that
+    // applied nothing: asked a third time, the earlier run says so.
+    let third = c
+        .create_issue_comment(&repo(), 7, "landed", &CallOptions::new().id("job-9"))
+        .expect("valid input");
+    assert_eq!(third.kind, OutcomeKind::Rejected);
+    assert_eq!(
+        third.previous.expect("the earlier run").may_have_applied,
+        Some(false),
+        "the ledger's record"
+    );
+    assert_eq!(forge.arrivals(Endpoint::CreateIssueComment).len(), 1);
+}
+
+#[test]
+fn a_comment_without_an_id_is_marked_with_the_operation_id_the_outcome_names() {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.push(Endpoint::CreateIssueComment, Behaviour::ApplyThenCut);
+    let out = comment(&forge, "landed", &CallOptions::new());
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.reconciled);
+    let id = out.operation.id.clone();
+    assert!(!id.is_empty());
+    let v = out.value.expect("the comment, settled by its marker");
+    assert!(
+        v.body
+            .ends_with(&format!("\n\n<!-- sluice-operation: {id} -->")),
+        "{} (operation {id})",
+        v.body
+    );
+    assert_eq!(forge.arrivals(Endpoint::CreateIssueComment).len(), 1);
+}
+
+#[test]
+fn a_stop_cuts_a_stalled_settling_read_at_once_and_a_cancel_does_not() {
+    // A comment answered 502 and not created: its settling read (the
+    // comments) stalls at the forge.
+    let settle_stalled = |behaviour: Behaviour, raise: fn(&sluice_policy::CancelFlag)| {
+        let forge = FakeForge::start().expect("fake forge");
+        forge.push(
+            Endpoint::CreateIssueComment,
+            Behaviour::Status {
+                status: 502,
+                retry_after: None,
+            },
+        );
+        forge.push(Endpoint::ListIssueComments, behaviour);
+        let c = client(
+            &forge,
+            Bounds::new(Duration::from_secs(60), Duration::from_secs(30), 1),
+        );
+        let flag = sluice_policy::CancelFlag::new();
+        let (out, raised) = std::thread::scope(|s| {
+            let h = s.spawn(|| {
+                c.create_issue_comment(&repo(), 7, "landed", &CallOptions::new().cancel(&flag))
+                    .expect("valid input")
+            });
+            // The settling read is at the forge, which says nothing.
+            assert!(forge.wait_for_arrivals(
+                Endpoint::ListIssueComments,
+                1,
+                Duration::from_secs(30)
+            ));
+            let raised = std::time::Instant::now();
+            raise(&flag);
+            (h.join().expect("comment"), raised)
+        });
+        (out, raised.elapsed(), forge)
+    };
+
+    let (out, took, forge) = settle_stalled(
+        Behaviour::Delay(Duration::from_secs(60)),
+        sluice_policy::CancelFlag::stop,
+    );
+    println!("returned {took:?} after the stop");
+    // The read's own limit is 30 s: it was cut by the stop, not by that.
+    assert!(
+        took < Duration::from_secs(5),
+        "the stop cut the read in flight: returned {took:?} after it"
+    );
+    assert_eq!(out.kind, OutcomeKind::Unknown);
+    assert_eq!(out.stopped, Some(sluice_policy::Stopped::Cancelled));
+    assert_eq!(out.may_have_applied, Some(true));
+    let r = out
+        .reconciled
+        .expect("reconciled: the write had a settling read");
+    assert_eq!(r.verdict, None, "no read answered");
+    assert_eq!(r.reads.len(), 1, "no read after the stop: {:?}", r.reads);
+    assert!(r.reads[0].cause.is_some(), "{:?}", r.reads);
+    assert_eq!(forge.arrivals(Endpoint::CreateIssueComment).len(), 1);
+    assert_eq!(forge.arrivals(Endpoint::ListIssueComments).len(), 1);
+
+    // A cancel (the first level) leaves the read to its answer: the write
+    // is settled by it.
+    let (out, _took, _forge) = settle_stalled(
+        Behaviour::Delay(Duration::from_millis(1500)),
+        sluice_policy::CancelFlag::cancel,
+    );
+    assert_eq!(out.stopped, Some(sluice_policy::Stopped::Cancelled));
+    let r = out.reconciled.expect("reconciled");
+    assert_eq!(r.verdict, Some(Verdict::NotLanded), "{:?}", r.reads);
+    assert_eq!(r.reads.len(), 1, "the first answered read settles it");
 }
 
 #[test]
@@ -432,6 +655,8 @@ fn the_same_external_id_given_twice_makes_one_check_run() {
         second.value.map(|r| r.id),
         "answered as it is"
     );
+    assert_eq!(first.may_have_applied, Some(true));
+    assert_eq!(second.may_have_applied, Some(false), "nothing sent");
     assert_eq!(
         forge.arrivals(Endpoint::CreateCheckRun).len(),
         1,

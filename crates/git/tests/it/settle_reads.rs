@@ -194,3 +194,109 @@ fn after_a_cancel_refused_settling_reads_stop_within_the_reserve() {
     );
     assert_eq!(receive_packs(&proxy), 1, "never pushed again");
 }
+
+#[test]
+fn a_push_still_not_landed_when_its_reads_run_out_says_stopped_deadline() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    // The server holds the pack in its hook past the deadline: every
+    // settling read finds the ref where it was.
+    let hook = HeldHook::install(&srv, w.dir.path());
+    let local = local_clone(&srv, &w.path("local.git"));
+    let before = repo::rev_parse(&srv, "refs/heads/main");
+    let tip = repo::commit_on(&local, "main", "held past the deadline");
+    let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
+    let out = client()
+        .push(
+            &proxy.url("s.git"),
+            &[update(Some(&tip), "refs/heads/main")],
+            &PushOptions::default(),
+            &open(&local),
+            &opts(Duration::from_secs(8)),
+        )
+        .expect("valid input");
+    hook.release();
+    let r = out.reconciled.as_ref().expect("reconciled");
+    println!("reads: {:?}", r.reads);
+    assert_eq!(out.kind, OutcomeKind::Unknown, "{:?}", out.attempts);
+    assert_eq!(out.may_have_applied, Some(true));
+    assert_eq!(
+        out.stopped,
+        Some(Stopped::Deadline),
+        "the reads ran out of time"
+    );
+    assert_eq!(r.verdict, Some(Verdict::NotLanded));
+    assert!(r.reads.len() >= 2, "read again: {:?}", r.reads);
+    assert!(r
+        .reads
+        .iter()
+        .all(|x| x.verdict == Some(Verdict::NotLanded)));
+    assert_eq!(
+        r.observed.get("refs/heads/main").map(String::as_str),
+        before.as_deref()
+    );
+    assert_eq!(receive_packs(&proxy), 1, "one pack, never pushed again");
+}
+
+#[test]
+fn a_stop_cuts_a_stalled_settling_read_of_a_push_at_once() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let hook = HeldHook::install(&srv, w.dir.path());
+    let local = local_clone(&srv, &w.path("local.git"));
+    let tip = repo::commit_on(&local, "main", "stopped while settling");
+    let proxy = FaultProxy::git(w.daemon.addr()).expect("proxy");
+    proxy.set_fault(Fault::CutBeforeReport, 1);
+    let cancel = CancelFlag::new();
+    // A settling read's own limit: 20 s. The stop must cut it long before.
+    let bounds = Bounds::new(Duration::from_secs(60), Duration::from_secs(20), 3)
+        .with_reconcile_reserve(Duration::from_secs(2));
+    let (tx, rx) = mpsc::channel();
+    let (out, returned) = std::thread::scope(|s| {
+        s.spawn(|| {
+            hook.wait_started();
+            // Every connection after the push's stalls before the
+            // advertisement: the settling read hangs there.
+            proxy.set_fault_always(Fault::StallBeforeAdvert);
+            hook.release();
+            let end = Instant::now() + Duration::from_secs(60);
+            while !proxy
+                .connections()
+                .iter()
+                .any(|c| c.service == Some(Service::UploadPack))
+            {
+                assert!(Instant::now() < end, "no settling read came");
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            let at = Instant::now();
+            cancel.stop();
+            tx.send(at).expect("send");
+        });
+        let out = client()
+            .push(
+                &proxy.url("s.git"),
+                &[update(Some(&tip), "refs/heads/main")],
+                &PushOptions::default(),
+                &open(&local),
+                &sluice_git::CallOptions::new()
+                    .bounds(bounds)
+                    .cancel(&cancel),
+            )
+            .expect("valid input");
+        (out, Instant::now())
+    });
+    let stopped = rx.recv().expect("stopped");
+    let after = returned.duration_since(stopped);
+    let r = out.reconciled.as_ref().expect("reconciled");
+    println!("after the stop: {after:?}; reads: {:?}", r.reads);
+    assert!(
+        after < Duration::from_secs(5),
+        "the stop cut the stalled read: returned {after:?} after it"
+    );
+    assert_eq!(out.kind, OutcomeKind::Unknown, "{:?}", out.attempts);
+    assert_eq!(out.stopped, Some(Stopped::Cancelled));
+    assert_eq!(out.may_have_applied, Some(true));
+    assert_eq!(r.verdict, None, "no read answered");
+    assert_eq!(r.reads.len(), 1, "no read after the stop: {:?}", r.reads);
+    assert_eq!(receive_packs(&proxy), 1, "never pushed again");
+}

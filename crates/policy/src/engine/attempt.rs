@@ -60,6 +60,8 @@ impl Run<'_> {
             credential: credential.as_ref().map(|(c, _)| c),
             cancel: &self.cancel,
             clock: &*self.policy.clock,
+            id: self.id(),
+            sent_nothing: false,
             phase: Cow::Borrowed("connect"),
             messages: Vec::new(),
             dropped: Default::default(),
@@ -78,6 +80,7 @@ impl Run<'_> {
             elapsed: end.saturating_sub(now),
         };
         let mut st = self.state();
+        st.sent_nothing = ctx.sent_nothing;
         st.remote_messages.add_dropped(ctx.dropped);
         for m in messages {
             st.remote_messages.push_line(m);

@@ -39,6 +39,10 @@ pub struct AttemptCtx<'a> {
     pub(super) credential: Option<&'a Credential>,
     pub(super) cancel: &'a CancelFlag,
     pub(super) clock: &'a dyn Clock,
+    /// The operation's id (the caller's, or the one the policy generated).
+    pub(super) id: &'a str,
+    /// The value was found by a read made first: nothing was sent.
+    pub(super) sent_nothing: bool,
     pub(super) phase: Cow<'static, str>,
     pub(super) messages: Vec<String>,
     pub(super) dropped: crate::remote_text::RemoteTextDropped,
@@ -69,6 +73,21 @@ impl AttemptCtx<'_> {
     /// `remote_messages_dropped`.
     pub fn remote_messages_dropped(&mut self, dropped: crate::remote_text::RemoteTextDropped) {
         self.dropped.add(dropped);
+    }
+
+    /// The operation's id, as the outcome and the ledger name it: the
+    /// caller's, or the one the policy generated for this operation (a
+    /// write may carry it, e.g. in a marker a settling read looks for).
+    pub fn operation_id(&self) -> &str {
+        self.id
+    }
+
+    /// Say that this attempt's value is what a read made first found on
+    /// the remote, and that nothing was sent: when the attempt succeeds,
+    /// the write's outcome — and the ledger's record of it — says
+    /// `may_have_applied: false`.
+    pub fn sent_nothing(&mut self) {
+        self.sent_nothing = true;
     }
 
     /// The credential bought for this attempt, when the operation has a source.
@@ -112,7 +131,9 @@ pub struct ReconcileCtx<'a> {
 }
 
 impl ReconcileCtx<'_> {
-    /// The caller's cancel flag (a cancelled write is still settled).
+    /// The caller's cancel flag (a cancelled write is still settled). A
+    /// settling read watches it through [`CancelFlag::stops_only`]: a cancel
+    /// leaves the read alone, a stop cuts it in flight.
     pub fn cancel_flag(&self) -> &CancelFlag {
         self.cancel
     }

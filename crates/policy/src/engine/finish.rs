@@ -48,6 +48,11 @@ impl Run<'_> {
         if self.write && out.kind != OutcomeKind::Succeeded {
             out.may_have_applied = Some(st.unsettled_complete || rejected_applied == Some(true));
         }
+        // A write answered by what its read-first found sent nothing: the
+        // outcome, and the ledger's record of it, say it did not apply.
+        if self.write && out.kind == OutcomeKind::Succeeded && st.sent_nothing {
+            out.may_have_applied = Some(false);
+        }
         if out.kind == OutcomeKind::Answered && out.stopped == Some(Stopped::CredentialRefused) {
             self.log_standing_refusal(&out, ended);
         }
@@ -150,7 +155,7 @@ impl Run<'_> {
                     out.error = last.error;
                 }
             }
-            Err(Step::Settled(e, value)) => {
+            Err(Step::Settled(e, value, why)) => {
                 // A read cannot tell "moved before the write" from "landed,
                 // then built upon", nor "not landed" from "not landed yet":
                 // never sent again, never called a failure.
@@ -158,7 +163,7 @@ impl Run<'_> {
                 out.stopped = if cancelled {
                     Some(Stopped::Cancelled)
                 } else {
-                    None
+                    why
                 };
                 out.value = value;
                 out.error = Some(e);

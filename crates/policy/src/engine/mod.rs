@@ -97,9 +97,10 @@ impl Policy {
     /// stopping about 250 ms before it so the ledger's finish has its moment
     /// — since a server that got the whole request may still be applying
     /// it, and a daemon restarting for a moment must not end the settling.
-    /// Landed then is success; still not there ends `unknown` with
-    /// `may_have_applied: true` and verdict `not-landed`; no read answered
-    /// ends `unknown`, verdict null, `stopped: deadline`. Moved, and a read
+    /// Landed then is success; still not there at the deadline ends
+    /// `unknown` with `may_have_applied: true`, verdict `not-landed` and
+    /// `stopped: deadline`; no read answered ends `unknown`, verdict null,
+    /// `stopped: deadline`. Moved, and a read
     /// whose failure is an answer (a 404, an `ERR`), end the reads at once.
     /// After the caller's cancel the reads stop at the first read that
     /// answered, or once the reconcile reserve has passed since the cancel.

@@ -14,7 +14,8 @@
 //! second level) ends them at once. Every read is listed in
 //! `reconciled.reads`, a failed one with its cause; `reconciled` is there
 //! whenever the write had a settling read, its verdict null when no read
-//! answered.
+//! answered. Reads that run out of time say so (`stopped: deadline`),
+//! whether none answered or the last that answered found it not landed.
 
 use std::collections::BTreeMap;
 use std::time::Duration;
@@ -97,7 +98,7 @@ impl Run<'_> {
                 }
                 // Landed without a value to return: the write is on the
                 // remote, but the caller gave nothing to succeed with.
-                None => Err(Step::Unsettled(err, None)),
+                None => Err(Step::Unsettled(err, why)),
             },
             Verdict::NotLanded => {
                 let until = if self.cancel.is_cancelled() {
@@ -119,6 +120,7 @@ impl Run<'_> {
                         &err,
                     ),
                     s.value,
+                    why,
                 ))
             }
             Verdict::Moved => Err(Step::Settled(
@@ -130,6 +132,7 @@ impl Run<'_> {
                     &err,
                 ),
                 s.value,
+                why,
             )),
         }
     }
@@ -163,7 +166,9 @@ impl Run<'_> {
     /// deadline less the finish's moment; after a cancel, the reserve
     /// since it). A `not-landed` read and a failed one are both read again
     /// after that pause; after a cancel, the first read that answered ends
-    /// the reads. `Some(Deadline)` when time ran out.
+    /// the reads. `Some(Deadline)` when time ran out before a read ended
+    /// them (none answered, or the last that answered found it not landed
+    /// yet); `None` when a read ended them, or a cancel or a stop did.
     fn read_until_settled<T, R>(
         &self,
         reconcile: &mut R,
@@ -214,12 +219,10 @@ impl Run<'_> {
             // checks run after the last byte, whether or not we are there;
             // a forge may lag its own write), and a read that failed told
             // nothing: read again while there is room. No reserve, no
-            // pause: the caller kept no time for it.
-            let out_of_time = if reads.last.is_some() {
-                None
-            } else {
-                Some(Stopped::Deadline)
-            };
+            // pause: the caller kept no time for it. Either way the reads
+            // ran out of time (`stopped: deadline`), whether or not one of
+            // them answered `not-landed`.
+            let out_of_time = Some(Stopped::Deadline);
             let Some(pause) = pauses.as_mut().and_then(Iterator::next) else {
                 return out_of_time;
             };

@@ -27,8 +27,10 @@ pub(super) enum Step<T> {
     Stop(Stopped),
     /// A settling read found the write moved (or it was still not landed
     /// at the last read the deadline allowed): never sent again, and it may
-    /// have landed (or may still land). The value is what the read made of it, when the layer kept one.
-    Settled(AttemptError, Option<T>),
+    /// have landed (or may still land). The value is what the read made of
+    /// it, when the layer kept one; why the reads stopped (`deadline` when
+    /// time ran out while it was still not landed).
+    Settled(AttemptError, Option<T>, Option<Stopped>),
     /// A write's answer is unknown and no read settled it; why the reads
     /// stopped (none when there was no reconciler or a read was answered).
     Unsettled(AttemptError, Option<Stopped>),
@@ -58,6 +60,10 @@ pub(super) struct RunState {
     /// A write's request was complete and its answer never read (nor
     /// settled as landed).
     pub(super) unsettled_complete: bool,
+    /// The last attempt's value was found by a read made first and nothing
+    /// was sent ([`AttemptCtx::sent_nothing`](super::AttemptCtx::sent_nothing)):
+    /// the write did not apply in this operation.
+    pub(super) sent_nothing: bool,
     /// When the attempt that succeeded ended: the operation ended then too
     /// (nothing runs after a success), so the clock is not read again.
     pub(super) succeeded_at: Option<Duration>,

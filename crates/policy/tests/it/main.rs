@@ -14,6 +14,7 @@ mod logging;
 mod metrics;
 mod outcome_json;
 mod properties;
+mod read_first;
 mod settle_failed_reads;
 mod settling;
 mod writes;

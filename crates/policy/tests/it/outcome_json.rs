@@ -127,9 +127,9 @@ fn an_unknown_write_serialises_its_settlement_in_kebab_case() {
     check_shape(&v);
     assert_eq!(v["result"], "unknown");
     assert_eq!(v["operation"]["effect"], "write");
-    // Not landed (read until the deadline) is never sent again: one
-    // attempt, and the write may still land.
-    assert_eq!(v["stopped"], Value::Null);
+    // Not landed (read until the deadline, which it says) is never sent
+    // again: one attempt, and the write may still land.
+    assert_eq!(v["stopped"], "deadline");
     assert_eq!(v["may_have_applied"], true);
     assert_eq!(v["attempts"].as_array().unwrap().len(), 1);
     assert_eq!(v["reconciled"]["verdict"], "not-landed");

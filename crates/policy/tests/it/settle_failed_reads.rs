@@ -323,3 +323,56 @@ fn a_stop_ends_the_settling_reads_at_once() {
     assert_eq!(r.verdict, None);
     assert_eq!(r.reads.len(), 2);
 }
+
+#[test]
+fn reads_that_still_find_it_not_landed_at_the_deadline_say_deadline() {
+    let (policy, clock) = manual_policy();
+    let reads = Cell::new(0u32);
+    let bounds = Bounds::new(secs(6), secs(2), 3).with_backoff(doubling(100));
+    let out = policy.run_write(
+        write_op(bounds),
+        |_ctx| -> Result<&str, _> { Err(unknown_push()) },
+        |_ctx| {
+            reads.set(reads.get() + 1);
+            clock.advance(millis(10));
+            // Not landed, and between those answers the daemon restarts.
+            if reads.get().is_multiple_of(3) {
+                Err(refused())
+            } else {
+                Ok(Settlement::not_landed(observed(OLD)))
+            }
+        },
+    );
+    assert!(reads.get() > 5, "read until the deadline: {}", reads.get());
+    assert_eq!(out.kind, OutcomeKind::Unknown);
+    assert_eq!(out.may_have_applied, Some(true));
+    assert_eq!(out.stopped, Some(Stopped::Deadline), "time ran out");
+    let r = out.reconciled.as_ref().expect("reconciled");
+    assert_eq!(r.verdict, Some(Verdict::NotLanded));
+    assert_eq!(r.reads.len() as u32, reads.get(), "every read listed");
+    let json = serde_json::to_value(&out).expect("json");
+    assert_eq!(json["stopped"], "deadline");
+    assert_eq!(json["reconciled"]["verdict"], "not-landed");
+
+    // Not landed, then an answered failure: the reads ended on an answer,
+    // not on the deadline.
+    let (policy, _clock) = manual_policy();
+    let reads = Cell::new(0u32);
+    let out = policy.run_write(
+        write_op(bounds),
+        |_ctx| -> Result<&str, _> { Err(unknown_push()) },
+        |_ctx| {
+            reads.set(reads.get() + 1);
+            match reads.get() {
+                1 => Ok(Settlement::not_landed(observed(OLD))),
+                _ => Err(AttemptError::answered("body", "404 Not Found")),
+            }
+        },
+    );
+    assert_eq!(reads.get(), 2);
+    assert_eq!(out.stopped, None, "an answer, not the deadline");
+    assert_eq!(
+        out.reconciled.expect("reconciled").verdict,
+        Some(Verdict::NotLanded)
+    );
+}

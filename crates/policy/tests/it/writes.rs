@@ -92,7 +92,11 @@ fn a_write_found_not_landed_is_read_again_until_the_deadline_and_never_sent_agai
     assert_eq!(slept, pauses, "backoff capped at half the reserve");
     assert_eq!(out.kind, OutcomeKind::Unknown);
     assert_eq!(out.may_have_applied, Some(true));
-    assert_eq!(out.stopped, None);
+    assert_eq!(
+        out.stopped,
+        Some(Stopped::Deadline),
+        "the reads ran out of time"
+    );
     assert_eq!(out.value, Some("per-ref"), "the layer's per-ref verdicts");
     assert_eq!(
         out.reconciled.as_ref().unwrap().verdict,
