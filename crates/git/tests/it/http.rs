@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use common::*;
 use secrecy::SecretString;
-use sluice_git::GitClient;
+use sluice_git::{GitClient, PushOptions};
 use sluice_policy::{
     Class, Credential, CredentialError, CredentialSource, OutcomeKind, Policy, StaticSource,
     Verdict,
