@@ -310,9 +310,45 @@ fn write(repo: &gix::Repository, edits: Vec<RefEdit>) -> gix::Result<()> {
     };
     // One transaction: all written or none (an error then reports
     // nothing as written). gix waits on a held ref lock as git does
-    // (core.filesRefLockTimeout, core.packedRefsTimeout).
+    // (core.filesRefLockTimeout, core.packedRefsTimeout); unset, the wait
+    // for a loose ref's lock is a second here, not git's 100 ms: a service
+    // runs many fetches into one repository at once, and they all take the
+    // same followed tags' locks.
+    let patient;
+    let repo = match patient_with_locks(repo) {
+        Some(r) => {
+            patient = r;
+            &patient
+        }
+        None => repo,
+    };
     repo.edit_references_as(edits, Some(committer))?;
     Ok(())
+}
+
+/// How long a ref edit waits for a loose ref's lock when the configuration
+/// does not say (`core.filesRefLockTimeout`, in milliseconds).
+const REF_LOCK_WAIT_MS: &str = "1000";
+
+/// A handle on `repo` whose ref edits wait [`REF_LOCK_WAIT_MS`] for a held
+/// lock, when `core.filesRefLockTimeout` is not set; `None` when it is (the
+/// configured wait stands) or the value cannot be set.
+fn patient_with_locks(repo: &gix::Repository) -> Option<gix::Repository> {
+    use gix::config::tree::Core;
+    if repo
+        .config_snapshot()
+        .integer("core.filesRefLockTimeout")
+        .is_some()
+    {
+        return None;
+    }
+    let mut r = repo.clone();
+    let mut config = r.config_snapshot_mut();
+    config
+        .set_value(&Core::FILES_REF_LOCK_TIMEOUT, REF_LOCK_WAIT_MS)
+        .ok()?;
+    config.commit().ok()?;
+    Some(r)
 }
 
 /// A local ref `--prune` deleted.
