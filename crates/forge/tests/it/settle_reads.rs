@@ -395,7 +395,10 @@ fn a_merge_merged_at_its_head_without_a_merge_commit_yet_is_read_again_then_land
     let want = merge_commit_sha(REPO, n, A);
     let out = std::thread::scope(|s| {
         let h = s.spawn(|| merge(&forge, n, None));
-        assert!(forge.wait_for_arrivals(Endpoint::IssueEvents, 2, Duration::from_secs(30)));
+        // After the first read of the events (which found none): the
+        // reads that follow, well inside the deadline on a loaded machine,
+        // find it.
+        assert!(forge.wait_for_arrivals(Endpoint::IssueEvents, 1, Duration::from_secs(30)));
         forge.add_issue_event(REPO, n, "merged", Some(&want));
         h.join().expect("merge")
     });
