@@ -125,7 +125,7 @@ async fn land(
     }
     let ci = ci.value.expect("a success carries its value");
     if ci.state != CiState::Success {
-        return Ok(JobEnd::CiNotGreen(ci.combined.state));
+        return Ok(JobEnd::CiNotGreen(ci.state.as_str().to_owned()));
     }
     let tip = |name: &str| refs.iter().find(|r| r.name == name).and_then(|r| r.oid);
     let (Some(target), Some(candidate)) = (tip(&target_ref), tip(&candidate_ref)) else {

@@ -48,7 +48,8 @@ pub enum JobEnd {
         /// The rounds it took.
         rounds: u32,
     },
-    /// The candidate's CI is not green (its combined state).
+    /// The candidate's CI is not green: its verdict (`pending` or
+    /// `failure`), required checks and check runs included.
     CiNotGreen(String),
     /// The candidate does not contain the target: it needs a rebase.
     NeedsRebase,
@@ -122,7 +123,10 @@ pub fn land(
         let ci = forge.ci_status(&job.repo, &candidate.to_string(), &read)?;
         match ci.kind {
             OutcomeKind::Succeeded => {
-                let state = ci.value.map(|c| c.combined.state).unwrap_or_default();
+                let state = ci
+                    .value
+                    .map(|c| c.state.as_str().to_owned())
+                    .unwrap_or_default();
                 if state != "success" {
                     return Ok(JobEnd::CiNotGreen(state));
                 }
