@@ -1,8 +1,8 @@
 //! A child process for the ledger tests (`tests/it/ledger.rs`); not for use
 //! on its own.
 //!
-//! * `ledger-worker claim <ledger> <start-file> <ids...>`: waits until
-//!   `<start-file>` exists, then claims every id in the order given and
+//! * `ledger-worker claim <ledger> <start-file> <ids...>`: prints `ready`,
+//!   waits until `<start-file>` exists, then claims every id in the order given and
 //!   finishes the ones it claimed; prints `claimed <id>` for each, as it
 //!   goes.
 //! * `ledger-worker churn <ledger> <prefix>`: claims and finishes
@@ -40,6 +40,13 @@ fn main() {
         Some("claim") if args.len() >= 3 => {
             let ledger = FileLedger::new(&args[1]);
             let start = Path::new(&args[2]);
+            // Up and about to wait: the parent starts no one before every
+            // worker has said so.
+            {
+                let mut o = out.lock();
+                writeln!(o, "ready").expect("stdout");
+                o.flush().expect("stdout");
+            }
             let until = Instant::now() + Duration::from_secs(30);
             while !start.exists() && Instant::now() < until {
                 std::thread::sleep(Duration::from_micros(200));

@@ -60,11 +60,20 @@ fn eight_processes_claiming_the_same_ids_at_once_claim_each_exactly_once() {
         let args: Vec<&str> = args.iter().map(String::as_str).collect();
         children.push(spawn(&args));
     }
+    // Every worker up and waiting before the start: none can take every
+    // id while another is still starting.
+    let mut readers = Vec::new();
+    for c in &mut children {
+        let mut out = BufReader::new(c.0.stdout.take().expect("stdout"));
+        let mut first = String::new();
+        out.read_line(&mut first).expect("a worker's first line");
+        assert_eq!(first.trim_end(), "ready");
+        readers.push(out);
+    }
     std::fs::write(&start, b"go").expect("start file");
     let mut claimed_by: BTreeMap<String, Vec<usize>> = BTreeMap::new();
-    for (p, mut c) in children.into_iter().enumerate() {
-        let out = c.0.stdout.take().expect("stdout");
-        for line in BufReader::new(out).lines() {
+    for (p, (mut c, out)) in children.into_iter().zip(readers).enumerate() {
+        for line in out.lines() {
             let line = line.expect("line");
             if let Some(id) = line.strip_prefix("claimed ") {
                 claimed_by.entry(id.to_string()).or_default().push(p);
