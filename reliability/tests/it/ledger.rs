@@ -42,7 +42,9 @@ fn eight_processes_claiming_the_same_ids_at_once_claim_each_exactly_once() {
     let dir = tempfile::tempdir().expect("tempdir");
     let ledger = dir.path().join("ledger.json");
     let start = dir.path().join("start");
-    let ids: Vec<String> = (0..60).map(|i| format!("op-{i}")).collect();
+    // Enough ids that the first process to start cannot take them all
+    // before the others wake (60 were taken by one, now and then).
+    let ids: Vec<String> = (0..240).map(|i| format!("op-{i}")).collect();
     let mut children = Vec::new();
     for p in 0..8u64 {
         // Each process asks for every id, in its own order.
