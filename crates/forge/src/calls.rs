@@ -646,15 +646,19 @@ impl ForgeClient {
             |r| {
                 let now: GitRef = r.get_json_url(&read_url)?;
                 let observed = ForgeClient::observed(&key, now.object.sha.clone());
-                let first = before.borrow().clone().unwrap_or_default();
+                // No baseline read means no attempt got as far as its
+                // PATCH: nothing was sent, so a ref not at `sha` is
+                // not-landed, never moved by somebody else.
+                let first = before.borrow().clone();
                 Ok(if now.object.sha == sha {
                     Settlement::landed(now, observed)
-                } else if now.object.sha == first {
+                } else if first.as_ref().is_none_or(|f| now.object.sha == *f) {
                     Settlement::not_landed(observed)
                 } else {
                     let cause = format!(
-                        "{key} is at {}, neither {sha} (this update) nor {first} (read before it): moved by somebody else",
-                        now.object.sha
+                        "{key} is at {}, neither {sha} (this update) nor {} (read before it): moved by somebody else",
+                        now.object.sha,
+                        first.unwrap_or_default()
                     );
                     Settlement::moved(None, observed, cause)
                 })
