@@ -1,8 +1,9 @@
 //! An integrator's landing loop, as sluice runs it, on the library alone:
 //! one shared [`Policy`] (with a persistent ledger) under a [`GitClient`]
 //! and a [`ForgeClient`]; per round, the forge's CI read of the candidate,
-//! ls-refs of the target, a fetch into a repository kept open, a merge
-//! commit made with gix, and a leased push — every [`OutcomeKind`] of
+//! ls-refs of the target, a fetch into a repository kept open, a
+//! three-way merge made with gix (sluice-git's `merge` feature), and a
+//! leased push — every [`OutcomeKind`] of
 //! every call handled, with no arm that cannot happen. `cargo test` builds
 //! it and runs [`land`] against a `git daemon` and the fake forge
 //! (`crates/cli/tests/it/integrator_loop.rs`):
@@ -51,7 +52,8 @@ pub enum JobEnd {
     /// The candidate's CI is not green: its verdict (`pending` or
     /// `failure`), required checks and check runs included.
     CiNotGreen(String),
-    /// The candidate does not contain the target: it needs a rebase.
+    /// Merging the candidate into the target leaves a conflict: it needs
+    /// a rebase.
     NeedsRebase,
     /// The remote or the forge answered in a way another round cannot
     /// change, or the rounds ran out; the words say which.
@@ -214,20 +216,30 @@ pub fn land(
     Ok(JobEnd::GaveUp(format!("{ROUNDS} rounds: {last}")))
 }
 
-/// A merge commit of `candidate` into `target` when the candidate contains
-/// the target (its tree is the candidate's: nothing to resolve); `None`
-/// when it does not.
+/// A merge commit of `candidate` into `target`: a three-way merge of the
+/// two trees on their merge base (gix's `merge`, which sluice-git's
+/// `merge` feature turns on), as `git merge` makes it, with the
+/// repository's merge configuration (renames, conflict style). `None` when
+/// the merge leaves a conflict git would not resolve on its own: the
+/// candidate needs a rebase.
 fn merge_commit(
     repo: &gix::Repository,
     target: ObjectId,
     candidate: ObjectId,
     job: &Job<'_>,
 ) -> Result<Option<ObjectId>, Box<dyn Error>> {
-    let base = repo.merge_base(target, candidate)?.map(|b| b.detach());
-    if base != Some(target) {
+    let labels = gix::merge::blob::builtin_driver::text::Labels {
+        ancestor: Some("merge base".into()),
+        current: Some(job.target.into()),
+        other: Some(job.candidate.into()),
+    };
+    let options = gix::merge::commit::Options::from(repo.tree_merge_options()?);
+    let mut merged = repo.merge_commits(target, candidate, labels, options)?;
+    let unresolved = gix::merge::tree::TreatAsUnresolved::git();
+    if merged.tree_merge.has_unresolved_conflicts(unresolved) {
         return Ok(None);
     }
-    let tree = repo.find_commit(candidate)?.tree_id()?.detach();
+    let tree = merged.tree_merge.tree.write()?.detach();
     let who = gix::actor::Signature {
         name: "sluice".into(),
         email: "sluice@example.invalid".into(),

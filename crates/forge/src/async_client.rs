@@ -4,7 +4,7 @@
 
 use std::future::Future;
 
-use sluice_policy::{AttemptError, CallOptions, CancelFlag, Outcome, Settlement};
+use sluice_policy::{on_blocking_pool, AttemptError, CallOptions, Outcome, Settlement};
 
 use crate::{
     CheckRun, CheckRunUpdate, CiQuery, CiStatus, ForgeClient, ForgeInputError, GitRef,
@@ -18,8 +18,10 @@ type Called<T> = Result<Outcome<T>, ForgeInputError>;
 /// [`ForgeClient`]'s calls as `async fn`s, for a program on tokio.
 ///
 /// Each call runs the blocking call on tokio's blocking pool
-/// ([`tokio::task::spawn_blocking`]) inside the caller's current `tracing`
-/// span, so the operation's span sits under the caller's. Arguments are
+/// ([`tokio::task::spawn_blocking`]) inside the `tracing` span current
+/// where its future is polled (the awaiting caller's, or one given with
+/// `.instrument(span)`), so the operation's span sits under the caller's
+/// (through `sluice_policy::on_blocking_pool`). Arguments are
 /// taken by value (the call runs on another thread).
 ///
 /// # Dropping the future cancels the operation
@@ -237,48 +239,5 @@ impl AsyncForgeClient {
     ) -> impl Future<Output = Called<CheckRun>> + Send + 'static {
         let c = self.client.clone();
         on_blocking_pool(opts, move |o| c.update_check_run(&repo, id, &update, o))
-    }
-}
-
-/// Run `call` on tokio's blocking pool inside the current span, with a
-/// cancel flag in its options that is raised when the returned future is
-/// dropped before it is ready.
-fn on_blocking_pool<T: Send + 'static>(
-    opts: CallOptions,
-    call: impl FnOnce(&CallOptions) -> T + Send + 'static,
-) -> impl Future<Output = T> + Send + 'static {
-    let (opts, flag) = match opts.cancel_flag().cloned() {
-        Some(flag) => (opts, flag),
-        None => {
-            let flag = CancelFlag::new();
-            (opts.cancel(&flag), flag)
-        }
-    };
-    let span = tracing::Span::current();
-    async move {
-        let mut armed = CancelOnDrop(Some(flag));
-        let task = tokio::task::spawn_blocking(move || span.in_scope(|| call(&opts)));
-        let done = task.await;
-        armed.0 = None;
-        match done {
-            Ok(v) => v,
-            Err(e) => match e.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                // A blocking task is cancelled only when its runtime shuts
-                // down before it starts: this future is being dropped too.
-                Err(e) => panic!("the blocking call never ran: {e}"),
-            },
-        }
-    }
-}
-
-/// Raises its flag when dropped still armed.
-struct CancelOnDrop(Option<CancelFlag>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(flag) = self.0.take() {
-            flag.cancel();
-        }
     }
 }

@@ -3,7 +3,7 @@
 
 use std::future::Future;
 
-use sluice_policy::{CallOptions, CancelFlag, Outcome};
+use sluice_policy::{on_blocking_pool, CallOptions, Outcome};
 
 use crate::{
     FetchOptions, FetchedRef, GitClient, InputError, NamedRemote, PushOptions, PushReport,
@@ -13,8 +13,10 @@ use crate::{
 /// [`GitClient`]'s calls as `async fn`s, for a program on tokio.
 ///
 /// Each call runs the blocking call on tokio's blocking pool
-/// ([`tokio::task::spawn_blocking`]) inside the caller's current `tracing`
-/// span, so the operation's span sits under the caller's. Arguments are
+/// ([`tokio::task::spawn_blocking`]) inside the `tracing` span current
+/// where its future is polled (the awaiting caller's, or one given with
+/// `.instrument(span)`), so the operation's span sits under the caller's
+/// (through `sluice_policy::on_blocking_pool`). Arguments are
 /// taken by value (the call runs on another thread); fetch and push take a
 /// [`gix::ThreadSafeRepository`] (`repo.into_sync()`, or
 /// `gix::ThreadSafeRepository::open`), opened on the blocking thread with
@@ -124,48 +126,5 @@ impl AsyncGitClient {
         on_blocking_pool(opts, move |o| {
             c.push(&url, &updates, &options, &repo.to_thread_local(), o)
         })
-    }
-}
-
-/// Run `call` on tokio's blocking pool inside the current span, with a
-/// cancel flag in its options that is raised when the returned future is
-/// dropped before it is ready.
-fn on_blocking_pool<T: Send + 'static>(
-    opts: CallOptions,
-    call: impl FnOnce(&CallOptions) -> T + Send + 'static,
-) -> impl Future<Output = T> + Send + 'static {
-    let (opts, flag) = match opts.cancel_flag().cloned() {
-        Some(flag) => (opts, flag),
-        None => {
-            let flag = CancelFlag::new();
-            (opts.cancel(&flag), flag)
-        }
-    };
-    let span = tracing::Span::current();
-    async move {
-        let mut armed = CancelOnDrop(Some(flag));
-        let task = tokio::task::spawn_blocking(move || span.in_scope(|| call(&opts)));
-        let done = task.await;
-        armed.0 = None;
-        match done {
-            Ok(v) => v,
-            Err(e) => match e.try_into_panic() {
-                Ok(panic) => std::panic::resume_unwind(panic),
-                // A blocking task is cancelled only when its runtime shuts
-                // down before it starts: this future is being dropped too.
-                Err(e) => panic!("the blocking call never ran: {e}"),
-            },
-        }
-    }
-}
-
-/// Raises its flag when dropped still armed.
-struct CancelOnDrop(Option<CancelFlag>);
-
-impl Drop for CancelOnDrop {
-    fn drop(&mut self) {
-        if let Some(flag) = self.0.take() {
-            flag.cancel();
-        }
     }
 }

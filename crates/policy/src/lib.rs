@@ -32,6 +32,9 @@
 //!
 //! * `engine` — the run of one operation as named steps (claim, attempt,
 //!   classify, wait, settle, finish) and the [`Policy`] value;
+//! * `blocking_pool` (the `tokio` feature) — `on_blocking_pool`, a
+//!   blocking call on tokio's blocking pool, cancelled when its future is
+//!   dropped: what the async facades stand on;
 //! * `bounds` — [`Bounds`], [`BackoffShape`] and the named [`Profile`]s;
 //! * `call` — [`CallOptions`], what a caller gives any client's call
 //!   (id, bounds, credentials, cancel flag, progress), and [`Progress`];
@@ -80,6 +83,8 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "tokio")]
+mod blocking_pool;
 mod bounds;
 mod bucket;
 mod call;
@@ -95,6 +100,8 @@ mod refusal_log;
 pub mod remote_text;
 pub mod text;
 
+#[cfg(feature = "tokio")]
+pub use blocking_pool::on_blocking_pool;
 pub use bounds::{BackoffShape, Bounds, Profile, UnknownProfile};
 pub use bucket::{BudgetStore, LocalBudgets, RetryBudget, BUDGET_WAIT};
 pub use call::{CallOptions, Progress, ProgressCallback};

@@ -143,3 +143,59 @@ fn a_target_moved_under_the_lease_is_answered_read_again_and_lands_on_the_new_ti
         "not merged on the new tip"
     );
 }
+
+#[test]
+fn a_candidate_behind_a_moved_target_lands_as_a_three_way_merge_of_both_changes() {
+    let w = World::new();
+    let forge = FakeForge::start().expect("fake forge");
+    let srv = w.server();
+    repo::git(&srv, &["branch", "candidate", "refs/heads/main"]);
+    let feature = repo::commit_file(&srv, "candidate", "feature.txt", b"the feature\n");
+    forge.set_commit_statuses(REPO, &feature, &[("build", "success")]);
+    // The target moves on after the candidate branched: the candidate no
+    // longer contains it.
+    let moved = repo::commit_file(&srv, "main", "other.txt", b"somebody else's change\n");
+    let (git, forge_client) = clients(&forge.url(), &w.path("ops.db")).expect("clients");
+    let kept = gix::open(w.empty("kept.git")).expect("open");
+    let url = w.url();
+
+    let out = land(&git, &forge_client, &job(&url), &kept).expect("runs");
+
+    let JobEnd::Landed { commit, rounds } = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(rounds, 1);
+    let main = repo::rev_parse(&srv, "refs/heads/main").expect("main");
+    assert_eq!(main, commit.to_string());
+    assert_eq!(parents(&srv, &main), [moved, feature]);
+    // The merged tree holds both sides' files.
+    assert_eq!(
+        repo::git(&srv, &["show", &format!("{main}:feature.txt")]),
+        "the feature"
+    );
+    assert_eq!(
+        repo::git(&srv, &["show", &format!("{main}:other.txt")]),
+        "somebody else's change"
+    );
+    repo::fsck(&srv).expect("the served repository is whole");
+}
+
+#[test]
+fn a_candidate_that_conflicts_with_the_target_needs_a_rebase_and_is_not_pushed() {
+    let w = World::new();
+    let forge = FakeForge::start().expect("fake forge");
+    let srv = w.server();
+    repo::git(&srv, &["branch", "candidate", "refs/heads/main"]);
+    let feature = repo::commit_file(&srv, "candidate", "shared.txt", b"the candidate's line\n");
+    forge.set_commit_statuses(REPO, &feature, &[("build", "success")]);
+    let moved = repo::commit_file(&srv, "main", "shared.txt", b"the target's line\n");
+    let (git, forge_client) = clients(&forge.url(), &w.path("ops.db")).expect("clients");
+    let kept = gix::open(w.empty("kept.git")).expect("open");
+    let url = w.proxied();
+
+    let out = land(&git, &forge_client, &job(&url), &kept).expect("runs");
+
+    assert_eq!(out, JobEnd::NeedsRebase);
+    assert_eq!(repo::rev_parse(&srv, "refs/heads/main"), Some(moved));
+    assert_eq!(w.receive_packs(), 0, "a push was attempted");
+}

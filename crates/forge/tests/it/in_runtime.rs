@@ -175,3 +175,94 @@ fn the_async_facade_answers_an_awaited_call_and_a_dropped_one_cancels_its_operat
         forge.log_text()
     );
 }
+
+/// What a service's `main` under `#[tokio::main]` does first: build its
+/// App source and its clients, then await a call (the attribute on this
+/// function builds the runtime and runs the body on it, as it does on
+/// `main`).
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn a_service_main(url: String) -> (Arc<GitHubAppSource>, OutcomeKind) {
+    let source = Arc::new(
+        GitHubAppSource::new(&url, "4242", 99, &SecretString::from(KEY.to_string()))
+            .expect("app source"),
+    );
+    let client = AsyncForgeClient::new(
+        ForgeClient::builder(&url)
+            .policy(policy(Duration::from_millis(10)))
+            .bounds(exercise())
+            .github_app(Arc::clone(&source))
+            .build()
+            .expect("client"),
+    );
+    let out = client
+        .request(Method::GET, "/zen", None, CallOptions::new().id("main-zen"))
+        .await
+        .expect("valid input");
+    (source, out.kind)
+}
+
+#[test]
+fn clients_and_an_app_source_built_in_a_tokio_main_work_there() {
+    let forge = FakeForge::start().expect("fake forge");
+    let (source, kind) = a_service_main(forge.url());
+    assert_eq!(kind, OutcomeKind::Succeeded);
+    assert_eq!(source.mint_count(), 1);
+    assert_eq!(forge.arrivals(Endpoint::Zen).len(), 1);
+}
+
+#[test]
+fn an_async_forge_calls_operation_span_sits_under_the_callers_span() {
+    let forge = FakeForge::start().expect("fake forge");
+    // A 5xx first: the operation has two attempts, each logged.
+    forge.set(Endpoint::Zen, Behaviour::Fail5xxThenOk(1));
+    let capture = sluice_testkit::capture::Capture::new();
+    let dispatch = tracing::Dispatch::new(capture.subscriber());
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .on_thread_start(move || {
+            // Kept for the thread's life: the blocking pool's threads too.
+            std::mem::forget(tracing::dispatcher::set_default(&dispatch));
+        })
+        .build()
+        .expect("runtime");
+    let url = forge.url();
+    // Spawned: the caller's span is made on a runtime thread, whose
+    // subscriber is the capture (the thread in `block_on` has none).
+    let task = rt.spawn(async move {
+        let client = AsyncForgeClient::new(
+            ForgeClient::builder(&url)
+                .policy(policy(Duration::from_millis(10)))
+                .bounds(exercise())
+                .build()
+                .expect("client"),
+        );
+        let caller = tracing::info_span!("caller", request = "r-7");
+        tracing::Instrument::instrument(
+            client.request(Method::GET, "/zen", None, CallOptions::new().id("span-zen")),
+            caller,
+        )
+        .await
+        .expect("valid input")
+    });
+    let out = rt.block_on(task).expect("the task ran");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    assert_eq!(out.attempts.len(), 2, "{out:?}");
+    let events = capture.events();
+    let in_operation: Vec<_> = events
+        .iter()
+        .filter(|e| e.spans.iter().any(|s| s.name == "operation"))
+        .collect();
+    assert!(!in_operation.is_empty(), "no event in the operation's span");
+    for e in &in_operation {
+        assert_eq!(e.spans[0].name, "caller", "{e:?}");
+        assert_eq!(e.span_field("caller", "request"), Some("r-7"));
+    }
+    // Both attempts' events are there, under the caller's span.
+    assert!(
+        in_operation
+            .iter()
+            .any(|e| e.spans.iter().any(|s| s.name == "attempt")),
+        "no attempt span under the caller: {in_operation:?}"
+    );
+}
