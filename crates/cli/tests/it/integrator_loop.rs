@@ -144,17 +144,37 @@ fn a_target_moved_under_the_lease_is_answered_read_again_and_lands_on_the_new_ti
     );
 }
 
+/// The served repository with a `candidate` branch that writes
+/// `candidate_file` (its CI green) and a `main` that moved on after it
+/// branched by writing `target_file`. Returns the candidate's and the
+/// target's tips.
+fn moved_target_scene(
+    w: &World,
+    forge: &FakeForge,
+    candidate_file: (&str, &[u8]),
+    target_file: (&str, &[u8]),
+) -> (String, String) {
+    let srv = w.server();
+    repo::git(&srv, &["branch", "candidate", "refs/heads/main"]);
+    let feature = repo::commit_file(&srv, "candidate", candidate_file.0, candidate_file.1);
+    forge.set_commit_statuses(REPO, &feature, &[("build", "success")]);
+    let moved = repo::commit_file(&srv, "main", target_file.0, target_file.1);
+    (feature, moved)
+}
+
 #[test]
 fn a_candidate_behind_a_moved_target_lands_as_a_three_way_merge_of_both_changes() {
     let w = World::new();
     let forge = FakeForge::start().expect("fake forge");
     let srv = w.server();
-    repo::git(&srv, &["branch", "candidate", "refs/heads/main"]);
-    let feature = repo::commit_file(&srv, "candidate", "feature.txt", b"the feature\n");
-    forge.set_commit_statuses(REPO, &feature, &[("build", "success")]);
     // The target moves on after the candidate branched: the candidate no
     // longer contains it.
-    let moved = repo::commit_file(&srv, "main", "other.txt", b"somebody else's change\n");
+    let (feature, moved) = moved_target_scene(
+        &w,
+        &forge,
+        ("feature.txt", b"the feature\n"),
+        ("other.txt", b"somebody else's change\n"),
+    );
     let (git, forge_client) = clients(&forge.url(), &w.path("ops.db")).expect("clients");
     let kept = gix::open(w.empty("kept.git")).expect("open");
     let url = w.url();
@@ -184,11 +204,12 @@ fn a_candidate_behind_a_moved_target_lands_as_a_three_way_merge_of_both_changes(
 fn a_candidate_that_conflicts_with_the_target_needs_a_rebase_and_is_not_pushed() {
     let w = World::new();
     let forge = FakeForge::start().expect("fake forge");
-    let srv = w.server();
-    repo::git(&srv, &["branch", "candidate", "refs/heads/main"]);
-    let feature = repo::commit_file(&srv, "candidate", "shared.txt", b"the candidate's line\n");
-    forge.set_commit_statuses(REPO, &feature, &[("build", "success")]);
-    let moved = repo::commit_file(&srv, "main", "shared.txt", b"the target's line\n");
+    let (_, moved) = moved_target_scene(
+        &w,
+        &forge,
+        ("shared.txt", b"the candidate's line\n"),
+        ("shared.txt", b"the target's line\n"),
+    );
     let (git, forge_client) = clients(&forge.url(), &w.path("ops.db")).expect("clients");
     let kept = gix::open(w.empty("kept.git")).expect("open");
     let url = w.proxied();
@@ -196,6 +217,6 @@ fn a_candidate_that_conflicts_with_the_target_needs_a_rebase_and_is_not_pushed()
     let out = land(&git, &forge_client, &job(&url), &kept).expect("runs");
 
     assert_eq!(out, JobEnd::NeedsRebase);
-    assert_eq!(repo::rev_parse(&srv, "refs/heads/main"), Some(moved));
+    assert_eq!(repo::rev_parse(&w.server(), "refs/heads/main"), Some(moved));
     assert_eq!(w.receive_packs(), 0, "a push was attempted");
 }
