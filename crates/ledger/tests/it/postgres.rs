@@ -189,16 +189,7 @@ fn a_claim_the_database_cannot_answer_is_local_error_and_nothing_runs() {
     let ledger = Arc::new(PostgresLedger::open(&pg.url_with_password()).expect("opens"));
     let policy = Policy::builder().ledger(ledger).build();
     pg.stop().expect("PostgreSQL stops");
-    let mut calls = 0;
-    let outcome = policy.run(
-        Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r").id("deploy-1"),
-        |_| {
-            calls += 1;
-            Ok::<_, AttemptError>(())
-        },
-    );
-    assert_eq!(outcome.kind, OutcomeKind::LocalError);
-    assert_eq!(calls, 0);
+    crate::assert_a_read_ends_local_error_and_nothing_runs(&policy, "deploy-1");
 }
 
 #[test]

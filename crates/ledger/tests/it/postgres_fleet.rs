@@ -231,8 +231,15 @@ fn a_client_certificate_logs_in_where_pg_hba_asks_for_one() {
 }
 
 /// A plain TCP fault proxy in front of `pg`.
-fn proxy_to(pg: &Postgres) -> TcpFaultProxy {
-    TcpFaultProxy::start(pg.addr()).expect("the proxy starts")
+/// A TCP fault proxy before `pg`, and the database's URL through it.
+fn proxy_to(pg: &Postgres) -> (TcpFaultProxy, String) {
+    let proxy = TcpFaultProxy::start(pg.addr()).expect("the proxy starts");
+    let url = format!(
+        "postgres://sluice:{}@{}/postgres",
+        pg.password(),
+        proxy.addr()
+    );
+    (proxy, url)
 }
 
 /// Cut every connection now and answer none from now on (a database host
@@ -246,13 +253,8 @@ fn cut_and_go_silent(proxy: &TcpFaultProxy) {
 fn a_database_that_accepts_and_says_nothing_fails_open_claim_and_budget_within_their_bounds() {
     let pg = Postgres::start().expect("PostgreSQL starts");
     // Opening against a host that accepts and never answers.
-    let silent = proxy_to(&pg);
+    let (silent, url) = proxy_to(&pg);
     cut_and_go_silent(&silent);
-    let url = format!(
-        "postgres://sluice:{}@{}/postgres",
-        pg.password(),
-        silent.addr()
-    );
     let bound = Duration::from_secs(2);
     let started = Instant::now();
     let e =
@@ -266,12 +268,7 @@ fn a_database_that_accepts_and_says_nothing_fails_open_claim_and_budget_within_t
 
     // A store that opened, whose database then goes silent: the pooled
     // connection is cut, the new one is never answered.
-    let proxy = proxy_to(&pg);
-    let url = format!(
-        "postgres://sluice:{}@{}/postgres",
-        pg.password(),
-        proxy.addr()
-    );
+    let (proxy, url) = proxy_to(&pg);
     let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
     assert_eq!(ledger.claim(&req("before")).expect("claim"), Claim::Claimed);
     let budgets = ledger.budget_store();
@@ -300,16 +297,7 @@ fn a_database_that_accepts_and_says_nothing_fails_open_claim_and_budget_within_t
     assert!(budgets.is_degraded());
     // Through the policy: local-error, nothing runs.
     let policy = Policy::builder().ledger(Arc::new(ledger)).build();
-    let mut calls = 0;
-    let outcome = policy.run(
-        Operation::new("ls-refs", Effect::Read, "git://127.0.0.1:9/r").id("silent-1"),
-        |_| {
-            calls += 1;
-            Ok::<_, AttemptError>(())
-        },
-    );
-    assert_eq!(outcome.kind, OutcomeKind::LocalError);
-    assert_eq!(calls, 0);
+    crate::assert_a_read_ends_local_error_and_nothing_runs(&policy, "silent-1");
 }
 
 /// An operation with a 2 s deadline.
@@ -326,12 +314,7 @@ fn two_second_op(id: &str) -> Operation {
 #[test]
 fn a_claim_on_a_database_gone_silent_ends_local_error_within_the_deadline_through_the_policy() {
     let pg = Postgres::start().expect("PostgreSQL starts");
-    let proxy = proxy_to(&pg);
-    let url = format!(
-        "postgres://sluice:{}@{}/postgres",
-        pg.password(),
-        proxy.addr()
-    );
+    let (proxy, url) = proxy_to(&pg);
     let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
     let policy = Policy::builder().ledger(Arc::new(ledger)).build();
     cut_and_go_silent(&proxy);
@@ -358,12 +341,7 @@ fn a_claim_on_a_database_gone_silent_ends_local_error_within_the_deadline_throug
 #[test]
 fn a_finish_on_a_database_gone_silent_ends_recorded_false_within_the_deadline() {
     let pg = Postgres::start().expect("PostgreSQL starts");
-    let proxy = proxy_to(&pg);
-    let url = format!(
-        "postgres://sluice:{}@{}/postgres",
-        pg.password(),
-        proxy.addr()
-    );
+    let (proxy, url) = proxy_to(&pg);
     let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
     let policy = Policy::builder().ledger(Arc::new(ledger)).build();
     let started = Instant::now();
@@ -391,12 +369,7 @@ fn a_finish_on_a_database_gone_silent_ends_recorded_false_within_the_deadline() 
 #[test]
 fn open_connections_that_stall_fail_a_claim_in_time_and_a_cut_pool_is_replaced() {
     let pg = Postgres::start().expect("PostgreSQL starts");
-    let proxy = proxy_to(&pg);
-    let url = format!(
-        "postgres://sluice:{}@{}/postgres",
-        pg.password(),
-        proxy.addr()
-    );
+    let (proxy, url) = proxy_to(&pg);
     let ledger = PostgresLedger::open(&url).expect("opens through the proxy");
     assert_eq!(ledger.claim(&req("s-1")).expect("claim"), Claim::Claimed);
     // Every connection stops moving bytes: the pooled one and new ones.
