@@ -6,10 +6,19 @@ use std::net::TcpStream;
 use std::path::Path;
 use std::time::{Duration, Instant};
 
-use crate::common::{git_status, scene, WAIT};
+use crate::common::{git_status, scene, Scene, WAIT};
 use sluice_testkit::pktline;
 use sluice_testkit::repo::{self, commit_on, git, rev_parse};
 use sluice_testkit::{Fault, FaultProxy, GitDaemon, Point, Service};
+
+/// The scene's server behind a `git daemon` with a git-mode fault proxy
+/// in front (the daemon is returned to keep it running).
+fn proxied_scene() -> (Scene, GitDaemon, FaultProxy) {
+    let s = scene();
+    let daemon = GitDaemon::start(&s.base).unwrap();
+    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    (s, daemon, proxy)
+}
 
 fn ls_remote_v(
     dir: &Path,
@@ -106,9 +115,7 @@ fn commit_on_adds_one_commit_and_server_reflogs_record_it() {
 
 #[test]
 fn ls_remote_through_a_pass_through_proxy_matches_the_daemon_in_v2_and_v0() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, daemon, proxy) = proxied_scene();
     let direct = ls_remote_v(&s.work, &daemon.url("r.git"), 2).unwrap();
     assert_eq!(
         ls_remote_v(&s.work, &proxy.url("r.git"), 2).unwrap(),
@@ -143,9 +150,7 @@ fn ls_remote_through_a_pass_through_proxy_matches_the_daemon_in_v2_and_v0() {
 
 #[test]
 fn a_refused_connection_makes_ls_remote_fail_and_is_recorded() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, _daemon, proxy) = proxied_scene();
     proxy.set_fault_always(Fault::Refuse);
     assert!(ls_remote_v(&s.work, &proxy.url("r.git"), 2).is_err());
     assert!(proxy.wait_idle(WAIT));
@@ -159,9 +164,7 @@ fn a_refused_connection_makes_ls_remote_fail_and_is_recorded() {
 
 #[test]
 fn a_fault_for_the_first_connection_only_then_passes_through() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, _daemon, proxy) = proxied_scene();
     proxy.set_fault(Fault::ResetBeforeAdvert, 1);
     assert!(ls_remote_v(&s.work, &proxy.url("r.git"), 2).is_err());
     assert!(ls_remote_v(&s.work, &proxy.url("r.git"), 2).is_ok());
@@ -177,9 +180,7 @@ fn a_fault_for_the_first_connection_only_then_passes_through() {
 
 #[test]
 fn a_cut_after_the_advertisement_fails_ls_remote_after_the_advertised_point() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, _daemon, proxy) = proxied_scene();
     proxy.set_fault(Fault::CutAfterAdvert, 1);
     // v2: the advertisement is the capability list; ls-refs then fails.
     assert!(ls_remote_v(&s.work, &proxy.url("r.git"), 2).is_err());
@@ -192,9 +193,7 @@ fn a_cut_after_the_advertisement_fails_ls_remote_after_the_advertised_point() {
 
 #[test]
 fn a_trickled_advertisement_still_arrives_whole() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, daemon, proxy) = proxied_scene();
     proxy.set_fault(
         Fault::TrickleAdvert {
             every: Duration::from_millis(1),
@@ -221,9 +220,7 @@ fn a_trickled_advertisement_still_arrives_whole() {
 
 #[test]
 fn a_stall_before_the_advertisement_holds_the_socket_until_the_proxy_is_dropped() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (_s, _daemon, proxy) = proxied_scene();
     proxy.set_fault(Fault::StallBeforeAdvert, 1);
     let mut c = TcpStream::connect(proxy.addr()).unwrap();
     c.write_all(&pktline::encode(b"git-upload-pack /r.git\0host=x\0"))
@@ -262,9 +259,7 @@ fn push(work: &Path, url: &str, refspec: &str) -> (bool, String) {
 
 #[test]
 fn a_pass_through_push_is_recorded_through_every_point() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, _daemon, proxy) = proxied_scene();
     let new = commit_on(&s.work, "main", "pushed");
     let (ok, err) = push(&s.work, &proxy.url("r.git"), "main:main");
     assert!(ok, "{err}");
@@ -289,9 +284,7 @@ fn a_pass_through_push_is_recorded_through_every_point() {
 
 #[test]
 fn a_push_cut_before_the_report_fails_on_the_client_but_lands_on_the_server() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, _daemon, proxy) = proxied_scene();
     proxy.set_fault(Fault::CutBeforeReport, 1);
     let before = repo::reflog(&s.server, "refs/heads/main").len();
     let new = commit_on(&s.work, "main", "lands unseen");
@@ -314,9 +307,7 @@ fn a_push_cut_before_the_report_fails_on_the_client_but_lands_on_the_server() {
 
 #[test]
 fn a_deletion_only_push_cut_before_the_report_still_deletes() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, _daemon, proxy) = proxied_scene();
     proxy.set_fault(Fault::CutBeforeReport, 1);
     let (ok, _) = push(&s.work, &proxy.url("r.git"), ":refs/heads/feature");
     assert!(!ok);
@@ -329,9 +320,7 @@ fn a_deletion_only_push_cut_before_the_report_still_deletes() {
 
 #[test]
 fn a_push_cut_in_its_pack_leaves_the_server_ref_unchanged() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, _daemon, proxy) = proxied_scene();
     proxy.set_fault(Fault::CutInPushPack, 1);
     let before = rev_parse(&s.server, "main");
     commit_on(&s.work, "main", "never lands");
@@ -348,9 +337,7 @@ fn a_push_cut_in_its_pack_leaves_the_server_ref_unchanged() {
 
 #[test]
 fn a_stalled_report_keeps_the_client_waiting_after_the_push_landed() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, _daemon, proxy) = proxied_scene();
     proxy.set_fault(Fault::StallBeforeReport, 1);
     let new = commit_on(&s.work, "main", "stalled");
     let mut child = repo::git_command(&s.work)
@@ -382,9 +369,7 @@ fn a_stalled_report_keeps_the_client_waiting_after_the_push_landed() {
 #[test]
 fn a_fetch_cut_in_its_pack_fails_after_the_pack_started_in_v2_and_v0() {
     for version in [2u8, 0] {
-        let s = scene();
-        let daemon = GitDaemon::start(&s.base).unwrap();
-        let proxy = FaultProxy::git(daemon.addr()).unwrap();
+        let (s, _daemon, proxy) = proxied_scene();
         proxy.set_fault(Fault::CutInFetchPack, 1);
         let v = format!("protocol.version={version}");
         let into = s.dir.path().join("clone");
@@ -441,9 +426,7 @@ fn a_fetch_cut_in_its_pack_fails_after_the_pack_started_in_v2_and_v0() {
 
 #[test]
 fn the_server_error_line_for_a_missing_repository_is_recorded() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (s, _daemon, proxy) = proxied_scene();
     assert!(ls_remote_v(&s.work, &proxy.url("missing.git"), 2).is_err());
     assert!(proxy.wait_idle(WAIT));
     let rec = &proxy.connections()[0];
@@ -453,9 +436,7 @@ fn the_server_error_line_for_a_missing_repository_is_recorded() {
 
 #[test]
 fn dropping_the_proxy_ends_every_connection_thread() {
-    let s = scene();
-    let daemon = GitDaemon::start(&s.base).unwrap();
-    let proxy = FaultProxy::git(daemon.addr()).unwrap();
+    let (_s, _daemon, proxy) = proxied_scene();
     proxy.set_fault_always(Fault::StallBeforeAdvert);
     let clients: Vec<TcpStream> = (0..3)
         .map(|_| {
