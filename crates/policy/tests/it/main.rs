@@ -16,5 +16,6 @@ mod outcome_json;
 mod properties;
 mod read_first;
 mod settle_failed_reads;
+mod settle_kit;
 mod settling;
 mod writes;

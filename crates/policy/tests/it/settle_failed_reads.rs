@@ -7,46 +7,19 @@
 //! cause. Clock and sleeper are one `ManualClock`, backoff unjittered.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
-use std::time::Duration;
 
 use crate::common::*;
+use crate::settle_kit::*;
 use sluice_policy::{
-    AttemptError, BackoffShape, Bounds, CancelFlag, Clock, ManualClock, OutcomeKind, Settlement,
-    Stopped, Verdict,
+    AttemptError, Bounds, CancelFlag, Clock, ManualClock, OutcomeKind, Settlement, Stopped, Verdict,
 };
-
-const OLD: &str = "1111111111111111111111111111111111111111";
-const NEW: &str = "2222222222222222222222222222222222222222";
-
-fn observed(oid: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("refs/heads/main".to_string(), oid.to_string())])
-}
-
-fn unknown_push() -> AttemptError {
-    AttemptError::unknown("pack-sent", "connection reset after the last pack byte")
-}
 
 fn refused() -> AttemptError {
     AttemptError::unjudged("connect", "connection refused")
 }
 
-/// 100 ms doubling, no jitter (pauses capped at half the reserve).
-fn doubling(first: u64) -> BackoffShape {
-    BackoffShape {
-        min_delay: millis(first),
-        max_delay: secs(30),
-        factor: 2.0,
-        jitter: false,
-    }
-}
-
 fn now_ms(clock: &ManualClock) -> u64 {
     clock.now().as_millis() as u64
-}
-
-fn whole_ms(pauses: &[Duration]) -> Vec<u128> {
-    pauses.iter().map(Duration::as_millis).collect()
 }
 
 #[test]

@@ -5,49 +5,16 @@
 //! backoff shapes are unjittered, so every pause is known.
 
 use std::cell::{Cell, RefCell};
-use std::collections::BTreeMap;
 use std::time::Duration;
 
 use crate::common::*;
+use crate::settle_kit::*;
 use sluice_policy::{
-    AttemptError, BackoffShape, Bounds, OutcomeKind, Settlement, SettlingRead, Stopped, Verdict,
+    AttemptError, BackoffShape, Bounds, OutcomeKind, Settlement, Stopped, Verdict,
 };
-
-const OLD: &str = "1111111111111111111111111111111111111111";
-const NEW: &str = "2222222222222222222222222222222222222222";
-const THEIRS: &str = "3333333333333333333333333333333333333333";
 
 /// What the loop leaves of the deadline for the ledger's finish.
 const FINISH: Duration = Duration::from_millis(250);
-
-fn observed(oid: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("refs/heads/main".to_string(), oid.to_string())])
-}
-
-fn unknown_push() -> AttemptError {
-    AttemptError::unknown("pack-sent", "connection reset after the last pack byte")
-}
-
-/// 100 ms doubling, no jitter; with the 2 s reserve each pause is at most
-/// 1 s (half the reserve).
-fn doubling(first: u64) -> BackoffShape {
-    BackoffShape {
-        min_delay: millis(first),
-        max_delay: secs(30),
-        factor: 2.0,
-        jitter: false,
-    }
-}
-
-/// Pauses in whole milliseconds (backon's `f32` factor leaves
-/// nanoseconds over).
-fn whole_ms(pauses: &[Duration]) -> Vec<u128> {
-    pauses.iter().map(Duration::as_millis).collect()
-}
-
-fn verdicts(reads: &[SettlingRead]) -> Vec<Option<Verdict>> {
-    reads.iter().map(|r| r.verdict).collect()
-}
 
 #[test]
 fn a_write_that_lands_on_the_fifth_read_succeeds_after_four_growing_pauses() {

@@ -1,25 +1,13 @@
 //! Writes: an unknown answer is settled by reading, never by sending again.
 
 use std::cell::Cell;
-use std::collections::BTreeMap;
 
 use crate::common::*;
+use crate::settle_kit::*;
 use sluice_policy::{
     AttemptError, BackoffShape, Bounds, CancelFlag, Class, Clock, OutcomeKind, Settlement, Stopped,
     Verdict,
 };
-
-const OLD: &str = "1111111111111111111111111111111111111111";
-const NEW: &str = "2222222222222222222222222222222222222222";
-const THEIRS: &str = "3333333333333333333333333333333333333333";
-
-fn observed(oid: &str) -> BTreeMap<String, String> {
-    BTreeMap::from([("refs/heads/main".to_string(), oid.to_string())])
-}
-
-fn unknown_push() -> AttemptError {
-    AttemptError::unknown("pack-sent", "connection reset after the last pack byte")
-}
 
 #[test]
 fn an_unknown_write_is_settled_by_reading_not_retried() {
