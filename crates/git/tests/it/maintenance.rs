@@ -589,7 +589,13 @@ fn eight_processes_fetching_while_consolidations_fire_leave_every_ref_and_a_clea
 /// the clone's `main` and then its history newest first, never the tips
 /// fetched before (the oldest by date), and every fetch brought every
 /// commit since the clone again.
-fn each_fetch_receives_only_its_commit(tags: sluice_git::TagMode, tagged: bool) {
+/// `algorithm` is the clone's `fetch.negotiationAlgorithm` (`None`: unset,
+/// git's default `consecutive`).
+fn each_fetch_receives_only_its_commit(
+    tags: sluice_git::TagMode,
+    tagged: bool,
+    algorithm: Option<&str>,
+) {
     let w = World::new();
     let srv = w.srv("s.git");
     let mut builder = sluice_testkit::RepoBuilder::new().branch("main", 1_000);
@@ -601,6 +607,9 @@ fn each_fetch_receives_only_its_commit(tags: sluice_git::TagMode, tagged: bool) 
     }
     builder.build(&srv).expect("the served history");
     let path = local_clone(&srv, &w.path("local.git"));
+    if let Some(algorithm) = algorithm {
+        repo::set_config(&path, "fetch.negotiationAlgorithm", algorithm);
+    }
     let fetch = FetchOptions {
         tags,
         ..FetchOptions::default()
@@ -630,7 +639,7 @@ fn each_fetch_receives_only_its_commit(tags: sluice_git::TagMode, tagged: bool) 
         assert_eq!(
             sent,
             [expected],
-            "fetch {n} ({tags:?}, tagged: {tagged}): the server's pack held more than the new commit's objects: {:?}",
+            "fetch {n} ({tags:?}, tagged: {tagged}, {algorithm:?}): the server's pack held more than the new commit's objects: {:?}",
             out.remote_messages
         );
         assert_eq!(
@@ -644,10 +653,16 @@ fn each_fetch_receives_only_its_commit(tags: sluice_git::TagMode, tagged: bool) 
 
 #[test]
 fn fetches_of_commits_dated_before_the_history_receive_only_their_own_objects() {
-    each_fetch_receives_only_its_commit(sluice_git::TagMode::None, false);
+    each_fetch_receives_only_its_commit(sluice_git::TagMode::None, false, None);
+}
+
+#[test]
+fn skipping_negotiation_fetches_of_commits_dated_before_the_history_receive_only_their_own_objects()
+{
+    each_fetch_receives_only_its_commit(sluice_git::TagMode::None, false, Some("skipping"));
 }
 
 #[test]
 fn fetches_following_tags_of_commits_dated_before_the_history_receive_only_their_own_objects() {
-    each_fetch_receives_only_its_commit(sluice_git::TagMode::Follow, true);
+    each_fetch_receives_only_its_commit(sluice_git::TagMode::Follow, true, None);
 }
