@@ -296,6 +296,14 @@ fn packs_with_a_keep_or_a_promisor_stay_and_a_multi_pack_index_naming_a_taken_pa
     repo::git(&path, &["multi-pack-index", "verify"]);
     repo::fsck(&path).expect("fsck");
     assert_every_ref_resolves(&path, &tips);
+    // The handle kept open through it reads every fetched commit, and so
+    // does one opened now (gix reads packs through the new file).
+    for (n, tip) in tips.iter().enumerate() {
+        local
+            .find_object(oid(tip))
+            .unwrap_or_else(|e| panic!("commit {n} through the kept handle: {e}"));
+        assert!(open(&path).has_object(oid(tip)), "commit {n}, a new handle");
+    }
     // git reads its objects through it, and writes it again itself.
     assert_eq!(
         repo::git(&path, &["cat-file", "-t", &tips[0]]),
