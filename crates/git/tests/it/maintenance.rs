@@ -314,6 +314,54 @@ fn packs_with_a_keep_or_a_promisor_stay_and_a_multi_pack_index_naming_a_taken_pa
     repo::git(&path, &["multi-pack-index", "verify"]);
 }
 
+/// git's `multi-pack-index.lock` held (a `git multi-pack-index write`
+/// running): the consolidation fails before removing anything, the
+/// multi-pack-index untouched; once the lock is gone the next one goes
+/// through and writes it again.
+#[test]
+fn a_multi_pack_index_lock_held_stops_the_consolidation_before_anything_is_removed() {
+    let w = World::new();
+    let srv = served(&w);
+    let path = w.path("local.git");
+    let local = empty_repo(&path);
+    repo::set_config(&path, "gc.autoPackLimit", "4");
+    let off = FetchOptions {
+        maintenance: AfterFetch::Off,
+        ..FetchOptions::default()
+    };
+    let tips: Vec<String> = (0..6)
+        .map(|n| one_more(&w, &srv, &local, n, &off))
+        .collect();
+    let before = packs(&path);
+    repo::git(&path, &["multi-pack-index", "write"]);
+    let midx = path.join("objects/pack/multi-pack-index");
+    let midx_bytes = std::fs::read(&midx).expect("the multi-pack-index");
+    let lock = path.join("objects/pack/multi-pack-index.lock");
+    std::fs::write(&lock, "").expect("the lock");
+    let err = sluice_git::maintain(&local).expect_err("the lock is held");
+    assert!(err.to_string().contains("multi-pack-index.lock"), "{err}");
+    assert!(
+        before
+            .iter()
+            .all(|p| p.exists() && p.with_extension("idx").exists()),
+        "a pack was removed"
+    );
+    assert_eq!(std::fs::read(&midx).expect("still there"), midx_bytes);
+    assert!(lock.exists(), "git's lock is not ours to remove");
+    repo::git(&path, &["multi-pack-index", "verify"]);
+    repo::fsck(&path).expect("fsck");
+    assert_every_ref_resolves(&path, &tips);
+    std::fs::remove_file(&lock).expect("git is done");
+    match sluice_git::maintain(&local).expect("maintain") {
+        Maintained::Consolidated { packs, .. } => assert_eq!(packs, 1),
+        other => panic!("expected a consolidation: {other:?}"),
+    }
+    assert_eq!(midx_names(&path), vec![idx_name(&packs(&path)[0])]);
+    repo::git(&path, &["multi-pack-index", "verify"]);
+    repo::fsck(&path).expect("fsck");
+    assert_every_ref_resolves(&path, &tips);
+}
+
 #[test]
 fn a_kept_open_handle_reads_objects_from_a_consolidated_pack() {
     let w = World::new();
