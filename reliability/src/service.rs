@@ -1,7 +1,7 @@
 //! The service soak: one process, one [`Policy`], one [`GitClient`] and
 //! repositories opened once, as a merge service runs all day — 8 threads
 //! running a seeded mix of ls-refs, fetch and leased pushes over git://,
-//! smart HTTP and ssh at once, with faults at every phase, a slow and
+//! smart HTTP, https and ssh at once, with faults at every phase, a slow and
 //! sometimes declining pre-receive hook, cancels raised mid-operation and
 //! `git gc` on the client repositories — then every verdict checked against
 //! the server.
@@ -12,12 +12,23 @@
 //! `http.receivepack=true`) with `main`, one branch per thread
 //! (`refs/heads/t<i>`) and `refs/heads/shared`, served three ways: a `git
 //! daemon`, `git http-backend` behind lighttpd, and sshd. Each thread has a
-//! [`FaultProxy`] in git mode before the daemon and one in http mode before
-//! lighttpd (so each proxy's log is one thread's sequential conversation),
-//! and an ssh fault plan read by the `ssh-fault` relay that
+//! [`FaultProxy`] in git mode before the daemon, one in http mode before
+//! lighttpd and one in https mode before the same lighttpd (so each
+//! proxy's log is one thread's sequential conversation), and an ssh fault
+//! plan read by the `ssh-fault` relay that
 //! `GIT_SSH_COMMAND` names ([`crate::sshfault`]; its path is
 //! `ssh/t<i>/soak.git`, a symlink to the served repository, which tells the
-//! relay the thread). Each thread opens two repositories once and keeps
+//! relay the thread).
+//!
+//! https is the https-mode [`FaultProxy`] ([`FaultProxy::https`]): it
+//! ends the client's TLS itself, presenting a server certificate from a
+//! [`TestPki`] made for the run, and speaks plain HTTP to lighttpd; the
+//! one client trusts that run's CA (`HttpsConfig::with_ca_file`). So the
+//! http faults act on https requests at the same points (a cut is a TLS
+//! connection closed without close_notify), and an https push's class
+//! history is checked against that proxy's log exactly as an http push's.
+//!
+//! Each thread opens two repositories once and keeps
 //! them for the whole run: one to push from (borrowing the server's objects
 //! through `objects/info/alternates`, so a commit can be made on any value
 //! read) and one to fetch into.
@@ -86,14 +97,15 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Barrier, Mutex};
 use std::time::{Duration, Instant};
 
-use sluice_git::{CallOptions, GitClient, PushOptions, RefUpdate};
+use sluice_git::{CallOptions, GitClient, HttpsConfig, PushOptions, RefUpdate};
 use sluice_policy::{
     BackoffShape, Bounds, CancelFlag, Class, Outcome, OutcomeKind, Policy, RetryBudget,
 };
 use sluice_testkit::proxy::HttpExchange;
 use sluice_testkit::repo;
 use sluice_testkit::{
-    ConnectionRecord, Fault, FaultProxy, GitDaemon, HttpBackend, Point, RepoBuilder, Service, Sshd,
+    ConnectionRecord, Fault, FaultProxy, GitDaemon, HttpBackend, Point, RepoBuilder, ServerCert,
+    Service, Sshd, TestPki,
 };
 
 use crate::soak::{add_counts, borrowing_repo, fault_name, unique_commit};
@@ -105,7 +117,7 @@ use crate::Rng;
 pub struct ServiceConfig {
     /// Threads sharing the client.
     pub threads: usize,
-    /// Operations per transport over the whole run (three transports).
+    /// Operations per transport over the whole run (four transports).
     pub ops_per_transport: usize,
     /// The probability that a client call gets a fault on its next
     /// connection (or two): calls open more than one connection or request
@@ -142,13 +154,14 @@ pub struct ServiceConfig {
 }
 
 impl ServiceConfig {
-    /// The CI size: 8 threads, 60 operations per transport, 35% of calls
+    /// The CI size: 8 threads, 45 operations per transport (180 in all, as
+    /// when there were three transports of 60), 35% of calls
     /// faulted (about 20% of connections), 5% cancelled, 10% slow hooks, 4% declined, gc every 10
     /// operations; 12 s deadline, 2 s attempts, 4 attempts.
     pub fn ci(ssh_fault: PathBuf) -> ServiceConfig {
         ServiceConfig {
             threads: 8,
-            ops_per_transport: 60,
+            ops_per_transport: 45,
             fault_rate: 0.35,
             cancel_rate: 0.05,
             slow_rate: 0.1,
@@ -185,10 +198,18 @@ pub enum Transport {
     Http,
     /// ssh through the `ssh-fault` relay to sshd.
     Ssh,
+    /// Smart HTTP over TLS: the https-mode proxy (which ends TLS) to the
+    /// same http-backend.
+    Https,
 }
 
 impl Transport {
-    const ALL: [Transport; 3] = [Transport::Git, Transport::Http, Transport::Ssh];
+    const ALL: [Transport; 4] = [
+        Transport::Git,
+        Transport::Http,
+        Transport::Ssh,
+        Transport::Https,
+    ];
 
     /// The name printed.
     pub fn name(self) -> &'static str {
@@ -196,6 +217,7 @@ impl Transport {
             Transport::Git => "git",
             Transport::Http => "http",
             Transport::Ssh => "ssh",
+            Transport::Https => "https",
         }
     }
 }
@@ -518,6 +540,8 @@ struct Servers {
     http: HttpBackend,
     sshd: Sshd,
     ctl: PathBuf,
+    /// The run's CA and the https proxies' server certificate.
+    pki: TestPki,
 }
 
 fn serve(threads: usize) -> Servers {
@@ -551,6 +575,7 @@ fn serve(threads: usize) -> Servers {
     let daemon = GitDaemon::start(&root.join("srv")).expect("git daemon starts");
     let http = HttpBackend::start(&root.join("srv")).expect("lighttpd starts");
     let sshd = Sshd::start().expect("sshd starts");
+    let pki = TestPki::new().expect("the run's CA and certificates");
     Servers {
         dir,
         srv,
@@ -558,6 +583,7 @@ fn serve(threads: usize) -> Servers {
         http,
         sshd,
         ctl,
+        pki,
     }
 }
 
@@ -567,19 +593,27 @@ fn branches(threads: usize) -> Vec<String> {
     b
 }
 
-/// A thread's faults: its two proxies and its ssh plan.
+/// A thread's faults: its three proxies and its ssh plan.
 struct Faults<'a> {
     thread: usize,
     git: &'a FaultProxy,
     http: &'a FaultProxy,
+    https: &'a FaultProxy,
     ctl: &'a Path,
 }
 
 impl Faults<'_> {
+    /// The proxy an HTTP transport's requests go through (http or https).
+    fn web(&self, t: Transport) -> &FaultProxy {
+        if t == Transport::Https {
+            self.https
+        } else {
+            self.http
+        }
+    }
+
     fn plan(&self, t: Transport, call: Call, rng: &mut Rng, rate: f64) {
-        self.git.clear_fault();
-        self.http.clear_fault();
-        sshfault::set_plan(self.ctl, self.thread, None).expect("ssh plan");
+        self.clear();
         if !rng.chance(rate) {
             return;
         }
@@ -607,7 +641,7 @@ impl Faults<'_> {
                 }
                 self.git.set_fault(all[rng.below(all.len())].clone(), times);
             }
-            Transport::Http => {
+            Transport::Http | Transport::Https => {
                 let all = if call.is_push() {
                     vec![
                         Fault::http_status(503, "service=git-receive-pack"),
@@ -625,7 +659,7 @@ impl Faults<'_> {
                         Fault::http_cut_response("/git-upload-pack"),
                     ]
                 };
-                self.http
+                self.web(t)
                     .set_fault(all[rng.below(all.len())].clone(), times);
             }
             Transport::Ssh => {
@@ -650,8 +684,8 @@ impl Faults<'_> {
         self.clear();
         match t {
             Transport::Git => self.git.set_fault(Fault::CutBeforeReport, 1),
-            Transport::Http => self
-                .http
+            Transport::Http | Transport::Https => self
+                .web(t)
                 .set_fault(Fault::http_cut_response("/git-receive-pack"), 1),
             Transport::Ssh => {
                 sshfault::set_plan(self.ctl, self.thread, Some((SshFault::CutBeforeReport, 1)))
@@ -663,6 +697,7 @@ impl Faults<'_> {
     fn clear(&self) {
         self.git.clear_fault();
         self.http.clear_fault();
+        self.https.clear_fault();
         sshfault::set_plan(self.ctl, self.thread, None).expect("ssh plan");
     }
 }
@@ -737,7 +772,7 @@ struct Ctx<'a> {
     cfg: &'a ServiceConfig,
     client: &'a GitClient,
     faults: Faults<'a>,
-    urls: [String; 3],
+    urls: [String; 4],
     local: &'a Path,
     fetch_into: &'a Path,
     done: &'a AtomicUsize,
@@ -815,7 +850,7 @@ fn run_thread(t: usize, cx: &Ctx<'_>, warm: &Barrier, ops: usize, warmup: usize)
         if op > warmup && cx.until.is_some_and(|u| Instant::now() >= u) {
             break;
         }
-        let tr = Transport::ALL[(op + t) % 3];
+        let tr = Transport::ALL[(op + t) % Transport::ALL.len()];
         let url = &cx.urls[tr as usize];
         *log.ops.entry(tr.name()).or_default() += 1;
         let pick = rng.unit();
@@ -949,7 +984,8 @@ const COVER_TRIES: usize = 5;
 
 /// The faults the coverage check names, one per transport: a cut after a
 /// push's request was complete (`cut-before-report`,
-/// `ssh-cut-before-report`, `http-cut-response-after-body`). Whether a
+/// `ssh-cut-before-report`, `http-cut-response-after-body`,
+/// `https-cut-response-after-body`). Whether a
 /// randomly planned fault acts depends on timing (a push whose lease read
 /// failed sends nothing; an attempt cut by its timeout before the
 /// advertisement never reaches the fault's point), so each thread owes one
@@ -959,7 +995,7 @@ fn owed_by(t: usize, threads: usize) -> Vec<Transport> {
     Transport::ALL
         .into_iter()
         .enumerate()
-        .filter(|(i, _)| i % threads.max(1) == t % threads.max(1) || *i == t % 3)
+        .filter(|(i, _)| i % threads.max(1) == t % threads.max(1) || *i == t % Transport::ALL.len())
         .map(|(_, tr)| tr)
         .collect()
 }
@@ -1047,7 +1083,7 @@ fn push_op(
     }
     let git_before = cx.faults.git.connections().len();
     let ssh_before = sshfault::read_log(cx.faults.ctl, t).len();
-    let http_before = http_counts(cx.faults.http);
+    let http_before = http_counts(cx.faults.web(tr));
     let start = Instant::now();
     let (out, raised) = with_cancel(base, cancel, |o| {
         cx.client
@@ -1064,11 +1100,11 @@ fn push_op(
     let conns = match tr {
         Transport::Git => git_before..cx.faults.git.connections().len(),
         Transport::Ssh => ssh_before..sshfault::read_log(cx.faults.ctl, t).len(),
-        Transport::Http => 0..0,
+        Transport::Http | Transport::Https => 0..0,
     };
-    let requests = if tr == Transport::Http {
+    let requests = if matches!(tr, Transport::Http | Transport::Https) {
         let mut v: Vec<(u64, usize)> = Vec::new();
-        for (id, n) in http_counts(cx.faults.http) {
+        for (id, n) in http_counts(cx.faults.web(tr)) {
             let from = http_before.get(&id).copied().unwrap_or(0);
             v.extend((from..n).map(|i| (id, i)));
         }
@@ -1119,8 +1155,8 @@ fn acted(cx: &Ctx<'_>, t: usize, tr: Transport, push: &PushRecord, owed: bool) -
         Transport::Ssh => sshfault::read_log(cx.faults.ctl, t)[push.conns.clone()]
             .iter()
             .any(|c| c.fired && c.fault == Some(SshFault::CutBeforeReport)),
-        Transport::Http => {
-            let conns = cx.faults.http.connections();
+        Transport::Http | Transport::Https => {
+            let conns = cx.faults.web(tr).connections();
             push.requests.iter().any(|(id, i)| {
                 conns
                     .iter()
@@ -1182,12 +1218,24 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
         .retry_budget(cfg.retry_budget)
         .jitter_seed(cfg.seed)
         .build();
-    let client = GitClient::new(Arc::new(policy));
+    // The https proxies present a certificate from the run's CA, which
+    // the one client trusts besides the system's roots.
+    let client = GitClient::new(Arc::new(policy)).with_https(
+        HttpsConfig::new()
+            .with_ca_file(servers.pki.ca_file())
+            .expect("the run's CA file reads"),
+    );
     let git_proxies: Vec<FaultProxy> = (0..cfg.threads)
         .map(|_| FaultProxy::git(servers.daemon.addr()).expect("git proxy"))
         .collect();
     let http_proxies: Vec<FaultProxy> = (0..cfg.threads)
         .map(|_| FaultProxy::http(servers.http.addr()).expect("http proxy"))
+        .collect();
+    let https_proxies: Vec<FaultProxy> = (0..cfg.threads)
+        .map(|_| {
+            FaultProxy::https(servers.http.addr(), &servers.pki.server(ServerCert::Good))
+                .expect("https proxy")
+        })
         .collect();
     let repos: Vec<(PathBuf, PathBuf)> = (0..cfg.threads)
         .map(|t| {
@@ -1197,13 +1245,19 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
             (local, fetch)
         })
         .collect();
-    let total = cfg.ops_per_transport * 3;
+    let total = cfg.ops_per_transport * Transport::ALL.len();
     let (per_thread, sample_every) = match cfg.duration {
         // Until the time is up; a sample every 100 operations.
         Some(_) => (usize::MAX, 100),
         None => (total.div_ceil(cfg.threads).max(3), (total / 50).max(1)),
     };
-    let warmup = 3.min(per_thread);
+    // Warm-up: one operation per transport in every thread (the transport
+    // turns with the operation), so the quiescent start sample already
+    // holds each thread's kept-alive HTTP connections to its http and https
+    // proxies; with fewer, the end sample counts the ones opened later as
+    // growth (about 3 descriptors each: the client's socket and the
+    // proxy's two).
+    let warmup = Transport::ALL.len().min(per_thread);
     let done = AtomicUsize::new(0);
     let samples = Mutex::new(Vec::new());
     let until = cfg.duration.map(|d| started + d);
@@ -1224,6 +1278,7 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
                         thread: t,
                         git: &git_proxies[t],
                         http: &http_proxies[t],
+                        https: &https_proxies[t],
                         ctl: &servers.ctl,
                     },
                     urls: [
@@ -1240,6 +1295,7 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
                                 .to_string()
                                 .trim_start_matches('/')
                         ),
+                        https_proxies[t].http_url("git/soak.git"),
                     ],
                     local: &repos[t].0,
                     fetch_into: &repos[t].1,
@@ -1304,7 +1360,11 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
             .violations
             .push("receive-packs still running 120 s after the last operation".into());
     }
-    for p in http_proxies.iter().chain(&git_proxies) {
+    for p in http_proxies
+        .iter()
+        .chain(&https_proxies)
+        .chain(&git_proxies)
+    {
         p.wait_idle(Duration::from_secs(30));
     }
     for log in &logs {
@@ -1325,6 +1385,8 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
         git_proxies.iter().map(FaultProxy::connections).collect();
     let http_conns: Vec<Vec<ConnectionRecord>> =
         http_proxies.iter().map(FaultProxy::connections).collect();
+    let https_conns: Vec<Vec<ConnectionRecord>> =
+        https_proxies.iter().map(FaultProxy::connections).collect();
     let ssh_conns: Vec<Vec<SshConn>> = (0..cfg.threads)
         .map(|t| sshfault::read_log(&servers.ctl, t))
         .collect();
@@ -1340,6 +1402,15 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
             *report.faults.entry(http_fault_name(f)).or_default() += 1;
         }
     }
+    for x in https_conns.iter().flatten().flat_map(|c| &c.http_requests) {
+        report.connections += 1;
+        if let Some(f) = &x.fault {
+            *report
+                .faults
+                .entry(https_fault_name(http_fault_name(f)))
+                .or_default() += 1;
+        }
+    }
     for c in ssh_conns.iter().flatten() {
         report.connections += 1;
         if let (Some(f), true) = (c.fault, c.fired) {
@@ -1352,6 +1423,7 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
         hook_log: &root.join("hook.log"),
         git: &git_conns,
         http: &http_conns,
+        https: &https_conns,
         ssh: &ssh_conns,
     };
     cx.check(&logs, &mut report);
@@ -1359,6 +1431,7 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
     report.elapsed = started.elapsed();
     drop(git_proxies);
     drop(http_proxies);
+    drop(https_proxies);
     report
 }
 
@@ -1386,6 +1459,19 @@ fn http_fault_name(f: &Fault) -> &'static str {
         }
         Fault::HttpCutResponse { .. } => "http-cut-response-after-body",
         other => fault_name(other),
+    }
+}
+
+/// The name of an http fault that acted on an https request.
+fn https_fault_name(http: &'static str) -> &'static str {
+    match http {
+        "http-503-advertisement" => "https-503-advertisement",
+        "http-503-request" => "https-503-request",
+        "http-500-after-body" => "https-500-after-body",
+        "http-502-after-body" => "https-502-after-body",
+        "http-cut-advertisement" => "https-cut-advertisement",
+        "http-cut-response-after-body" => "https-cut-response-after-body",
+        other => other,
     }
 }
 
@@ -1429,6 +1515,7 @@ struct Checked<'a> {
     hook_log: &'a Path,
     git: &'a [Vec<ConnectionRecord>],
     http: &'a [Vec<ConnectionRecord>],
+    https: &'a [Vec<ConnectionRecord>],
     ssh: &'a [Vec<SshConn>],
 }
 
@@ -1656,8 +1743,12 @@ impl Checked<'_> {
                     ),
                 })
                 .collect(),
-            Transport::Http => {
-                let conns = &self.http[p.thread];
+            Transport::Http | Transport::Https => {
+                let conns = if p.transport == Transport::Https {
+                    &self.https[p.thread]
+                } else {
+                    &self.http[p.thread]
+                };
                 p.requests
                     .iter()
                     .filter_map(|(id, i)| {
@@ -1708,7 +1799,7 @@ impl Checked<'_> {
         }
         // Over git and ssh each attempt is one connection; a fault that
         // fired gives the design's phase and class.
-        if p.transport != Transport::Http && !p.cancelled {
+        if !matches!(p.transport, Transport::Http | Transport::Https) && !p.cancelled {
             if seen.len() != p.attempts.len() {
                 bad.push(format!(
                     "{} attempts, {} connections",

@@ -1,7 +1,8 @@
 //! The service soak at CI size: one process, one policy, one client, 8
-//! threads, repositories opened once, 60 operations per transport over
+//! threads, repositories opened once, 45 operations per transport over
 //! git:// (fault proxy → git daemon), smart HTTP (fault proxy →
-//! http-backend behind lighttpd) and ssh (the `ssh-fault` relay → sshd),
+//! http-backend behind lighttpd), https (the proxy in https mode, ending
+//! TLS, → the same lighttpd) and ssh (the `ssh-fault` relay → sshd),
 //! with faults, slow and declining hooks, cancels and `git gc` — every
 //! verdict checked against the server (see `sluice_reliability::service`).
 //!
@@ -38,7 +39,7 @@ fn a_long_lived_service_keeps_every_promise_over_every_transport() {
     assert!(report.violations.is_empty(), "{report}");
     assert_eq!(report.second_packs, 0, "{report}");
     // The soak exercised what it is about.
-    for t in ["git", "http", "ssh"] {
+    for t in ["git", "http", "ssh", "https"] {
         assert!(
             report.ops.get(t).copied().unwrap_or(0) >= cfg.ops_per_transport,
             "{report}"
@@ -54,6 +55,7 @@ fn a_long_lived_service_keeps_every_promise_over_every_transport() {
         "cut-before-report",
         "ssh-cut-before-report",
         "http-cut-response-after-body",
+        "https-cut-response-after-body",
     ] {
         assert!(
             report.faults.contains_key(f),
@@ -83,6 +85,7 @@ fn every_owed_fault_acts_even_when_the_mix_plans_none() {
         "cut-before-report",
         "ssh-cut-before-report",
         "http-cut-response-after-body",
+        "https-cut-response-after-body",
     ] {
         assert!(
             report.faults.contains_key(f),

@@ -14,10 +14,12 @@
 //! and the last `window` fetches, a fetch that brings nothing (median of
 //! 11), and a one-commit push (median of 11, each a new commit).
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
+
+use sluice_git::{CallOptions, GitClient};
 
 use crate::ops;
 
@@ -182,9 +184,29 @@ fn timed(f: impl FnOnce() -> Result<()>) -> Result<Duration> {
     Ok(t0.elapsed())
 }
 
-/// The `maintenance` mode.
-pub fn main(args: &[String]) -> Result<()> {
-    let a = parse(args)?;
+/// The served repository (the medium fixture behind `git daemon`) and its
+/// twin bare clones, one for each tool.
+/// Fields drop in order: the daemon stops and the handle closes before the
+/// directory goes.
+struct Setup {
+    /// Serves `served` until the setup is dropped.
+    _daemon: sluice_testkit::GitDaemon,
+    served: PathBuf,
+    url: String,
+    /// sluice's clone, and its one handle kept open throughout.
+    ours: PathBuf,
+    repo: gix::Repository,
+    /// git's clone.
+    theirs: PathBuf,
+    /// Holds everything above; removed when dropped.
+    dir: tempfile::TempDir,
+}
+
+/// The refspec every fetch of both tools uses.
+const SPEC: &str = "+refs/heads/main:refs/remotes/origin/main";
+
+/// Serves the medium fixture and clones it twice with git.
+fn set_up() -> Result<Setup> {
     let dir = tempfile::tempdir()?;
     let srv = dir.path().join("srv");
     std::fs::create_dir_all(&srv)?;
@@ -198,103 +220,124 @@ pub fn main(args: &[String]) -> Result<()> {
     for dest in [&ours, &theirs] {
         ops::run(&mut ops::git_clone_bare(dir.path(), &url, dest))?;
     }
-    let spec = "+refs/heads/main:refs/remotes/origin/main";
-    let client = ops::client();
-    let opts = ops::call_options();
     let repo = gix::open(&ours).context("gix::open")?;
-    let sent = std::cell::RefCell::new(Vec::<u64>::new());
-    let fetch_ours = |repo: &gix::Repository| -> Result<()> {
-        let o = client.fetch(&url, &[spec.to_string()], repo, &opts)?;
-        if o.kind != sluice_policy::OutcomeKind::Succeeded {
-            bail!("sluice fetch: {:?} {:?}", o.kind, o.error);
-        }
-        sent.borrow_mut()
-            .push(server_total(&o.remote_messages).unwrap_or(0));
-        Ok(())
-    };
-    let tip_date: u64 = sluice_testkit::repo::git(&served, &["log", "-1", "--format=%ct", "main"])
-        .parse()
-        .context("the fixture tip's date")?;
-    let index = dir.path().join("bench-index");
-    let (mut t_ours, mut t_theirs) = (Vec::new(), Vec::new());
-    // CPU time of each fetch on the client side (load moves wall time
-    // more): sluice's in this process, git's in its `git fetch` children.
-    let (mut c_ours, mut c_theirs) = (Vec::<f64>::new(), Vec::<f64>::new());
+    Ok(Setup {
+        _daemon: daemon,
+        served,
+        url,
+        ours,
+        repo,
+        theirs,
+        dir,
+    })
+}
+
+/// One sluice fetch into the kept-open handle; the objects the server
+/// said it sent (0 when it said nothing).
+fn fetch_ours(client: &GitClient, opts: &CallOptions, s: &Setup) -> Result<u64> {
+    let o = client.fetch(&s.url, &[SPEC.to_string()], &s.repo, opts)?;
+    if o.kind != sluice_policy::OutcomeKind::Succeeded {
+        bail!("sluice fetch: {:?} {:?}", o.kind, o.error);
+    }
+    Ok(server_total(&o.remote_messages).unwrap_or(0))
+}
+
+/// One `git fetch` into git's clone.
+fn fetch_theirs(s: &Setup) -> Result<()> {
+    ops::run(&mut ops::git_fetch_into(&s.theirs, &s.url, SPEC))
+}
+
+/// What the fetch series measured, fetch by fetch.
+#[derive(Default)]
+struct Series {
+    /// Wall time of each fetch: sluice's, git's.
+    t_ours: Vec<Duration>,
+    t_theirs: Vec<Duration>,
+    /// Client CPU of each fetch (load moves wall time more): sluice's in
+    /// this process, git's in its `git fetch` children.
+    c_ours: Vec<f64>,
+    c_theirs: Vec<f64>,
+    /// Objects the server sent each sluice fetch.
+    sent: Vec<u64>,
+}
+
+/// The fetches of one new commit each, the tools alternating which goes
+/// first, with a line of figures every 100.
+fn fetch_series(a: &Args, s: &Setup, client: &GitClient, opts: &CallOptions) -> Result<Series> {
+    let tip_date: u64 =
+        sluice_testkit::repo::git(&s.served, &["log", "-1", "--format=%ct", "main"])
+            .parse()
+            .context("the fixture tip's date")?;
+    let index = s.dir.path().join("bench-index");
     let tick_ms = 1000.0 / clock_ticks() as f64;
-    println!(
-        "sluice-bench maintenance: {} fetches of one commit each ({}), git:// on loopback; {} cores",
-        a.fetches,
-        if a.new_dates {
-            "dated after the fixture's tip"
-        } else {
-            "dated before the fixture's history"
-        },
-        std::thread::available_parallelism().map_or(1, |n| n.get())
-    );
+    let mut x = Series::default();
     for n in 0..a.fetches {
         if a.new_dates {
-            commit_at(&served, &index, n, tip_date + 60 * (n as u64 + 1))?;
+            commit_at(&s.served, &index, n, tip_date + 60 * (n as u64 + 1))?;
         } else {
-            sluice_testkit::repo::commit_on(&served, "main", &format!("fetch {n}"));
+            sluice_testkit::repo::commit_on(&s.served, "main", &format!("fetch {n}"));
         }
-        let mut run_ours = || -> Result<()> {
+        let run_ours = |x: &mut Series| -> Result<()> {
             let c0 = cpu_ms(tick_ms).0;
-            t_ours.push(timed(|| fetch_ours(&repo))?);
-            c_ours.push(cpu_ms(tick_ms).0 - c0);
+            let t0 = Instant::now();
+            let sent = fetch_ours(client, opts, s)?;
+            x.t_ours.push(t0.elapsed());
+            x.sent.push(sent);
+            x.c_ours.push(cpu_ms(tick_ms).0 - c0);
             Ok(())
         };
-        let mut run_theirs = || -> Result<()> {
+        let run_theirs = |x: &mut Series| -> Result<()> {
             let c0 = cpu_ms(tick_ms).1;
-            t_theirs.push(timed(|| {
-                ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
-            })?);
-            c_theirs.push(cpu_ms(tick_ms).1 - c0);
+            x.t_theirs.push(timed(|| fetch_theirs(s))?);
+            x.c_theirs.push(cpu_ms(tick_ms).1 - c0);
             Ok(())
         };
         // Alternating which goes first.
         if n % 2 == 0 {
-            run_ours()?;
-            run_theirs()?;
+            run_ours(&mut x)?;
+            run_theirs(&mut x)?;
         } else {
-            run_theirs()?;
-            run_ours()?;
+            run_theirs(&mut x)?;
+            run_ours(&mut x)?;
         }
         if (n + 1) % 100 == 0 {
-            let objects = sent.borrow()[n + 1 - 100..].iter().sum::<u64>() as f64 / 100.0;
+            let objects = x.sent[n + 1 - 100..].iter().sum::<u64>() as f64 / 100.0;
             let cpu = |c: &[f64]| c[n + 1 - 100..].iter().sum::<f64>() / 100.0;
             println!(
                 "  {:>5} fetches: sluice {} packs, last 100 {:.1} ms ({:.1} ms CPU), {objects:.1} objects sent each; git {} packs {} loose, last 100 {:.1} ms ({:.1} ms CPU)",
                 n + 1,
-                packs(&ours),
-                mean_ms(&t_ours[n + 1 - 100..]),
-                cpu(&c_ours),
-                packs(&theirs),
-                loose(&theirs),
-                mean_ms(&t_theirs[n + 1 - 100..]),
-                cpu(&c_theirs),
+                packs(&s.ours),
+                mean_ms(&x.t_ours[n + 1 - 100..]),
+                cpu(&x.c_ours),
+                packs(&s.theirs),
+                loose(&s.theirs),
+                mean_ms(&x.t_theirs[n + 1 - 100..]),
+                cpu(&x.c_theirs),
             );
         }
     }
-    let w = a.window;
-    let sent = sent.borrow().clone();
-    let sent_mean = |xs: &[u64]| xs.iter().sum::<u64>() as f64 / xs.len() as f64;
-    let (sent_first, sent_last) = (sent_mean(&sent[..w]), sent_mean(&sent[a.fetches - w..]));
-    let cpu_mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
-    let cpu_first = |c: &[f64]| cpu_mean(&c[..w]);
-    let cpu_last = |c: &[f64]| cpu_mean(&c[c.len() - w..]);
-    let first = |t: &[Duration]| mean_ms(&t[..w]);
-    let last = |t: &[Duration]| mean_ms(&t[t.len() - w..]);
-    // A fetch that brings nothing, 11 times each.
+    Ok(x)
+}
+
+/// The end of the run: a fetch that brings nothing and a one-commit push,
+/// 11 times each per tool (wall times: sluice's, git's).
+struct Finals {
+    n_ours: Vec<Duration>,
+    n_theirs: Vec<Duration>,
+    p_ours: Vec<Duration>,
+    p_theirs: Vec<Duration>,
+}
+
+/// Measures the final empty fetches, then the one-commit pushes (each a
+/// new commit on a branch of its own per side).
+fn final_fetch_and_push(s: &Setup, client: &GitClient, opts: &CallOptions) -> Result<Finals> {
     let (mut n_ours, mut n_theirs) = (Vec::new(), Vec::new());
     for _ in 0..11 {
-        n_ours.push(timed(|| fetch_ours(&repo))?);
-        n_theirs.push(timed(|| {
-            ops::run(&mut ops::git_fetch_into(&theirs, &url, spec))
-        })?);
+        n_ours.push(timed(|| fetch_ours(client, opts, s).map(|_| ()))?);
+        n_theirs.push(timed(|| fetch_theirs(s))?);
     }
-    // One-commit pushes, each a new commit on a branch of its own per side.
     let (mut p_ours, mut p_theirs) = (Vec::new(), Vec::new());
-    for (local, branch) in [(&ours, "work-sluice"), (&theirs, "work-git")] {
+    for (local, branch) in [(&s.ours, "work-sluice"), (&s.theirs, "work-git")] {
         sluice_testkit::repo::git(
             local,
             &[
@@ -305,28 +348,47 @@ pub fn main(args: &[String]) -> Result<()> {
         );
     }
     for n in 0..11 {
-        sluice_testkit::repo::commit_on(&ours, "work-sluice", &format!("push {n}"));
-        sluice_testkit::repo::commit_on(&theirs, "work-git", &format!("push {n}"));
+        sluice_testkit::repo::commit_on(&s.ours, "work-sluice", &format!("push {n}"));
+        sluice_testkit::repo::commit_on(&s.theirs, "work-git", &format!("push {n}"));
         p_ours.push(timed(|| {
             ops::sluice_push_in(
-                &client,
-                &url,
-                &repo,
+                client,
+                &s.url,
+                &s.repo,
                 "work-sluice",
                 "refs/heads/work-sluice",
-                &opts,
+                opts,
             )
             .map(|_| ())
         })?);
         p_theirs.push(timed(|| {
             ops::run(&mut ops::git_push(
-                &theirs,
-                &url,
+                &s.theirs,
+                &s.url,
                 "work-git",
                 "refs/heads/work-git",
             ))
         })?);
     }
+    Ok(Finals {
+        n_ours,
+        n_theirs,
+        p_ours,
+        p_theirs,
+    })
+}
+
+/// The table of figures, both tools side by side.
+fn print_figures(a: &Args, s: &Setup, x: &Series, f: &Finals) {
+    let w = a.window;
+    let sent_mean = |xs: &[u64]| xs.iter().sum::<u64>() as f64 / xs.len() as f64;
+    let (sent_first, sent_last) = (sent_mean(&x.sent[..w]), sent_mean(&x.sent[a.fetches - w..]));
+    let cpu_mean = |xs: &[f64]| xs.iter().sum::<f64>() / xs.len() as f64;
+    let cpu_first = |c: &[f64]| cpu_mean(&c[..w]);
+    let cpu_last = |c: &[f64]| cpu_mean(&c[c.len() - w..]);
+    let first = |t: &[Duration]| mean_ms(&t[..w]);
+    let last = |t: &[Duration]| mean_ms(&t[t.len() - w..]);
+    let (t_ours, t_theirs, c_ours, c_theirs) = (&x.t_ours, &x.t_theirs, &x.c_ours, &x.c_theirs);
     let fsck = |p: &Path| {
         sluice_testkit::repo::fsck(p)
             .map(|()| "clean".to_string())
@@ -340,43 +402,43 @@ pub fn main(args: &[String]) -> Result<()> {
     println!("|---|---|---|---|");
     println!(
         "| packs left (git: and loose objects) | {} packs, {} loose | **{} packs** | — |",
-        packs(&theirs),
-        loose(&theirs),
-        packs(&ours)
+        packs(&s.theirs),
+        loose(&s.theirs),
+        packs(&s.ours)
     );
     println!(
         "| mean of the first {w} fetches | {:.1} ms | **{:.1} ms** | {:.2}× |",
-        first(&t_theirs),
-        first(&t_ours),
-        first(&t_ours) / first(&t_theirs)
+        first(t_theirs),
+        first(t_ours),
+        first(t_ours) / first(t_theirs)
     );
     println!(
         "| mean of the last {w} fetches | {:.1} ms | **{:.1} ms** | {:.2}× |",
-        last(&t_theirs),
-        last(&t_ours),
-        last(&t_ours) / last(&t_theirs)
+        last(t_theirs),
+        last(t_ours),
+        last(t_ours) / last(t_theirs)
     );
     println!(
         "| last {w} against first {w} | {:.2}× | **{:.2}×** | — |",
-        last(&t_theirs) / first(&t_theirs),
-        last(&t_ours) / first(&t_ours)
+        last(t_theirs) / first(t_theirs),
+        last(t_ours) / first(t_ours)
     );
     println!(
         "| client CPU per fetch (user + system), mean of the first {w} | {:.1} ms | **{:.1} ms** | {:.2}× |",
-        cpu_first(&c_theirs),
-        cpu_first(&c_ours),
-        cpu_first(&c_ours) / cpu_first(&c_theirs)
+        cpu_first(c_theirs),
+        cpu_first(c_ours),
+        cpu_first(c_ours) / cpu_first(c_theirs)
     );
     println!(
         "| client CPU per fetch, mean of the last {w} | {:.1} ms | **{:.1} ms** | {:.2}× |",
-        cpu_last(&c_theirs),
-        cpu_last(&c_ours),
-        cpu_last(&c_ours) / cpu_last(&c_theirs)
+        cpu_last(c_theirs),
+        cpu_last(c_ours),
+        cpu_last(c_ours) / cpu_last(c_theirs)
     );
     println!(
         "| client CPU, last {w} against first {w} | {:.2}× | **{:.2}×** | — |",
-        cpu_last(&c_theirs) / cpu_first(&c_theirs),
-        cpu_last(&c_ours) / cpu_first(&c_ours)
+        cpu_last(c_theirs) / cpu_first(c_theirs),
+        cpu_last(c_ours) / cpu_first(c_ours)
     );
     println!(
         "| objects the server sent per sluice fetch, first {w} / last {w} (mean) | — | **{sent_first:.1} / {sent_last:.1}** | — |"
@@ -394,21 +456,43 @@ pub fn main(args: &[String]) -> Result<()> {
     );
     println!(
         "| a fetch that brings nothing, at the end (median of 11) | {:.1} ms | **{:.1} ms** | {:.2}× |",
-        median_ms(&n_theirs),
-        median_ms(&n_ours),
-        median_ms(&n_ours) / median_ms(&n_theirs)
+        median_ms(&f.n_theirs),
+        median_ms(&f.n_ours),
+        median_ms(&f.n_ours) / median_ms(&f.n_theirs)
     );
     println!(
         "| a one-commit push, at the end (median of 11) | {:.1} ms | **{:.1} ms** | {:.2}× |",
-        median_ms(&p_theirs),
-        median_ms(&p_ours),
-        median_ms(&p_ours) / median_ms(&p_theirs)
+        median_ms(&f.p_theirs),
+        median_ms(&f.p_ours),
+        median_ms(&f.p_ours) / median_ms(&f.p_theirs)
     );
     println!(
         "| `git fsck --full --strict` | {} | {} | — |",
-        fsck(&theirs),
-        fsck(&ours)
+        fsck(&s.theirs),
+        fsck(&s.ours)
     );
-    drop(daemon);
+}
+
+/// The `maintenance` mode: set up, the fetch series, the final empty fetch
+/// and push, the figures.
+pub fn main(args: &[String]) -> Result<()> {
+    let a = parse(args)?;
+    let s = set_up()?;
+    let client = ops::client();
+    let opts = ops::call_options();
+    println!(
+        "sluice-bench maintenance: {} fetches of one commit each ({}), git:// on loopback; {} cores",
+        a.fetches,
+        if a.new_dates {
+            "dated after the fixture's tip"
+        } else {
+            "dated before the fixture's history"
+        },
+        std::thread::available_parallelism().map_or(1, |n| n.get())
+    );
+    let series = fetch_series(&a, &s, &client, &opts)?;
+    let finals = final_fetch_and_push(&s, &client, &opts)?;
+    print_figures(&a, &s, &series, &finals);
+    drop(s);
     Ok(())
 }

@@ -3,7 +3,7 @@
 //! or time-driven: `-- --minutes 60 --leave-to-library`.
 //!
 //! `--ops` is the number of operations per transport (git://, smart HTTP,
-//! ssh); `--minutes N` runs for N minutes instead, sampling the process
+//! ssh, https); `--minutes N` runs for N minutes instead, sampling the process
 //! every minute (the RSS slope after the first ten is printed);
 //! `--leave-to-library` runs `git gc` on thread 0's repositories only and
 //! leaves the others to the library's maintenance. The `ssh-fault` relay is the binary of that name next to this one.

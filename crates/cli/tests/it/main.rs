@@ -14,6 +14,7 @@ mod async_service_example;
 mod demo;
 mod exit_codes;
 mod fetch;
+mod fetch_limits;
 mod forge;
 mod forge_comment;
 mod git_config;

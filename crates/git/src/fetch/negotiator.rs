@@ -18,7 +18,11 @@
 //!   Offered first, the server acknowledges it in the first round and, the
 //!   wanted commits reaching it, sends the pack at once.
 //!
-//! `skipping` and `noop` are gix's.
+//! `skipping` and `noop` are gix's. `skipping` does not need the first
+//! difference: its walk skips ahead exponentially, so six fetches of one
+//! commit dated before a history of 1,000 receive exactly their own
+//! objects with it too (the maintenance tests), the old values offered
+//! first or not.
 
 use std::collections::VecDeque;
 

@@ -4,8 +4,9 @@
 //! kept only when its base is in the new pack, never thin), indexed by
 //! gix-pack's `Bundle::write_to_directory`; the new pack and its index in
 //! place before anything is removed, a `multi-pack-index` naming a pack
-//! taken removed before the pack, each old pack's `.idx` removed before its
-//! `.pack` (readers find packs by their index).
+//! about to go rewritten first (gix-pack's `multi_index` writer: the packs
+//! it named less those, plus the new one), each old pack's `.idx` removed
+//! before its `.pack` (readers find packs by their index).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::AtomicBool;
@@ -57,20 +58,19 @@ pub(crate) fn roll_up(
     } else {
         Some(write_pack(repo, &pack_dir, ids, threads)?)
     };
-    if let Some(index) = &index {
-        // The new pack is in place; a multi-pack-index that names a pack
-        // about to go would send readers to a missing file.
-        drop_stale_multi_index(&pack_dir, taken, index)?;
-    }
-    for pack in taken {
-        if index.as_deref() == Some(pack.file("idx").as_path()) {
-            continue;
-        }
-        // Given a `.keep` since it was listed: left as it is (its objects
-        // are in the new pack too, which is harmless).
-        if pack.file("keep").exists() {
-            continue;
-        }
+    // Not the new pack itself (the packs taken may have been one pack
+    // written again under its own name), nor a pack given a `.keep` since
+    // it was listed (its objects are in the new pack too, which is
+    // harmless).
+    let going: Vec<&Pack> = taken
+        .iter()
+        .filter(|p| index.as_deref() != Some(p.file("idx").as_path()))
+        .filter(|p| !p.file("keep").exists())
+        .collect();
+    // The new pack is in place; a multi-pack-index that names a pack about
+    // to go would send readers to a missing file.
+    mend_multi_index(&pack_dir, &going, index.as_deref(), hash)?;
+    for pack in going {
         remove_pack(pack)?;
     }
     Ok(Rolled { objects, index })
@@ -274,29 +274,89 @@ fn write_pack(
     Ok(index)
 }
 
-/// A `multi-pack-index` (and its `.bitmap` and `.rev`) that names a pack
-/// of `taken`, or cannot be read, removed; one that names none left alone.
-fn drop_stale_multi_index(
+/// git's lock file for writing the `multi-pack-index` (its lockfile API's
+/// name): taken without waiting, so a `git multi-pack-index write` and a
+/// consolidation never write it at once.
+const MIDX_LOCK: &str = "multi-pack-index.lock";
+
+/// A `multi-pack-index` that names a pack of `going` rewritten, before any
+/// of them is removed: the packs it named, less `going` (and less any pack
+/// no longer there), plus `new` (the consolidated pack's index; `None`
+/// when the packs taken held no object), written by gix-pack's `multi_index` writer
+/// through git's lock file and renamed over the old one. Its
+/// `multi-pack-index-<checksum>.bitmap` and `.rev` (gix writes neither)
+/// named the old file's checksum and are removed: git then reads the
+/// objects without the bitmap until it writes one again. A
+/// `multi-pack-index` that cannot be read, or that cannot be written again
+/// (the writer's failure is logged), is removed instead, as git's `repack
+/// -d` does with one it cannot keep; one that names none of `going` is
+/// left alone, and one that would name no pack is removed. The lock held (a `git multi-pack-index write` running) is
+/// an error: the consolidation stops with the old packs still in place.
+fn mend_multi_index(
     pack_dir: &Path,
-    taken: &[Pack],
-    new: &Path,
+    going: &[&Pack],
+    new: Option<&Path>,
+    hash: gix::hash::Kind,
 ) -> Result<(), MaintenanceError> {
     let path = pack_dir.join("multi-pack-index");
     if !path.exists() {
         return Ok(());
     }
-    let stale = match gix_pack::multi_index::File::at(&path, None) {
-        Ok(midx) => midx.index_names().iter().any(|name| {
-            taken.iter().any(|p| {
-                p.file("idx").file_name() == Some(name.as_os_str()) && p.file("idx") != new
-            })
-        }),
-        Err(_) => true,
+    let gone: Vec<PathBuf> = going
+        .iter()
+        .filter_map(|p| p.file("idx").file_name().map(PathBuf::from))
+        .collect();
+    let named = match gix_pack::multi_index::File::at(&path, None) {
+        Ok(midx) => {
+            let names = midx.index_names().to_vec();
+            if !names.iter().any(|n| gone.contains(n)) {
+                return Ok(());
+            }
+            Some(names)
+        }
+        Err(_) => None,
     };
-    if !stale {
-        return Ok(());
+    let lock = pack_dir.join(MIDX_LOCK);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .open(&lock)
+        .map_err(io(format!("taking {}", lock.display())))?;
+    let lock = LockFile(lock);
+    let written = match named {
+        Some(names) => {
+            let mut keep: Vec<PathBuf> = names
+                .into_iter()
+                .filter(|n| !gone.contains(n))
+                .map(|n| pack_dir.join(n))
+                .filter(|p| p.exists())
+                .collect();
+            if let Some(new) = new.filter(|n| !keep.iter().any(|p| p == n)) {
+                keep.push(new.to_owned());
+            }
+            if keep.is_empty() {
+                false
+            } else {
+                match write_multi_index(file, keep, hash) {
+                    Ok(()) => true,
+                    Err(e) => {
+                        tracing::warn!(
+                            error = %e,
+                            "the multi-pack-index could not be written again: removed instead"
+                        );
+                        false
+                    }
+                }
+            }
+        }
+        None => false,
+    };
+    if written {
+        std::fs::rename(&lock.0, &path).map_err(io(format!("renaming {}", lock.0.display())))?;
+        std::mem::forget(lock);
+    } else {
+        remove_if_there(&path)?;
     }
-    remove_if_there(&path)?;
     let entries =
         std::fs::read_dir(pack_dir).map_err(io(format!("listing {}", pack_dir.display())))?;
     for entry in entries.flatten() {
@@ -308,7 +368,38 @@ fn drop_stale_multi_index(
             remove_if_there(&entry.path())?;
         }
     }
-    Ok(())
+    sync_dir(pack_dir)
+}
+
+/// A lock file removed when dropped (forgotten once renamed into place).
+struct LockFile(PathBuf);
+
+impl Drop for LockFile {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_file(&self.0);
+    }
+}
+
+/// A multi-pack-index of the packs whose indexes are `indexes`, written
+/// into `file` and synced.
+fn write_multi_index(
+    file: std::fs::File,
+    indexes: Vec<PathBuf>,
+    hash: gix::hash::Kind,
+) -> Result<(), MaintenanceError> {
+    let mut out = std::io::BufWriter::with_capacity(1 << 16, file);
+    gix_pack::multi_index::write_from_index_paths(
+        indexes,
+        &mut out,
+        &mut gix::progress::Discard,
+        &AtomicBool::new(false),
+        gix_pack::multi_index::write::Options { object_hash: hash },
+    )
+    .map_err(|e| pack_err("writing the multi-pack-index", &e))?;
+    let file = out
+        .into_inner()
+        .map_err(|e| io("writing the multi-pack-index")(e.into_error()))?;
+    file.sync_all().map_err(io("writing the multi-pack-index"))
 }
 
 /// A pack's files removed, its index first (a reader that lists the
