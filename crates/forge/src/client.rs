@@ -321,7 +321,9 @@ impl ForgeClient {
         last_cred: &RefCell<Option<Credential>>,
         deadline: Instant,
     ) -> Result<Answer, AttemptError> {
-        let cred = ctx.credential().cloned();
+        // Checked before every request: a token within its refresh margin
+        // of expiring is replaced before it is sent.
+        let cred = ctx.credential_for_request().cloned();
         last_cred.replace(cred.clone());
         let cancel = ctx.cancel_flag().clone();
         // A write's ledger entry says its request may have gone out before
@@ -396,7 +398,9 @@ impl ForgeClient {
         deadline: Instant,
         permit: &Arc<crate::gate::Permit>,
     ) -> Result<Answer, AttemptError> {
-        let cred = ctx.credential().cloned();
+        // Checked before every request: a token within its refresh margin
+        // of expiring is replaced before it is sent.
+        let cred = ctx.credential_for_request().cloned();
         last_cred.replace(cred.clone());
         let cancel = ctx.cancel_flag().clone();
         ctx.entering(ForgePhase::RequestSent.as_str());
