@@ -178,6 +178,7 @@ impl Run<'_> {
             Ok(c) if held_due && st.refused.iter().any(|f| f == c.fingerprint()) => Ok(now),
             Ok(c) => {
                 if st.refused.iter().any(|f| f == c.fingerprint()) {
+                    st.same_credential = true;
                     return Err(Step::Stop(Stopped::CredentialRefused));
                 }
                 let now = self.policy.clock.now();

@@ -7,7 +7,7 @@ use crate::common::*;
 use sluice_policy::secrecy::SecretString;
 use sluice_policy::{
     fingerprint, AttemptError, AuthSignal, Bounds, Class, Credential, CredentialError,
-    CredentialSource, Operation, OutcomeKind, StaticSource, Stopped,
+    CredentialSource, Operation, OutcomeKind, StaticSource, Stopped, SAME_CREDENTIAL,
 };
 
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -96,7 +96,14 @@ fn a_static_credential_refused_stands_at_once_with_its_fingerprint() {
     assert_eq!(out.kind, OutcomeKind::Answered);
     assert_eq!(out.stopped, Some(Stopped::CredentialRefused));
     assert_eq!(out.refused_credentials, vec![fingerprint(secret)]);
-    assert_eq!(out.error.as_ref().unwrap().cause, "401 Bad credentials");
+    // Why it stands: the source gave back the refused one.
+    assert_eq!(
+        out.error.as_ref().unwrap().cause,
+        format!("401 Bad credentials ({SAME_CREDENTIAL})")
+    );
+    assert!(SAME_CREDENTIAL.starts_with(
+        "the same credential was refused again: a missing route or permission, not an expired token"
+    ));
     assert!(
         clock.sleeps().is_empty(),
         "no pause for a credential that cannot change"
@@ -135,6 +142,8 @@ fn a_refusal_stands_when_the_settle_pause_does_not_fit_the_budget() {
         "no token bought that cannot be used"
     );
     assert!(clock.sleeps().is_empty());
+    let cause = &out.error.as_ref().unwrap().cause;
+    assert!(!cause.contains(SAME_CREDENTIAL), "another reason: {cause}");
 }
 
 #[test]
