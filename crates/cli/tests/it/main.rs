@@ -16,6 +16,7 @@ mod exit_codes;
 mod fetch;
 mod forge;
 mod forge_comment;
+mod forge_credentials;
 mod git_config;
 mod help_and_progress;
 mod https;

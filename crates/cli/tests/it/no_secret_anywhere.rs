@@ -44,7 +44,16 @@ struct Run {
 }
 
 fn sluice(args: &[&str]) -> Run {
+    sluice_env(args, &[])
+}
+
+/// [`sluice`] with `env` on top (`GH_TOKEN` and `GITHUB_TOKEN` removed
+/// first, so that the tests never see the token of whoever runs them).
+fn sluice_env(args: &[&str], env: &[(&str, &str)]) -> Run {
     let out = Command::new(bin())
+        .env_remove("GH_TOKEN")
+        .env_remove("GITHUB_TOKEN")
+        .envs(env.iter().copied())
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
@@ -610,6 +619,36 @@ fn a_redirect_to_another_host_never_carries_the_credential() {
         assert!(
             !h.to_ascii_lowercase().contains("authorization:"),
             "credential sent to another host:\n{h}"
+        );
+        assert!(!h.contains(TOKEN));
+    }
+}
+
+/// `GH_TOKEN` and `GITHUB_TOKEN` are the forge's (gh's order): git over
+/// http never sends them, nor does `http get` (a URL anywhere).
+#[test]
+fn gh_token_and_github_token_never_reach_git_nor_http_get() {
+    let server = Recorder::start(Arc::new(|_: &str| (404, vec![], "no".into())));
+    let url = |path: &str| format!("http://127.0.0.1:{}{path}", server.port);
+    for var in ["GH_TOKEN", "GITHUB_TOKEN"] {
+        let env = [(var, TOKEN)];
+        let runs = [
+            sluice_env(&["--deadline", "3s", "ls-refs", &url("/git/r.git")], &env),
+            sluice_env(
+                &["--deadline", "3s", "http", "get", &url("/api/thing")],
+                &env,
+            ),
+        ];
+        for run in &runs {
+            assert!(leaks(TOKEN, run, None).is_empty(), "{run:?}");
+        }
+    }
+    let seen = server.requests();
+    assert!(seen.len() >= 4, "{seen:#?}");
+    for h in &seen {
+        assert!(
+            !h.to_ascii_lowercase().contains("authorization:"),
+            "a forge token sent:\n{h}"
         );
         assert!(!h.contains(TOKEN));
     }

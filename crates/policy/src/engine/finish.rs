@@ -68,7 +68,14 @@ impl Run<'_> {
         }
         if same_credential && out.stopped == Some(Stopped::CredentialRefused) {
             if let Some(e) = out.error.as_mut() {
-                e.cause = format!("{} ({SAME_CREDENTIAL})", e.cause);
+                let noted = format!("{} ({SAME_CREDENTIAL})", e.cause);
+                // The attempt refused says it too (the document's words).
+                if let Some(last) = out.attempts.last_mut() {
+                    if last.cause.as_deref() == Some(e.cause.as_str()) {
+                        last.cause = Some(noted.clone());
+                    }
+                }
+                e.cause = noted;
             }
         }
         if self.records() {

@@ -101,6 +101,10 @@ fn a_static_credential_refused_stands_at_once_with_its_fingerprint() {
         out.error.as_ref().unwrap().cause,
         format!("401 Bad credentials ({SAME_CREDENTIAL})")
     );
+    assert_eq!(
+        out.attempts[0].cause,
+        out.error.as_ref().map(|e| e.cause.clone())
+    );
     assert!(SAME_CREDENTIAL.starts_with(
         "the same credential was refused again: a missing route or permission, not an expired token"
     ));
