@@ -18,6 +18,7 @@ use sluice_policy::{
 
 use sluice_policy::text::redact;
 
+#[cfg(feature = "app")]
 use crate::app::GitHubAppSource;
 use crate::base::resolve;
 use crate::error::{ForgeFailure, ForgeInputError};
@@ -29,6 +30,7 @@ use crate::reading::Reading;
 #[derive(Clone)]
 pub(crate) enum Creds {
     Plain(Arc<dyn CredentialSource>),
+    #[cfg(feature = "app")]
     App(Arc<GitHubAppSource>),
 }
 
@@ -36,6 +38,7 @@ impl Creds {
     pub(crate) fn for_operation(&self) -> Arc<dyn CredentialSource> {
         match self {
             Creds::Plain(s) => Arc::clone(s),
+            #[cfg(feature = "app")]
             Creds::App(a) => a.operation_source(),
         }
     }
