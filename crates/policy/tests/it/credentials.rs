@@ -354,3 +354,79 @@ fn a_caching_source_is_told_of_a_refusal_and_mints_afresh() {
         vec![fingerprint("cached-1")]
     );
 }
+
+/// Sells `tok-1`, `tok-2`, ...; the first `due` of them are already due for
+/// replacement (their refresh time passed), the rest are good for a day.
+struct AgingSource {
+    sold: std::sync::atomic::AtomicUsize,
+    due: usize,
+}
+
+impl CredentialSource for AgingSource {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        let n = self.sold.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let at = if n <= self.due {
+            std::time::SystemTime::UNIX_EPOCH
+        } else {
+            std::time::SystemTime::now() + std::time::Duration::from_secs(86_400)
+        };
+        Ok(Credential::new(SecretString::from(format!("tok-{n}"))).with_refresh_at(at))
+    }
+}
+
+#[test]
+fn a_credential_due_for_replacement_is_replaced_before_the_next_request_not_after_a_refusal() {
+    use sluice_policy::secrecy::ExposeSecret;
+    let (policy, _clock) = manual_policy();
+    let source = Arc::new(AgingSource {
+        sold: Default::default(),
+        due: 1,
+    });
+    let mut sent = Vec::new();
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source.clone()),
+        |ctx| -> Result<(), AttemptError> {
+            // Two requests in one attempt, each asking first.
+            for _ in 0..2 {
+                let c = ctx.credential_for_request().expect("a credential");
+                sent.push(c.secret().expose_secret().to_string());
+            }
+            Ok(())
+        },
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded);
+    assert_eq!(out.attempts.len(), 1);
+    // tok-1 is due: replaced before the first request; tok-2 is good,
+    // kept for both.
+    assert_eq!(sent, ["tok-2", "tok-2"]);
+    assert!(out.refused_credentials.is_empty());
+
+    // A credential held from an earlier attempt that became due is
+    // replaced when the next attempt starts.
+    let source = Arc::new(AgingSource {
+        sold: Default::default(),
+        due: 1,
+    });
+    let mut sent = Vec::new();
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source),
+        |ctx| -> Result<(), AttemptError> {
+            sent.push(
+                ctx.credential()
+                    .map(|c| c.secret().expose_secret().to_string()),
+            );
+            if ctx.n == 1 {
+                // Never asks before its request: tok-1 is sent as held.
+                return Err(AttemptError::unjudged("connect", "connection refused"));
+            }
+            Ok(())
+        },
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    assert_eq!(
+        sent,
+        [Some("tok-1".to_string()), Some("tok-2".to_string())],
+        "the second attempt starts with a new one"
+    );
+    assert!(out.refused_credentials.is_empty());
+}
