@@ -294,10 +294,16 @@ impl ForgeClient {
             .given_bounds()
             .unwrap_or(self.inner.bounds)
             .attempt_timeout;
+        // The operation's credential as the policy holds it (replaced when
+        // it was due), else the attempt's last (a refused one).
+        let credential = rctx
+            .credential()
+            .cloned()
+            .or_else(|| last_cred.borrow().clone());
         Reading::new(
             &self.inner.wire,
             &self.inner.base,
-            last_cred.borrow().clone(),
+            credential,
             Instant::now() + rctx.timeout.min(attempt_timeout),
             rctx.cancel_flag().stops_only(),
         )

@@ -124,7 +124,11 @@ impl Run<'_> {
     /// the attempt may still use, held for the rest of the operation. `None`
     /// when there is no source, the purchase failed, or it gave a
     /// credential already refused.
-    fn renew_credential(&self, usable: Duration, started: Duration) -> Option<crate::Credential> {
+    pub(super) fn renew_credential(
+        &self,
+        usable: Duration,
+        started: Duration,
+    ) -> Option<crate::Credential> {
         let source = self.credentials.as_ref()?;
         let spent = self.policy.clock.now().saturating_sub(started);
         let limit = usable.saturating_sub(spent);

@@ -430,3 +430,43 @@ fn a_credential_due_for_replacement_is_replaced_before_the_next_request_not_afte
     );
     assert!(out.refused_credentials.is_empty());
 }
+
+#[test]
+fn a_settling_read_is_given_a_new_credential_when_the_held_one_is_due() {
+    use sluice_policy::secrecy::ExposeSecret;
+    use sluice_policy::Settlement;
+    let (policy, _clock) = manual_policy();
+    let source = Arc::new(AgingSource {
+        sold: Default::default(),
+        due: 1,
+    });
+    let op = Operation::new(
+        "update-ref",
+        sluice_policy::Effect::Write,
+        "https://api.example.test/repos/o/r/git/refs/heads/main",
+    )
+    .bounds(Bounds::new(secs(60), secs(10), 4))
+    .credentials(source);
+    let mut sent = Vec::new();
+    let mut read_with = Vec::new();
+    let out = policy.run_write(
+        op,
+        |ctx| -> Result<(), AttemptError> {
+            sent.push(
+                ctx.credential()
+                    .map(|c| c.secret().expose_secret().to_string()),
+            );
+            Err(AttemptError::unknown("request-sent", "connection reset"))
+        },
+        |rctx| {
+            read_with.push(
+                rctx.credential()
+                    .map(|c| c.secret().expose_secret().to_string()),
+            );
+            Ok(Settlement::landed((), Default::default()))
+        },
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    assert_eq!(sent, [Some("tok-1".to_string())]);
+    assert_eq!(read_with, [Some("tok-2".to_string())], "tok-1 was due");
+}
