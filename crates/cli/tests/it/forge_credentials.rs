@@ -180,6 +180,10 @@ fn the_app_flags_incomplete_or_beside_a_token_command_are_exit_2_naming_the_flag
     assert_eq!(run.code, 2, "{run:?}");
     assert!(run.first_err_line().contains("--app-key"), "{run:?}");
     assert!(!run.stderr.contains("MIIE"), "{run:?}");
+    // --token-ttl keeps a token command's result: without one, exit 2.
+    let run = sluice(&["forge", "get-pull", REPO, "1", "--token-ttl", "5m"]);
+    assert_eq!(run.code, 2, "{run:?}");
+    assert!(run.first_err_line().contains("--token-ttl"), "{run:?}");
 }
 
 #[test]
