@@ -65,4 +65,11 @@ for features in "" "--features http"; do
   cargo check --quiet -p sluice-git --no-default-features $features
 done
 
+# sluice-forge's features: without the GitHub App source (no JWT or RSA
+# crates) and without https (no rustls), each alone, and neither.
+for features in "" "--features app" "--features tls"; do
+  # shellcheck disable=SC2086 # the feature flags are words on purpose
+  cargo check --quiet -p sluice-forge --no-default-features $features
+done
+
 exec cargo test --workspace "$@"

@@ -83,6 +83,24 @@ pub struct GlobalArgs {
     /// http(s) only: a command run with `sh -c` whose trimmed stdout is the token.
     #[arg(long, global = true, value_name = "CMD")]
     pub token_command: Option<String>,
+    /// Keep a --token-command's result this long, across runs (default 0:
+    /// run once per operation); a refused token is dropped at once.
+    #[arg(long, global = true, value_name = "DUR")]
+    pub token_ttl: Option<String>,
+    /// A GitHub App's id (with --app-key and --installation-id): its
+    /// installation tokens, bought and replaced before they expire, for
+    /// the forge and for git over https; not with --token-command.
+    #[arg(long, global = true, value_name = "ID")]
+    pub app_id: Option<String>,
+    /// The GitHub App's private key: a path to its PEM file (never the key
+    /// itself).
+    // Hyphen values taken, so that a PEM pasted here is refused by the
+    // validation (which never echoes it) rather than quoted by clap.
+    #[arg(long, global = true, value_name = "FILE", allow_hyphen_values = true)]
+    pub app_key: Option<PathBuf>,
+    /// The GitHub App's installation id.
+    #[arg(long, global = true, value_name = "ID")]
+    pub installation_id: Option<String>,
     /// The least pause before a credential bought after a refusal (default 5s).
     #[arg(long, global = true, value_name = "DUR")]
     pub settle: Option<String>,
@@ -147,6 +165,10 @@ impl std::fmt::Debug for GlobalArgs {
                 "token_command",
                 &self.token_command.as_ref().map(|_| "<hidden>"),
             )
+            .field("token_ttl", &self.token_ttl)
+            .field("app_id", &self.app_id)
+            .field("app_key", &self.app_key)
+            .field("installation_id", &self.installation_id)
             .field("settle", &self.settle)
             .field("ca_files", &self.ca_files)
             .field("proxy", &self.proxy.as_deref().map(sluice_git::redact))

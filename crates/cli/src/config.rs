@@ -29,6 +29,10 @@ pub struct Common {
     pub ledger: Option<PathBuf>,
     /// The token command (http(s) only). Never printed.
     pub token_command: Option<String>,
+    /// How long a token command's result is kept (zero: not kept).
+    pub token_ttl: Duration,
+    /// The GitHub App flags, when given (all three).
+    pub app: Option<AppFlags>,
     /// The settle pause, when given.
     pub settle: Option<Duration>,
     /// The https settings (`--ca-file` read, `--proxy` / `--no-proxy`).
@@ -61,6 +65,8 @@ impl std::fmt::Debug for Common {
                 "token_command",
                 &self.token_command.as_ref().map(|_| "<hidden>"),
             )
+            .field("token_ttl", &self.token_ttl)
+            .field("app", &self.app)
             .field("settle", &self.settle)
             .field("https", &self.https)
             .field("json", &self.json)
@@ -71,6 +77,22 @@ impl std::fmt::Debug for Common {
             .field("progress", &self.progress)
             .finish()
     }
+}
+
+/// `--app-id`, `--app-key` and `--installation-id`: a GitHub App's
+/// installation tokens as the credential (the forge's, and git's over
+/// https).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct AppFlags {
+    /// The app's id (or client id).
+    pub app_id: String,
+    /// The path of its private key's PEM file (read when the first token
+    /// is bought: a key that cannot be read is a `local-error`).
+    pub key_file: PathBuf,
+    /// The installation's id.
+    pub installation_id: u64,
+    /// The API that sells its tokens: `--api`, or GitHub's.
+    pub api: String,
 }
 
 /// A validated command.
@@ -331,10 +353,12 @@ pub fn validate(cli: Cli) -> Result<Config, UsageError> {
         _ => Profile::Command,
     };
     let common = validate_common(&g, default_profile)?;
-    if g.api.is_some() && !matches!(cli.command, CommandArgs::Forge { .. }) {
+    // The App's tokens are sold by the API: git commands take it with them.
+    if g.api.is_some() && common.app.is_none() && !matches!(cli.command, CommandArgs::Forge { .. })
+    {
         return Err(UsageError::new(
             "--api",
-            "only forge commands take an API URL",
+            "only forge commands (and a GitHub App's flags) take an API URL",
         ));
     }
     let action = match cli.command {
@@ -476,6 +500,19 @@ fn validate_common(g: &GlobalArgs, default_profile: Profile) -> Result<Common, U
             return Err(UsageError::new("--token-command", "empty command"));
         }
     }
+    let token_ttl = match &g.token_ttl {
+        Some(t) => {
+            if g.token_command.is_none() {
+                return Err(UsageError::new(
+                    "--token-ttl",
+                    "keeps a --token-command's result; no --token-command was given",
+                ));
+            }
+            parse_duration("--token-ttl", t, true)?
+        }
+        None => Duration::ZERO,
+    };
+    let app = validate_app(g)?;
     let https = validate_https(g)?;
     Ok(Common {
         bounds,
@@ -483,6 +520,8 @@ fn validate_common(g: &GlobalArgs, default_profile: Profile) -> Result<Common, U
         operation_id: g.operation_id.clone(),
         ledger: g.ledger.clone(),
         token_command: g.token_command.clone(),
+        token_ttl,
+        app,
         settle,
         https,
         json: g.json,
@@ -498,6 +537,69 @@ fn validate_common(g: &GlobalArgs, default_profile: Profile) -> Result<Common, U
             None
         },
     })
+}
+
+/// `--app-id`, `--app-key <FILE>`, `--installation-id`: all three or
+/// none (the missing ones named), never with `--token-command`, the key a
+/// path (a PEM on the command line would show in `ps`).
+fn validate_app(g: &GlobalArgs) -> Result<Option<AppFlags>, UsageError> {
+    let given = [
+        ("--app-id", g.app_id.is_some()),
+        ("--app-key", g.app_key.is_some()),
+        ("--installation-id", g.installation_id.is_some()),
+    ];
+    if given.iter().all(|(_, on)| !on) {
+        return Ok(None);
+    }
+    let missing: Vec<&str> = given
+        .iter()
+        .filter(|(_, on)| !on)
+        .map(|(f, _)| *f)
+        .collect();
+    if let Some(first) = missing.first() {
+        return Err(UsageError::new(
+            *first,
+            format!(
+                "a GitHub App takes --app-id, --app-key and --installation-id together; \
+                 missing: {}",
+                missing.join(", ")
+            ),
+        ));
+    }
+    if g.token_command.is_some() {
+        return Err(UsageError::new(
+            "--token-command",
+            "one credential source: --token-command or the GitHub App's flags, not both",
+        ));
+    }
+    let app_id = g.app_id.clone().unwrap_or_default();
+    if app_id.trim().is_empty() || app_id.chars().any(char::is_control) {
+        return Err(UsageError::new("--app-id", "empty or not printable"));
+    }
+    let key_file = g.app_key.clone().unwrap_or_default();
+    let key_text = key_file.to_string_lossy();
+    if key_text.contains("-----BEGIN") || key_text.contains('\n') {
+        return Err(UsageError::new(
+            "--app-key",
+            "takes the path of the key's PEM file, never the key itself",
+        ));
+    }
+    if key_text.is_empty() {
+        return Err(UsageError::new("--app-key", "empty path"));
+    }
+    let id = g.installation_id.as_deref().unwrap_or_default();
+    let installation_id = id.parse::<u64>().map_err(|_| {
+        UsageError::new(
+            "--installation-id",
+            format!("{id:?} is not an installation id (a number)"),
+        )
+    })?;
+    Ok(Some(AppFlags {
+        app_id,
+        key_file,
+        installation_id,
+        api: forge::check_api(g.api.as_deref())?,
+    }))
 }
 
 /// `--ca-file` (each file read now), `--proxy` or `--no-proxy`.
@@ -537,6 +639,15 @@ pub fn check_token_transport(
     url: &str,
     kind: TransportKind,
 ) -> Result<(), UsageError> {
+    if common.app.is_some() && kind != TransportKind::Http {
+        return Err(UsageError::new(
+            "--app-id",
+            format!(
+                "only http(s) remotes take a GitHub App's token; {:?} is not one",
+                sluice_git::redact(url)
+            ),
+        ));
+    }
     if common.token_command.is_some() && kind != TransportKind::Http {
         return Err(UsageError::new(
             "--token-command",
@@ -719,6 +830,10 @@ fn check_demo_flags(g: &GlobalArgs) -> Result<(), UsageError> {
         ("--operation-id", g.operation_id.is_some()),
         ("--ledger", g.ledger.is_some()),
         ("--token-command", g.token_command.is_some()),
+        ("--token-ttl", g.token_ttl.is_some()),
+        ("--app-id", g.app_id.is_some()),
+        ("--app-key", g.app_key.is_some()),
+        ("--installation-id", g.installation_id.is_some()),
         ("--settle", g.settle.is_some()),
         ("--ca-file", !g.ca_files.is_empty()),
         ("--proxy", g.proxy.is_some()),

@@ -9,7 +9,7 @@ use sluice_cli::{contract, human, Common, UsageError};
 use sluice_forge::{ForgeClient, ForgeInputError};
 use sluice_policy::Outcome;
 
-use crate::session::{emit, forge_options, policy};
+use crate::session::{emit, forge_options, http_get_options, policy};
 
 /// Run `call` against the API at `api`; the exit code.
 pub(crate) fn run(common: &Common, api: &str, call: &ForgeCall) -> anyhow::Result<u8> {
@@ -101,7 +101,7 @@ pub(crate) fn http_get(common: &Common, url: &str) -> anyhow::Result<u8> {
         .build()
         .context("building the HTTP client")?;
     let out = client
-        .get_url(url, &forge_options(common))
+        .get_url(url, &http_get_options(common))
         .map_err(|e| UsageError::new("<URL>", e.to_string()))?;
     let text = out.value.as_ref().map(|r| {
         let mut b = r.body.clone();

@@ -82,7 +82,7 @@ pub mod usage;
 pub use args::{Cli, CommandArgs, GlobalArgs, HttpArgs, LedgerArgs};
 pub use config::{
     check_git_url, check_http_url, check_token_transport, enter_dirs, parse, parse_duration,
-    validate, Action, Common, Config,
+    validate, Action, AppFlags, Common, Config,
 };
 pub use target::{
     deletes_a_short_name, expand_deletions, https_for, https_for_repo, input_error, open_repo,

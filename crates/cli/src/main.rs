@@ -23,6 +23,7 @@ mod session;
 mod signals;
 mod stdout;
 mod summary;
+mod token_cache;
 
 use std::io::IsTerminal;
 use std::process::ExitCode;

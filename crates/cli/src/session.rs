@@ -6,11 +6,13 @@
 
 use std::sync::Arc;
 
+use secrecy::SecretString;
 use serde::Serialize;
-use sluice_cli::{contract, human, Common};
+use sluice_cli::{contract, human, AppFlags, Common};
 use sluice_git::CallOptions;
 use sluice_policy::{
-    CommandSource, CredentialSource, Effect, OperationInfo, Outcome, OutcomeKind, Policy,
+    CommandSource, Credential, CredentialError, CredentialSource, Effect, OperationInfo, Outcome,
+    OutcomeKind, Policy, StaticSource,
 };
 
 use crate::{ledger_cmd, progress, stdout};
@@ -32,11 +34,73 @@ pub(crate) fn policy(common: &Common) -> Arc<Policy> {
     Arc::new(b.build())
 }
 
+/// The call's credential source: `--token-command` (its result kept for
+/// `--token-ttl`), or the GitHub App's flags; none without either.
 pub(crate) fn credentials(common: &Common) -> Option<Arc<dyn CredentialSource>> {
-    common
-        .token_command
-        .as_ref()
-        .map(|c| Arc::new(CommandSource::new(c.clone())) as Arc<dyn CredentialSource>)
+    if let Some(app) = &common.app {
+        return Some(app_source(common, app));
+    }
+    let c = common.token_command.as_ref()?;
+    Some(if common.token_ttl.is_zero() {
+        Arc::new(CommandSource::new(c.clone()))
+    } else {
+        Arc::new(crate::token_cache::KeptCommandSource::new(
+            c,
+            common.token_ttl,
+        ))
+    })
+}
+
+/// The forge's credential source: the call's ([`credentials`]), else
+/// `GH_TOKEN`, else `GITHUB_TOKEN` (gh's order; never for git nor for
+/// `http get`), else none.
+fn forge_credentials(common: &Common) -> Option<Arc<dyn CredentialSource>> {
+    credentials(common).or_else(|| {
+        ["GH_TOKEN", "GITHUB_TOKEN"].iter().find_map(|name| {
+            let token = std::env::var(name).ok()?;
+            let token = token.trim();
+            (!token.is_empty()).then(|| {
+                Arc::new(StaticSource::new(SecretString::from(token.to_string())))
+                    as Arc<dyn CredentialSource>
+            })
+        })
+    })
+}
+
+/// The GitHub App's installation tokens, one operation's source (see
+/// [`sluice_forge::GitHubAppSource::operation_source`]). A key that cannot
+/// be read or parsed is a source whose every purchase is a local failure:
+/// the operation ends `local-error`, its document printed, nothing sent.
+fn app_source(common: &Common, app: &AppFlags) -> Arc<dyn CredentialSource> {
+    let key = std::fs::read_to_string(&app.key_file).map_err(|e| {
+        format!(
+            "could not read the GitHub App's key {}: {e}",
+            app.key_file.display()
+        )
+    });
+    let source = key.and_then(|pem| {
+        sluice_forge::GitHubAppSource::new(
+            &app.api,
+            app.app_id.clone(),
+            app.installation_id,
+            &SecretString::from(pem),
+        )
+        .and_then(|s| s.with_https(&common.https))
+        .map_err(|e| format!("the GitHub App's key {}: {e}", app.key_file.display()))
+    });
+    match source {
+        Ok(s) => Arc::new(s).operation_source(),
+        Err(why) => Arc::new(Unbuyable(why)),
+    }
+}
+
+/// A credential source that cannot buy: each purchase a local failure.
+struct Unbuyable(String);
+
+impl CredentialSource for Unbuyable {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        Err(CredentialError::local(self.0.clone()))
+    }
 }
 
 /// The cancel flag the signals raise (see [`crate::signals`]).
@@ -58,8 +122,23 @@ pub(crate) fn git_options(common: &Common) -> CallOptions {
 }
 
 /// The forge's call options: the bounds, the cancel flag, the id and the
-/// credentials given.
+/// credentials given (else `GH_TOKEN`, else `GITHUB_TOKEN`).
 pub(crate) fn forge_options(common: &Common) -> sluice_forge::CallOptions {
+    let mut opts = sluice_forge::CallOptions::new()
+        .bounds(common.bounds)
+        .cancel(cancel_flag());
+    if let Some(id) = &common.operation_id {
+        opts = opts.id(id.clone());
+    }
+    if let Some(source) = forge_credentials(common) {
+        opts = opts.credentials(source);
+    }
+    opts
+}
+
+/// `http get`'s call options: as the forge's, without `GH_TOKEN` and
+/// `GITHUB_TOKEN` (a URL anywhere never gets the forge's token).
+pub(crate) fn http_get_options(common: &Common) -> sluice_forge::CallOptions {
     let mut opts = sluice_forge::CallOptions::new()
         .bounds(common.bounds)
         .cancel(cancel_flag());

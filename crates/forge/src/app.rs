@@ -64,7 +64,17 @@ struct TokenAnswer {
 
 struct Cached {
     credential: Credential,
-    expires_at: SystemTime,
+    /// `expires_at` less the refresh margin (see [`refresh_time`]).
+    refresh_at: SystemTime,
+}
+
+/// When a token minted at `minted` and expiring at `expires_at` is to be
+/// replaced: `margin` before it expires, but never before half its life
+/// has passed (a margin longer than a short-lived token's life would mint
+/// before every request).
+fn refresh_time(minted: SystemTime, expires_at: SystemTime, margin: Duration) -> SystemTime {
+    let life = expires_at.duration_since(minted).unwrap_or(Duration::ZERO);
+    expires_at - margin.min(life / 2)
 }
 
 /// A [`CredentialSource`] that buys GitHub App installation tokens.
@@ -160,7 +170,10 @@ impl GitHubAppSource {
         self
     }
 
-    /// Refresh a cached token this long before its `expires_at`.
+    /// Refresh a token this long before its `expires_at` (at most half its
+    /// life: a token that lives 2 s is replaced after 1 s). The margin is
+    /// checked before every request of an operation, not only when one
+    /// starts (see [`Credential::with_refresh_at`]).
     pub fn with_refresh_margin(mut self, margin: Duration) -> Self {
         self.refresh_margin = margin;
         self
@@ -192,7 +205,7 @@ impl GitHubAppSource {
     pub fn cached_or_new_within(&self, limit: Duration) -> Result<Credential, CredentialError> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = cache.as_ref() {
-            if SystemTime::now() + self.refresh_margin < c.expires_at {
+            if SystemTime::now() < c.refresh_at {
                 return Ok(c.credential.clone());
             }
         }
@@ -230,7 +243,8 @@ impl GitHubAppSource {
                 "no time was left to request an installation token",
             ));
         }
-        let jwt = self.jwt(SystemTime::now())?;
+        let minted = SystemTime::now();
+        let jwt = self.jwt(minted)?;
         let mut url = self.api_base.clone();
         url.path_segments_mut()
             .map_err(|_| CredentialError::local("the API base cannot take a path"))?
@@ -296,8 +310,13 @@ impl GitHubAppSource {
         let expires_at = answer
             .expires_at
             .as_deref()
-            .and_then(|s| humantime::parse_rfc3339(s).ok());
-        let credential = Credential::new(SecretString::from(answer.token));
+            .and_then(|s| humantime::parse_rfc3339_weak(s).ok());
+        let refresh_at = expires_at.map(|e| refresh_time(minted, e, self.refresh_margin));
+        let mut credential = Credential::new(SecretString::from(answer.token));
+        if let Some(at) = refresh_at {
+            // Checked before every request: replaced before it expires.
+            credential = credential.with_refresh_at(at);
+        }
         self.mints.fetch_add(1, Ordering::SeqCst);
         tracing::debug!(
             installation = self.installation_id,
@@ -305,9 +324,9 @@ impl GitHubAppSource {
             expires_at = ?answer.expires_at,
             "bought an installation token"
         );
-        *cache = expires_at.map(|expires_at| Cached {
+        *cache = refresh_at.map(|refresh_at| Cached {
             credential: credential.clone(),
-            expires_at,
+            refresh_at,
         });
         Ok(credential)
     }
@@ -386,5 +405,20 @@ mod tests {
         assert!(c.exp > 1_700_000_000);
         assert!(c.exp <= 1_700_000_000 + 600);
         assert_eq!(c.iss, "12345");
+    }
+
+    #[test]
+    fn a_token_is_replaced_a_margin_before_it_expires_but_not_before_half_its_life() {
+        let t0 = UNIX_EPOCH + Duration::from_secs(1_700_000_000);
+        let hour = Duration::from_secs(3600);
+        let five = Duration::from_secs(300);
+        assert_eq!(refresh_time(t0, t0 + hour, five), t0 + hour - five);
+        let two = Duration::from_secs(2);
+        assert_eq!(
+            refresh_time(t0, t0 + two, five),
+            t0 + Duration::from_secs(1)
+        );
+        // An answer already expired: replaced at once.
+        assert_eq!(refresh_time(t0 + hour, t0, five), t0);
     }
 }

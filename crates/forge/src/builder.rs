@@ -8,6 +8,7 @@ use sluice_policy::{Bounds, CredentialSource, Policy, StaticSource};
 
 use sluice_policy::text::error_chain;
 
+#[cfg(feature = "app")]
 use crate::app::GitHubAppSource;
 use crate::base::{off_runtime, parse_base, split_user_info};
 use crate::client::{Creds, ForgeClient, Inner};
@@ -90,6 +91,7 @@ impl ForgeClientBuilder {
     /// Buy credentials from this GitHub App installation (each operation
     /// gets a fresh token after a refusal, see
     /// [`GitHubAppSource::operation_source`]).
+    #[cfg(feature = "app")]
     pub fn github_app(mut self, app: Arc<GitHubAppSource>) -> Self {
         self.creds = Some(Creds::App(app));
         self

@@ -18,6 +18,7 @@ use sluice_policy::{
 
 use sluice_policy::text::redact;
 
+#[cfg(feature = "app")]
 use crate::app::GitHubAppSource;
 use crate::base::resolve;
 use crate::error::{ForgeFailure, ForgeInputError};
@@ -29,6 +30,7 @@ use crate::reading::Reading;
 #[derive(Clone)]
 pub(crate) enum Creds {
     Plain(Arc<dyn CredentialSource>),
+    #[cfg(feature = "app")]
     App(Arc<GitHubAppSource>),
 }
 
@@ -36,6 +38,7 @@ impl Creds {
     pub(crate) fn for_operation(&self) -> Arc<dyn CredentialSource> {
         match self {
             Creds::Plain(s) => Arc::clone(s),
+            #[cfg(feature = "app")]
             Creds::App(a) => a.operation_source(),
         }
     }
@@ -291,10 +294,16 @@ impl ForgeClient {
             .given_bounds()
             .unwrap_or(self.inner.bounds)
             .attempt_timeout;
+        // The operation's credential as the policy holds it (replaced when
+        // it was due), else the attempt's last (a refused one).
+        let credential = rctx
+            .credential()
+            .cloned()
+            .or_else(|| last_cred.borrow().clone());
         Reading::new(
             &self.inner.wire,
             &self.inner.base,
-            last_cred.borrow().clone(),
+            credential,
             Instant::now() + rctx.timeout.min(attempt_timeout),
             rctx.cancel_flag().stops_only(),
         )
@@ -321,7 +330,9 @@ impl ForgeClient {
         last_cred: &RefCell<Option<Credential>>,
         deadline: Instant,
     ) -> Result<Answer, AttemptError> {
-        let cred = ctx.credential().cloned();
+        // Checked before every request: a token within its refresh margin
+        // of expiring is replaced before it is sent.
+        let cred = ctx.credential_for_request().cloned();
         last_cred.replace(cred.clone());
         let cancel = ctx.cancel_flag().clone();
         // A write's ledger entry says its request may have gone out before
@@ -396,7 +407,9 @@ impl ForgeClient {
         deadline: Instant,
         permit: &Arc<crate::gate::Permit>,
     ) -> Result<Answer, AttemptError> {
-        let cred = ctx.credential().cloned();
+        // Checked before every request: a token within its refresh margin
+        // of expiring is replaced before it is sent.
+        let cred = ctx.credential_for_request().cloned();
         last_cred.replace(cred.clone());
         let cancel = ctx.cancel_flag().clone();
         ctx.entering(ForgePhase::RequestSent.as_str());

@@ -64,6 +64,7 @@
 #![deny(missing_docs)]
 #![forbid(unsafe_code)]
 
+#[cfg(feature = "app")]
 mod app;
 #[cfg(feature = "tokio")]
 mod async_client;
@@ -84,6 +85,7 @@ mod phase;
 mod reading;
 mod types;
 
+#[cfg(feature = "app")]
 pub use app::{AppClaims, GitHubAppSource, JWT_BACKDATE, JWT_LIFETIME};
 #[cfg(feature = "tokio")]
 pub use async_client::AsyncForgeClient;

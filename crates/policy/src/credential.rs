@@ -7,7 +7,7 @@
 
 use std::process::{Command, Stdio};
 use std::sync::{mpsc, Arc};
-use std::time::{Duration, Instant};
+use std::time::{Duration, Instant, SystemTime};
 
 use crate::clock::CancelFlag;
 
@@ -24,21 +24,46 @@ pub fn fingerprint(secret: &str) -> String {
     s
 }
 
-/// A secret together with its fingerprint.
+/// A secret together with its fingerprint, and when its holder should buy
+/// a new one (a token that expires: see [`Credential::with_refresh_at`]).
 #[derive(Clone)]
 pub struct Credential {
     secret: SecretString,
     fingerprint: String,
+    refresh_at: Option<SystemTime>,
 }
 
 impl Credential {
-    /// Wrap a secret.
+    /// Wrap a secret (good until it is refused).
     pub fn new(secret: SecretString) -> Self {
         let fingerprint = fingerprint(secret.expose_secret());
         Credential {
             secret,
             fingerprint,
+            refresh_at: None,
         }
+    }
+
+    /// Say that from `at` on (wall clock) this credential is to be replaced
+    /// before it is sent again: the policy checks it before every request
+    /// ([`AttemptCtx::credential_for_request`](crate::AttemptCtx::credential_for_request))
+    /// and buys afresh from the operation's source, so a token that would
+    /// expire between two requests of one operation is not sent to be
+    /// refused. A GitHub App's installation token sets it to its
+    /// `expires_at` less the refresh margin.
+    pub fn with_refresh_at(mut self, at: SystemTime) -> Self {
+        self.refresh_at = Some(at);
+        self
+    }
+
+    /// When this credential is to be replaced, if ever.
+    pub fn refresh_at(&self) -> Option<SystemTime> {
+        self.refresh_at
+    }
+
+    /// Whether it is to be replaced at `now`.
+    pub fn is_due(&self, now: SystemTime) -> bool {
+        self.refresh_at.is_some_and(|at| now >= at)
     }
 
     /// The secret, for the one place that sends it.
@@ -56,6 +81,7 @@ impl std::fmt::Debug for Credential {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Credential")
             .field("fingerprint", &self.fingerprint)
+            .field("refresh_at", &self.refresh_at)
             .finish_non_exhaustive()
     }
 }

@@ -113,6 +113,7 @@ pub use credential::{
 };
 pub use engine::{
     host_of, AttemptCtx, Operation, Policy, PolicyBuilder, ReconcileCtx, Rejection, Settlement,
+    SAME_CREDENTIAL,
 };
 pub use hint::{parse_rate_limit_reset, parse_retry_after};
 pub use ledger::{

@@ -299,6 +299,10 @@ struct State {
     app_token_lifetime: Option<Duration>,
     app_jwts: Vec<String>,
     minted: Vec<String>,
+    /// When each minted installation token expires (by the token).
+    minted_expiry: HashMap<String, SystemTime>,
+    /// An installation token past its `expires_at` is answered 401.
+    refuse_expired: bool,
     github: github::Github,
 }
 
@@ -604,6 +608,13 @@ impl FakeForge {
     /// default.
     pub fn set_app_token_lifetime(&self, lifetime: Duration) {
         lock(&self.shared.state).app_token_lifetime = Some(lifetime);
+    }
+
+    /// Answer 401 `Bad credentials` to a request bearing an installation
+    /// token this fake minted once its `expires_at` has passed, as GitHub
+    /// does (off by default: every minted token stays good).
+    pub fn refuse_expired_app_tokens(&self) {
+        lock(&self.shared.state).refuse_expired = true;
     }
 
     /// The JWTs presented to the access-token endpoint, in order.
@@ -1223,6 +1234,9 @@ fn message(status: u16, m: &str) -> Reply {
 /// every answer spends a point but a 304.
 fn handle(shared: &Shared, req: &Request) -> Reply {
     if let Some(r) = github::over_limit(&lock(&shared.state)) {
+        return r;
+    }
+    if let Some(r) = app::expired(&lock(&shared.state), req) {
         return r;
     }
     let reply = behave(shared, req);

@@ -38,12 +38,25 @@ impl Run {
     }
 }
 
-/// Run `sluice-remote args...` (no stdin, no RUST_LOG).
+/// The forge's tokens from the environment (`GH_TOKEN`, else
+/// `GITHUB_TOKEN`): removed from every child, so that a test that expects
+/// no `Authorization` does not get the token of whoever runs it.
+pub const FORGE_TOKEN_VARS: [&str; 2] = ["GH_TOKEN", "GITHUB_TOKEN"];
+
+/// Run `sluice-remote args...` (no stdin, no RUST_LOG, no forge token).
 pub fn sluice(args: &[&str]) -> Run {
+    sluice_env(args, &[])
+}
+
+/// [`sluice`] with `env` set on top.
+pub fn sluice_env(args: &[&str], env: &[(&str, &str)]) -> Run {
     let out = Command::new(env!("CARGO_BIN_EXE_sluice-remote"))
         .args(args)
         .env_remove("RUST_LOG")
         .env_remove("RUST_BACKTRACE")
+        .env_remove(FORGE_TOKEN_VARS[0])
+        .env_remove(FORGE_TOKEN_VARS[1])
+        .envs(env.iter().copied())
         .stdin(Stdio::null())
         .output()
         .expect("the binary runs");
@@ -66,6 +79,9 @@ pub fn run_in(program: &str, dir: &Path, args: &[&str], env: &[(&str, &str)]) ->
         .env_remove("RUST_BACKTRACE")
         .env_remove("SSL_CERT_FILE")
         .env_remove("GIT_SSL_CAINFO");
+    for v in FORGE_TOKEN_VARS {
+        cmd.env_remove(v);
+    }
     for v in [
         "http_proxy",
         "HTTP_PROXY",

@@ -37,7 +37,7 @@ fn sluice_env(args: &[&str], cert_file: Option<&std::path::Path>, vars: &[(&str,
         .env_remove("SSL_CERT_FILE")
         .env_remove("GIT_SSL_CAINFO")
         .stdin(Stdio::null());
-    for v in PROXY_VARS {
+    for v in PROXY_VARS.iter().chain(&crate::common::FORGE_TOKEN_VARS) {
         cmd.env_remove(v);
     }
     for (k, v) in vars {

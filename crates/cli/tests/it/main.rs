@@ -17,6 +17,7 @@ mod fetch;
 mod fetch_limits;
 mod forge;
 mod forge_comment;
+mod forge_credentials;
 mod git_config;
 mod help_and_progress;
 mod https;

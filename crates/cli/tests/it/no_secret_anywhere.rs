@@ -44,7 +44,16 @@ struct Run {
 }
 
 fn sluice(args: &[&str]) -> Run {
+    sluice_env(args, &[])
+}
+
+/// [`sluice`] with `env` on top (`GH_TOKEN` and `GITHUB_TOKEN` removed
+/// first, so that the tests never see the token of whoever runs them).
+fn sluice_env(args: &[&str], env: &[(&str, &str)]) -> Run {
     let out = Command::new(bin())
+        .env_remove("GH_TOKEN")
+        .env_remove("GITHUB_TOKEN")
+        .envs(env.iter().copied())
         .args(args)
         .env_remove("RUST_LOG")
         .stdin(Stdio::null())
@@ -613,6 +622,97 @@ fn a_redirect_to_another_host_never_carries_the_credential() {
         );
         assert!(!h.contains(TOKEN));
     }
+}
+
+/// `GH_TOKEN` and `GITHUB_TOKEN` are the forge's (gh's order): git over
+/// http never sends them, nor does `http get` (a URL anywhere).
+#[test]
+fn gh_token_and_github_token_never_reach_git_nor_http_get() {
+    let server = Recorder::start(Arc::new(|_: &str| (404, vec![], "no".into())));
+    let url = |path: &str| format!("http://127.0.0.1:{}{path}", server.port);
+    for var in ["GH_TOKEN", "GITHUB_TOKEN"] {
+        let env = [(var, TOKEN)];
+        let runs = [
+            sluice_env(&["--deadline", "3s", "ls-refs", &url("/git/r.git")], &env),
+            sluice_env(
+                &["--deadline", "3s", "http", "get", &url("/api/thing")],
+                &env,
+            ),
+        ];
+        for run in &runs {
+            assert!(leaks(TOKEN, run, None).is_empty(), "{run:?}");
+        }
+    }
+    let seen = server.requests();
+    assert!(seen.len() >= 4, "{seen:#?}");
+    for h in &seen {
+        assert!(
+            !h.to_ascii_lowercase().contains("authorization:"),
+            "a forge token sent:\n{h}"
+        );
+        assert!(!h.contains(TOKEN));
+    }
+}
+
+/// The GitHub App's flags serve git over http too: its installation token
+/// goes as basic auth, user `x-access-token`, and appears in no output.
+#[test]
+fn a_github_apps_installation_token_is_gits_credential_over_http() {
+    use sluice_testkit::fake_forge::FakeForge;
+    let forge = FakeForge::start().expect("fake forge");
+    let token = "ghs_appTokenForGit_SECRET";
+    forge.script_app_tokens([token]);
+    let git = Recorder::start(Arc::new(|_: &str| (404, vec![], "no".into())));
+    let dir = tempfile::tempdir().expect("tempdir");
+    let key = dir.path().join("app.pem");
+    std::fs::write(&key, APP_KEY).expect("key");
+    let run = sluice(&[
+        "--deadline",
+        "3s",
+        "ls-refs",
+        &format!("http://127.0.0.1:{}/git/r.git", git.port),
+        "--app-id",
+        "4242",
+        "--app-key",
+        &p(&key),
+        "--installation-id",
+        "99",
+        "--api",
+        &forge.url(),
+    ]);
+    assert!(leaks(token, &run, None).is_empty(), "{run:?}");
+    assert_eq!(forge.minted_fingerprints().len(), 1, "{run:?}");
+    let basic = base64(format!("x-access-token:{token}").as_bytes());
+    let seen = git.requests();
+    assert!(!seen.is_empty(), "{run:?}");
+    assert!(
+        seen.iter()
+            .any(|h| h.to_ascii_lowercase().contains("authorization: basic ")
+                && h.contains(&basic)),
+        "{seen:#?}"
+    );
+}
+
+/// Standard base64 with padding (what basic auth sends).
+fn base64(bytes: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::new();
+    for chunk in bytes.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[(n >> (18 - 6 * i) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
 }
 
 /// The forge crate's test-only key (never used anywhere real).

@@ -278,3 +278,31 @@ fn the_readme_names_no_file_the_repository_does_not_hold() {
         }
     }
 }
+
+/// Every command `sluice-remote forge --help` lists is in the README's
+/// command-line section: in its synopsis and with an example.
+#[test]
+fn the_readme_lists_every_forge_command_with_an_example() {
+    let readme = read("../../README.md");
+    let start = readme.find("## The command line").expect("the section");
+    let section = &readme[start..];
+    let section = &section[..section[3..].find("\n## ").map_or(section.len(), |i| i + 3)];
+    let help = sluice(&["forge", "--help"]);
+    assert_eq!(help.code, 0, "{help:?}");
+    let commands: Vec<&str> = help
+        .stdout
+        .lines()
+        .skip_while(|l| !l.starts_with("Commands:"))
+        .skip(1)
+        .take_while(|l| l.starts_with("  "))
+        .filter_map(|l| l.split_whitespace().next())
+        .filter(|c| *c != "help")
+        .collect();
+    assert!(commands.len() >= 7, "{commands:?}\n{help:?}");
+    for c in commands {
+        let synopsis = format!("sluice-remote forge {c} <OWNER>/<REPO>");
+        let example = format!("$ sluice-remote forge {c} octo/repo");
+        assert!(section.contains(&synopsis), "no synopsis of {c}");
+        assert!(section.contains(&example), "no example of {c}");
+    }
+}

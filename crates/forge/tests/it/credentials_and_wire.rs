@@ -456,3 +456,62 @@ fn a_cancelled_read_stops_waiting_during_its_attempt() {
     assert!(a.elapsed_ms < a.timeout_ms, "{a:?}");
     assert_eq!(forge.arrivals(Endpoint::Zen).len(), 1);
 }
+
+/// A GitHub App whose installation tokens live 2 s (so the refresh margin
+/// is 1 s): a ci-status of three pages of check runs whose second page is
+/// answered 2.5 s late. The token is checked before every request, so the
+/// third page goes out with a new one, not with the expired one to be
+/// refused first.
+#[test]
+fn an_app_token_that_would_expire_between_two_pages_is_replaced_before_the_next_page() {
+    let forge = FakeForge::start().expect("fake forge");
+    forge.set_app_token_lifetime(Duration::from_secs(2));
+    forge.refuse_expired_app_tokens();
+    let sha = "d".repeat(40);
+    for i in 0..250 {
+        forge.add_check_run(
+            "octo/repo",
+            &format!("ci-{i}"),
+            &sha,
+            "completed",
+            Some("success"),
+            None,
+        );
+    }
+    let runs = format!("/repos/octo/repo/commits/{sha}/check-runs");
+    forge.push_path("GET", &runs, Behaviour::Ok);
+    forge.push_path("GET", &runs, Behaviour::Delay(Duration::from_millis(2_500)));
+    let source = Arc::new(app(&forge));
+    let client = ForgeClient::builder(&forge.url())
+        .policy(policy(Duration::from_millis(200)))
+        .bounds(Bounds::new(
+            Duration::from_secs(30),
+            Duration::from_secs(20),
+            3,
+        ))
+        .github_app(Arc::clone(&source))
+        .build()
+        .expect("client");
+    let out = client
+        .ci_status(&repo(), &sha, &CallOptions::new())
+        .expect("valid input");
+    let log = forge.log_text();
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}\n{log}");
+    assert_eq!(out.attempts.len(), 1, "{log}");
+    assert!(out.refused_credentials.is_empty(), "{log}");
+    assert_eq!(out.value.as_ref().expect("value").check_runs.len(), 250);
+    let refused: Vec<_> = forge
+        .log()
+        .into_iter()
+        .filter(|e| e.event == Event::Answered(401))
+        .collect();
+    assert!(refused.is_empty(), "no request refused:\n{log}");
+    let pages = forge.arrivals(Endpoint::ListCheckRuns);
+    assert_eq!(pages.len(), 3, "{log}");
+    assert_eq!(pages[0].token, pages[1].token, "{log}");
+    assert_ne!(
+        pages[1].token, pages[2].token,
+        "a new token for page 3:\n{log}"
+    );
+    assert_eq!(source.mint_count(), 2, "{log}");
+}

@@ -63,13 +63,15 @@ impl Run<'_> {
         }
         *n += 1;
         let timeout = self.bounds.attempt_timeout.min(usable);
-        let credential = self.state().current.clone();
+        let credential = self.state().current.as_ref().map(|(c, _)| c.clone());
+        let renew = || self.renew_credential(usable, now);
         let mut ctx = AttemptCtx {
             n: *n,
             timeout,
             remaining,
             limit: usable,
-            credential: credential.as_ref().map(|(c, _)| c),
+            credential,
+            renew: &renew,
             cancel: &self.cancel,
             clock: &*self.policy.clock,
             id: self.id(),
@@ -117,8 +119,40 @@ impl Run<'_> {
         }
     }
 
-    /// Buy a credential when the operation needs one and holds none (the
-    /// first attempt, or a purchase after a refusal failed). The purchase
+    /// A credential bought inside an attempt to replace the held one, which
+    /// is due (see [`AttemptCtx::credential_for_request`]): bounded by what
+    /// the attempt may still use, held for the rest of the operation. `None`
+    /// when there is no source, the purchase failed, or it gave a
+    /// credential already refused.
+    pub(super) fn renew_credential(
+        &self,
+        usable: Duration,
+        started: Duration,
+    ) -> Option<crate::Credential> {
+        let source = self.credentials.as_ref()?;
+        let spent = self.policy.clock.now().saturating_sub(started);
+        let limit = usable.saturating_sub(spent);
+        match source.credential_within(limit, &self.cancel) {
+            Ok(c) => {
+                let mut st = self.state();
+                if st.refused.iter().any(|f| f == c.fingerprint()) {
+                    return None;
+                }
+                tracing::debug!(op = %self.id(), credential = %c.fingerprint(), "credential renewed before its refresh time passed");
+                st.current = Some((c.clone(), self.policy.clock.now()));
+                Some(c)
+            }
+            Err(e) => {
+                tracing::debug!(op = %self.id(), error = %e, "could not renew a credential due for renewal; the one held is sent");
+                None
+            }
+        }
+    }
+
+    /// Buy a credential when the operation needs one and holds none or
+    /// holds one that is due ([`crate::Credential::is_due`]: within its
+    /// refresh margin of expiring) — the first attempt, a purchase after a
+    /// refusal that failed, or a token that aged between attempts. The purchase
     /// is bounded by what remains and by the cancel flag; a failed one is
     /// an attempt of its own, phase `credential`. `Ok` is the clock after
     /// the purchase (`now` when nothing was bought).
@@ -133,13 +167,22 @@ impl Run<'_> {
             return Ok(now);
         };
         let mut st = self.state();
-        if st.current.is_some() {
-            return Ok(now);
-        }
+        let held_due = match &st.current {
+            Some((c, _)) if !c.is_due(std::time::SystemTime::now()) => return Ok(now),
+            Some(_) => true,
+            None => false,
+        };
         let limit = usable(remaining, self.reserve);
         match source.credential_within(limit, &self.cancel) {
+            Err(e) if held_due && !e.local && !e.answered => {
+                // Not expired yet: sent, and a refusal of it is judged as any.
+                tracing::debug!(op = %self.id(), error = %e, "could not renew a credential due for renewal; the one held is sent");
+                Ok(now)
+            }
+            Ok(c) if held_due && st.refused.iter().any(|f| f == c.fingerprint()) => Ok(now),
             Ok(c) => {
                 if st.refused.iter().any(|f| f == c.fingerprint()) {
+                    st.same_credential = true;
                     return Err(Step::Stop(Stopped::CredentialRefused));
                 }
                 let now = self.policy.clock.now();

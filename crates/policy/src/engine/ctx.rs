@@ -36,7 +36,10 @@ pub struct AttemptCtx<'a> {
     /// timeout covers": waits and stalls end at `timeout`, a moving pack
     /// runs on to this limit).
     pub limit: Duration,
-    pub(super) credential: Option<&'a Credential>,
+    pub(super) credential: Option<Credential>,
+    /// Buys the credential that replaces a due one (see
+    /// [`AttemptCtx::credential_for_request`]); `None` keeps the one held.
+    pub(super) renew: &'a dyn Fn() -> Option<Credential>,
     pub(super) cancel: &'a CancelFlag,
     pub(super) clock: &'a dyn Clock,
     /// The operation's id (the caller's, or the one the policy generated).
@@ -92,7 +95,29 @@ impl AttemptCtx<'_> {
 
     /// The credential bought for this attempt, when the operation has a source.
     pub fn credential(&self) -> Option<&Credential> {
-        self.credential
+        self.credential.as_ref()
+    }
+
+    /// The credential to send with the next request of this attempt: the
+    /// one held, unless it is due ([`Credential::is_due`]: a token within
+    /// its refresh margin of expiring), when a new one is bought from the
+    /// operation's source first (within what remains, under the cancel
+    /// flag) and held for the rest of the operation. A purchase that fails
+    /// or gives a credential already refused keeps the one held (it has
+    /// not expired yet; a refusal of it goes through the credential class
+    /// as any other). Call it before each request of an attempt of several
+    /// (pages of a list, a read then a write).
+    pub fn credential_for_request(&mut self) -> Option<&Credential> {
+        let due = self
+            .credential
+            .as_ref()
+            .is_some_and(|c| c.is_due(std::time::SystemTime::now()));
+        if due {
+            if let Some(c) = (self.renew)() {
+                self.credential = Some(c);
+            }
+        }
+        self.credential.as_ref()
     }
 
     /// The caller's cancel flag (for watchdogs).

@@ -11,6 +11,12 @@ use crate::class::{AttemptError, Class};
 use crate::outcome::{Outcome, OutcomeKind, Stopped};
 use crate::refusal_log::Line;
 
+/// Why a refusal stands when the source gave back a credential already
+/// refused (a fixed token, a token command that prints the same one): a
+/// fresh purchase cannot mend it.
+pub const SAME_CREDENTIAL: &str = "the same credential was refused again: \
+     a missing route or permission, not an expired token";
+
 /// The failures the run saw last, which the outcome's error is chosen from.
 struct LastErrors {
     /// The last failure that was a credential refusal.
@@ -28,6 +34,7 @@ impl Run<'_> {
         judge: &impl Fn(&T) -> Option<Rejection>,
     ) -> Outcome<T> {
         let st = std::mem::take(&mut *self.state());
+        let same_credential = st.same_credential;
         let ended = match (&result, st.succeeded_at) {
             (Ok(_), Some(at)) => at,
             _ => self.policy.clock.now(),
@@ -58,6 +65,18 @@ impl Run<'_> {
         }
         if out.kind == OutcomeKind::Answered {
             answered_agrees(&mut out);
+        }
+        if same_credential && out.stopped == Some(Stopped::CredentialRefused) {
+            if let Some(e) = out.error.as_mut() {
+                let noted = format!("{} ({SAME_CREDENTIAL})", e.cause);
+                // The attempt refused says it too (the document's words).
+                if let Some(last) = out.attempts.last_mut() {
+                    if last.cause.as_deref() == Some(e.cause.as_str()) {
+                        last.cause = Some(noted.clone());
+                    }
+                }
+                e.cause = noted;
+            }
         }
         if self.records() {
             // After a stop (a second signal) the finish gets its floor, not

@@ -41,6 +41,7 @@ use std::time::Duration;
 use backon::BlockingRetryable;
 
 pub use ctx::{AttemptCtx, ReconcileCtx, Rejection, Settlement};
+pub use finish::SAME_CREDENTIAL;
 pub use operation::{host_of, Operation};
 pub use policy::{Policy, PolicyBuilder};
 

@@ -261,7 +261,15 @@ impl Run<'_> {
         }
         let n = u32::try_from(reads.log.len() + 1).unwrap_or(u32::MAX);
         let _span = tracing::info_span!("settling_read", n).entered();
-        let credential = self.state().current.as_ref().map(|(c, _)| c.clone());
+        let held = self.state().current.as_ref().map(|(c, _)| c.clone());
+        // A read is a request too: a credential due for replacement is
+        // replaced first (kept when a new one cannot be bought).
+        let credential = match held {
+            Some(c) if c.is_due(std::time::SystemTime::now()) => {
+                Some(self.renew_credential(remaining, clock.now()).unwrap_or(c))
+            }
+            held => held,
+        };
         let ctx = ReconcileCtx {
             remaining,
             timeout: remaining.min(self.bounds.attempt_timeout),

@@ -53,6 +53,9 @@ pub(super) struct RunState {
     pub(super) refused: Vec<String>,
     /// The last attempt failure that was a credential refusal.
     pub(super) last_refusal: Option<AttemptError>,
+    /// The refusal stood because the source gave a credential already
+    /// refused (its fingerprint among `refused`).
+    pub(super) same_credential: bool,
     /// The last attempt failure.
     pub(super) last_error: Option<AttemptError>,
     /// What the settling reads found.

@@ -79,6 +79,7 @@ impl Run<'_> {
                 match source.credential_within(limit, &self.cancel) {
                     Ok(c) if st.refused.iter().any(|f| f == c.fingerprint()) => {
                         st.stopped = Some(Stopped::CredentialRefused);
+                        st.same_credential = true;
                         return None;
                     }
                     Ok(c) => st.current = Some((c, policy.clock.now())),

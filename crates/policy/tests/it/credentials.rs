@@ -7,7 +7,7 @@ use crate::common::*;
 use sluice_policy::secrecy::SecretString;
 use sluice_policy::{
     fingerprint, AttemptError, AuthSignal, Bounds, Class, Credential, CredentialError,
-    CredentialSource, Operation, OutcomeKind, StaticSource, Stopped,
+    CredentialSource, Operation, OutcomeKind, StaticSource, Stopped, SAME_CREDENTIAL,
 };
 
 const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
@@ -96,7 +96,18 @@ fn a_static_credential_refused_stands_at_once_with_its_fingerprint() {
     assert_eq!(out.kind, OutcomeKind::Answered);
     assert_eq!(out.stopped, Some(Stopped::CredentialRefused));
     assert_eq!(out.refused_credentials, vec![fingerprint(secret)]);
-    assert_eq!(out.error.as_ref().unwrap().cause, "401 Bad credentials");
+    // Why it stands: the source gave back the refused one.
+    assert_eq!(
+        out.error.as_ref().unwrap().cause,
+        format!("401 Bad credentials ({SAME_CREDENTIAL})")
+    );
+    assert_eq!(
+        out.attempts[0].cause,
+        out.error.as_ref().map(|e| e.cause.clone())
+    );
+    assert!(SAME_CREDENTIAL.starts_with(
+        "the same credential was refused again: a missing route or permission, not an expired token"
+    ));
     assert!(
         clock.sleeps().is_empty(),
         "no pause for a credential that cannot change"
@@ -135,6 +146,8 @@ fn a_refusal_stands_when_the_settle_pause_does_not_fit_the_budget() {
         "no token bought that cannot be used"
     );
     assert!(clock.sleeps().is_empty());
+    let cause = &out.error.as_ref().unwrap().cause;
+    assert!(!cause.contains(SAME_CREDENTIAL), "another reason: {cause}");
 }
 
 #[test]
@@ -340,4 +353,120 @@ fn a_caching_source_is_told_of_a_refusal_and_mints_afresh() {
         *source.told.lock().expect("lock"),
         vec![fingerprint("cached-1")]
     );
+}
+
+/// Sells `tok-1`, `tok-2`, ...; the first `due` of them are already due for
+/// replacement (their refresh time passed), the rest are good for a day.
+struct AgingSource {
+    sold: std::sync::atomic::AtomicUsize,
+    due: usize,
+}
+
+impl CredentialSource for AgingSource {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        let n = self.sold.fetch_add(1, std::sync::atomic::Ordering::SeqCst) + 1;
+        let at = if n <= self.due {
+            std::time::SystemTime::UNIX_EPOCH
+        } else {
+            std::time::SystemTime::now() + std::time::Duration::from_secs(86_400)
+        };
+        Ok(Credential::new(SecretString::from(format!("tok-{n}"))).with_refresh_at(at))
+    }
+}
+
+#[test]
+fn a_credential_due_for_replacement_is_replaced_before_the_next_request_not_after_a_refusal() {
+    use sluice_policy::secrecy::ExposeSecret;
+    let (policy, _clock) = manual_policy();
+    let source = Arc::new(AgingSource {
+        sold: Default::default(),
+        due: 1,
+    });
+    let mut sent = Vec::new();
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source.clone()),
+        |ctx| -> Result<(), AttemptError> {
+            // Two requests in one attempt, each asking first.
+            for _ in 0..2 {
+                let c = ctx.credential_for_request().expect("a credential");
+                sent.push(c.secret().expose_secret().to_string());
+            }
+            Ok(())
+        },
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded);
+    assert_eq!(out.attempts.len(), 1);
+    // tok-1 is due: replaced before the first request; tok-2 is good,
+    // kept for both.
+    assert_eq!(sent, ["tok-2", "tok-2"]);
+    assert!(out.refused_credentials.is_empty());
+
+    // A credential held from an earlier attempt that became due is
+    // replaced when the next attempt starts.
+    let source = Arc::new(AgingSource {
+        sold: Default::default(),
+        due: 1,
+    });
+    let mut sent = Vec::new();
+    let out = policy.run(
+        http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source),
+        |ctx| -> Result<(), AttemptError> {
+            sent.push(
+                ctx.credential()
+                    .map(|c| c.secret().expose_secret().to_string()),
+            );
+            if ctx.n == 1 {
+                // Never asks before its request: tok-1 is sent as held.
+                return Err(AttemptError::unjudged("connect", "connection refused"));
+            }
+            Ok(())
+        },
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    assert_eq!(
+        sent,
+        [Some("tok-1".to_string()), Some("tok-2".to_string())],
+        "the second attempt starts with a new one"
+    );
+    assert!(out.refused_credentials.is_empty());
+}
+
+#[test]
+fn a_settling_read_is_given_a_new_credential_when_the_held_one_is_due() {
+    use sluice_policy::secrecy::ExposeSecret;
+    use sluice_policy::Settlement;
+    let (policy, _clock) = manual_policy();
+    let source = Arc::new(AgingSource {
+        sold: Default::default(),
+        due: 1,
+    });
+    let op = Operation::new(
+        "update-ref",
+        sluice_policy::Effect::Write,
+        "https://api.example.test/repos/o/r/git/refs/heads/main",
+    )
+    .bounds(Bounds::new(secs(60), secs(10), 4))
+    .credentials(source);
+    let mut sent = Vec::new();
+    let mut read_with = Vec::new();
+    let out = policy.run_write(
+        op,
+        |ctx| -> Result<(), AttemptError> {
+            sent.push(
+                ctx.credential()
+                    .map(|c| c.secret().expose_secret().to_string()),
+            );
+            Err(AttemptError::unknown("request-sent", "connection reset"))
+        },
+        |rctx| {
+            read_with.push(
+                rctx.credential()
+                    .map(|c| c.secret().expose_secret().to_string()),
+            );
+            Ok(Settlement::landed((), Default::default()))
+        },
+    );
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    assert_eq!(sent, [Some("tok-1".to_string())]);
+    assert_eq!(read_with, [Some("tok-2".to_string())], "tok-1 was due");
 }

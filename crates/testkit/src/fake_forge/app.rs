@@ -28,6 +28,7 @@ pub(super) fn access_token(st: &mut State, req: &Request) -> Reply {
     st.minted.push(token.clone());
     let lifetime = st.app_token_lifetime.unwrap_or(Duration::from_secs(3600));
     let expires = SystemTime::now() + lifetime;
+    st.minted_expiry.insert(token.clone(), expires);
     json_reply(
         201,
         json!({
@@ -37,4 +38,14 @@ pub(super) fn access_token(st: &mut State, req: &Request) -> Reply {
             "repository_selection": "all",
         }),
     )
+}
+
+/// 401 for a minted installation token past its expiry, when the fake was
+/// told to refuse them ([`super::FakeForge::refuse_expired_app_tokens`]).
+pub(super) fn expired(st: &State, req: &Request) -> Option<Reply> {
+    if !st.refuse_expired {
+        return None;
+    }
+    let expires = st.minted_expiry.get(req.bearer()?)?;
+    (SystemTime::now() >= *expires).then(|| message(401, "Bad credentials"))
 }
