@@ -327,9 +327,10 @@ impl ForgeClient {
         // A write's ledger entry says its request may have gone out before
         // it does (a no-op for a read operation).
         ctx.entering(ForgePhase::RequestSent.as_str());
-        self.exchange(p, cred.as_ref(), deadline, &cancel, &mut |ph| {
+        let r = self.exchange(p, cred.as_ref(), deadline, &cancel, &mut |ph| {
             ctx.reached(ph.as_str())
-        })
+        });
+        noted(ctx, r)
     }
 
     fn operation(
@@ -400,14 +401,15 @@ impl ForgeClient {
         last_cred.replace(cred.clone());
         let cancel = ctx.cancel_flag().clone();
         ctx.entering(ForgePhase::RequestSent.as_str());
-        self.inner.wire.exchange_held(
+        let r = self.inner.wire.exchange_held(
             p,
             cred.as_ref(),
             deadline,
             &cancel,
             &mut |ph| ctx.reached(ph.as_str()),
             Arc::clone(permit),
-        )
+        );
+        noted(ctx, r)
     }
 
     /// Send one request and read its whole answer (see [`Wire::exchange`]).
@@ -427,6 +429,23 @@ impl ForgeClient {
     pub(crate) fn observed(key: &str, value: impl Into<String>) -> BTreeMap<String, String> {
         BTreeMap::from([(key.to_string(), value.into())])
     }
+}
+
+/// An exchange's answer noted in the attempt's facts: the request id of an
+/// answered request (a success or a failure with a status), which the
+/// attempt's record keeps (the last answered request's).
+fn noted(ctx: &AttemptCtx<'_>, r: Result<Answer, AttemptError>) -> Result<Answer, AttemptError> {
+    match &r {
+        Ok(a) => ctx.facts().answered(a.request_id.clone()),
+        Err(e) => {
+            if let Some(f) = e.source_as::<ForgeFailure>() {
+                if f.status().is_some() {
+                    ctx.facts().answered(f.request_id().map(str::to_string));
+                }
+            }
+        }
+    }
+    r
 }
 
 /// Every forge outcome with an error carries a [`ForgeFailure`] as the

@@ -66,6 +66,9 @@ pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) headers: HeaderMap,
     pub(crate) body: String,
+    /// The request id of the answer the server sent (a `304`'s, not the
+    /// kept answer's it stands for).
+    pub(crate) request_id: Option<String>,
 }
 
 impl Answer {
@@ -106,6 +109,7 @@ pub(crate) fn decode<T: DeserializeOwned>(effect: Effect, a: &Answer) -> Result<
         let f = ForgeFailure::Undecodable {
             status: a.status,
             detail: e.to_string(),
+            request_id: a.request_id.clone(),
         };
         classify::failed(f, effect, &a.headers, SystemTime::now())
     })
@@ -236,14 +240,20 @@ impl Wire {
                     method = %p.method, url = %p.url, credential = ?fingerprint, status,
                     elapsed_ms = sent_at.elapsed().as_millis() as u64, error = %detail, "forge answer cut"
                 );
+                let request_id = sluice_https::request_id(&headers);
                 let f = if (200..300).contains(&status) {
-                    ForgeFailure::Cut { status, detail }
+                    ForgeFailure::Cut {
+                        status,
+                        detail,
+                        request_id,
+                    }
                 } else {
                     ForgeFailure::Status {
                         status,
                         message: detail,
                         documentation_url: None,
                         phase: ForgePhase::ResponseHeaders,
+                        request_id,
                     }
                 };
                 return Err(fail(f, &headers));
@@ -256,6 +266,7 @@ impl Wire {
         );
         let answer = Answer {
             status,
+            request_id: sluice_https::request_id(&headers),
             headers,
             body,
         };
@@ -282,6 +293,7 @@ impl Wire {
                 status: k.status,
                 headers: k.headers.clone(),
                 body: k.body.clone(),
+                request_id: answer.request_id,
             };
         }
         let etag = answer

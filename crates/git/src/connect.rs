@@ -130,6 +130,10 @@ pub(crate) struct Dial<'a> {
     /// and system files included), read only for ssh remotes; `None`: read
     /// the global and system files.
     pub ssh_config: Option<Option<String>>,
+    /// Where an attempt's answered HTTP requests note their request id
+    /// (`None` outside an attempt: a settling read).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub facts: Option<sluice_policy::AttemptFacts>,
 }
 
 /// What a client dials with, shared by its three operations: its HTTP
@@ -196,6 +200,7 @@ impl Connector {
             git_program: &self.git_program,
             advert_cap: self.advert_cap,
             ssh_config: None,
+            facts: Some(ctx.facts().clone()),
         }
     }
 
@@ -222,6 +227,7 @@ impl Connector {
             git_program: &self.git_program,
             advert_cap: self.advert_cap,
             ssh_config: None,
+            facts: None,
         }
     }
 }
@@ -634,6 +640,7 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
     use base64::Engine;
     let wire = Wire::new(2);
     wire.lock().advert_cap = d.advert_cap;
+    wire.lock().facts = d.facts.clone();
     let auth = d.secret.map(|s| {
         let user = d.remote.user.as_deref().unwrap_or("x-access-token");
         let raw = format!("{user}:{}", s.expose_secret());

@@ -105,7 +105,8 @@ pub use credential::{
     CredentialError, CredentialSource, StaticSource,
 };
 pub use engine::{
-    host_of, AttemptCtx, Operation, Policy, PolicyBuilder, ReconcileCtx, Rejection, Settlement,
+    host_of, AttemptCtx, AttemptFacts, Operation, Policy, PolicyBuilder, ReconcileCtx, Rejection,
+    Settlement,
 };
 pub use hint::{parse_rate_limit_reset, parse_retry_after};
 pub use ledger::{

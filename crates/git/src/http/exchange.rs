@@ -637,6 +637,9 @@ impl Exchange {
     /// hint and its words on the wire.
     fn answered(&mut self, head: Head, proxy: Option<&str>) -> Result<Answered, ExchangeError> {
         let status = head.status;
+        if let Some(facts) = &self.wire.lock().facts {
+            facts.answered(sluice_https::request_id(&head.headers));
+        }
         let location = head
             .headers
             .get(reqwest::header::LOCATION)

@@ -70,13 +70,14 @@ impl GitClient {
             at.timeout,
             at.cancel_flag(),
             at.credential().map(|c| c.secret()),
+            Some(at.facts()),
         )?;
         at.reached(GitPhase::Done);
         Ok(refs)
     }
 
     /// One ls-refs conversation, outside any policy (settling reads call it
-    /// under the push's budget).
+    /// under the push's budget); `facts` are the attempt's, when it is one.
     pub(crate) fn ls_refs_once(
         &self,
         remote: &Remote,
@@ -84,8 +85,13 @@ impl GitClient {
         timeout: Duration,
         cancel: &CancelFlag,
         secret: Option<&secrecy::SecretString>,
+        facts: Option<&sluice_policy::AttemptFacts>,
     ) -> Result<Vec<RemoteRef>, GitError> {
-        let dial = |timeout| self.connector.listing(remote, timeout, cancel, secret);
+        let dial = |timeout| {
+            let mut d = self.connector.listing(remote, timeout, cancel, secret);
+            d.facts = facts.cloned();
+            d
+        };
         #[cfg_attr(not(feature = "http"), allow(unused_mut))]
         let mut timeout = timeout;
         #[cfg(feature = "http")]

@@ -54,6 +54,13 @@ fn ls_refs_and_fetch_work_over_http() {
         .ls_refs(&url, &[], &quick(10_000, 5_000, 3))
         .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    // The attempt keeps the request id of its last answered request.
+    assert_eq!(
+        out.attempts[0].request_id.as_deref(),
+        Some(sluice_testkit::http_backend::REQUEST_ID),
+        "{:?}",
+        out.attempts
+    );
     let theirs = repo::ls_remote(w.dir.path(), &url).expect("git ls-remote");
     let ours: std::collections::BTreeMap<_, _> = out
         .value
@@ -78,6 +85,12 @@ fn ls_refs_and_fetch_work_over_http() {
             &quick(20_000, 10_000, 3),
         )
         .expect("valid input");
+    assert_eq!(
+        out.attempts[0].request_id.as_deref(),
+        Some(sluice_testkit::http_backend::REQUEST_ID),
+        "{:?}",
+        out.attempts
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(
         repo::rev_parse(&dst, "refs/heads/main"),

@@ -29,6 +29,7 @@ impl Run<'_> {
                 "credential refusal no longer stands"
             );
         }
+        let waited_ms = tried.waited_ms();
         st.attempts.push(AttemptRecord {
             n: tried.n,
             phase: tried.phase,
@@ -38,6 +39,8 @@ impl Run<'_> {
             timeout_ms: ms(tried.timeout),
             delay_ms: None,
             elapsed_ms: ms(tried.elapsed),
+            request_id: tried.request_id,
+            waited_ms,
         });
         st.succeeded_at = Some(tried.end);
     }
@@ -106,6 +109,8 @@ impl Run<'_> {
             timeout_ms: ms(tried.timeout),
             delay_ms: None,
             elapsed_ms: ms(tried.elapsed),
+            request_id: tried.request_id.clone(),
+            waited_ms: tried.waited_ms(),
         });
         st.retry_after = e.retry_after;
         st.last_error = Some(e.clone());

@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use backon::BlockingRetryable;
 
-pub use ctx::{AttemptCtx, ReconcileCtx, Rejection, Settlement};
+pub use ctx::{AttemptCtx, AttemptFacts, ReconcileCtx, Rejection, Settlement};
 pub use operation::{host_of, Operation};
 pub use policy::{Policy, PolicyBuilder};
 

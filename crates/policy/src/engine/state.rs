@@ -115,6 +115,18 @@ pub(super) struct Tried {
     pub(super) end: Duration,
     /// How long it took.
     pub(super) elapsed: Duration,
+    /// The server's request id of its last answered HTTP request.
+    pub(super) request_id: Option<String>,
+    /// How long it was held on this side before sending.
+    pub(super) waited: Duration,
+}
+
+impl Tried {
+    /// The attempt's wait as its record keeps it: `None` when it was not
+    /// held.
+    pub(super) fn waited_ms(&self) -> Option<u64> {
+        (!self.waited.is_zero()).then(|| ms(self.waited))
+    }
 }
 
 impl<'p> Run<'p> {
