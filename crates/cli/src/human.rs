@@ -635,6 +635,45 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_wait_longer_than_100_ms_shows_in_the_table_of_one_attempt_that_succeeded() {
+        use sluice_policy::{AttemptRecord, Effect, OperationInfo};
+        let record = |waited_ms| AttemptRecord {
+            n: 1,
+            phase: "body".into(),
+            class: None,
+            cause: None,
+            remaining_ms: 20_000,
+            timeout_ms: 8_000,
+            delay_ms: None,
+            elapsed_ms: 4_800,
+            request_id: Some("GH:AB12".into()),
+            waited_ms,
+        };
+        let mut out: Outcome<()> = Outcome::local_error(
+            OperationInfo {
+                id: "op-1".into(),
+                kind: "comment".into(),
+                effect: Effect::Write,
+                remote: "https://api.github.com/repos/o/r/issues/1/comments".into(),
+                redirected: None,
+            },
+            std::io::Error::other("unused"),
+            std::time::Duration::from_secs(20),
+        );
+        out.kind = OutcomeKind::Succeeded;
+        out.error = None;
+        out.stopped = None;
+        out.attempts = vec![record(Some(4_700))];
+        let text = summary(&out);
+        assert!(text.contains("held"), "{text}");
+        assert!(text.contains("4700ms"), "{text}");
+        assert!(text.contains("GH:AB12"), "{text}");
+        // A wait of 100 ms or less is the ordinary cost of a request.
+        out.attempts = vec![record(Some(100))];
+        assert!(!summary(&out).contains("held"), "{}", summary(&out));
+    }
+
+    #[test]
     fn refs_print_like_git_ls_remote() {
         let oid =
             gix::ObjectId::from_hex(b"0123456789abcdef0123456789abcdef01234567").expect("hex");

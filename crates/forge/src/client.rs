@@ -327,9 +327,15 @@ impl ForgeClient {
         // A write's ledger entry says its request may have gone out before
         // it does (a no-op for a read operation).
         ctx.entering(ForgePhase::RequestSent.as_str());
-        let r = self.exchange(p, cred.as_ref(), deadline, &cancel, &mut |ph| {
-            ctx.reached(ph.as_str())
-        });
+        let facts = ctx.facts().clone();
+        let r = self.exchange(
+            p,
+            cred.as_ref(),
+            deadline,
+            &cancel,
+            &mut |ph| ctx.reached(ph.as_str()),
+            Some(&facts),
+        );
         noted(ctx, r)
     }
 
@@ -382,9 +388,11 @@ impl ForgeClient {
         &self,
         url: &Url,
         deadline: Instant,
-        cancel: &sluice_policy::CancelFlag,
+        ctx: &AttemptCtx<'_>,
     ) -> Result<Arc<crate::gate::Permit>, AttemptError> {
-        self.inner.wire.hold_write_gate(url, deadline, cancel)
+        self.inner
+            .wire
+            .hold_write_gate(url, deadline, ctx.cancel_flag(), Some(ctx.facts()))
     }
 
     /// As [`Self::attempt_exchange_until`], under a pass through the gate
@@ -420,10 +428,11 @@ impl ForgeClient {
         deadline: Instant,
         cancel: &sluice_policy::CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
+        facts: Option<&sluice_policy::AttemptFacts>,
     ) -> Result<Answer, AttemptError> {
         self.inner
             .wire
-            .exchange(p, credential, deadline, cancel, reached)
+            .exchange(p, credential, deadline, cancel, reached, facts)
     }
 
     pub(crate) fn observed(key: &str, value: impl Into<String>) -> BTreeMap<String, String> {

@@ -15,7 +15,7 @@ use reqwest::{Method, Url};
 use secrecy::ExposeSecret;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use sluice_policy::{AttemptError, CancelFlag, Credential, Effect};
+use sluice_policy::{AttemptError, AttemptFacts, CancelFlag, Credential, Effect};
 
 use sluice_policy::metric;
 use sluice_policy::text::error_chain;
@@ -29,6 +29,10 @@ use crate::phase::ForgePhase;
 
 /// How often a read waiting for its answer looks at the cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(25);
+
+/// The shortest wait at a write gate that is an event of the attempt's
+/// span (the metric records every pass).
+const GATE_EVENT: Duration = Duration::from_millis(1);
 
 /// An HTTP answer: status and body text.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -153,6 +157,7 @@ impl Wire {
         deadline: Instant,
         cancel: &CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
+        facts: Option<&AttemptFacts>,
     ) -> Result<Answer, AttemptError> {
         let effect = p.effect();
         let none = HeaderMap::new();
@@ -160,7 +165,7 @@ impl Wire {
             classify::failed(f, effect, headers, SystemTime::now())
         };
         let permit = self
-            .pass_gate(p.url, effect, deadline, cancel)
+            .pass_gate(p.url, effect, deadline, cancel, facts)
             .map_err(|f| fail(f, &none))?;
         self.exchange_held(p, credential, deadline, cancel, reached, Arc::new(permit))
     }
@@ -175,8 +180,9 @@ impl Wire {
         url: &Url,
         deadline: Instant,
         cancel: &CancelFlag,
+        facts: Option<&AttemptFacts>,
     ) -> Result<Arc<Permit>, AttemptError> {
-        self.pass_gate(url, Effect::Write, deadline, cancel)
+        self.pass_gate(url, Effect::Write, deadline, cancel, facts)
             .map(Arc::new)
             .map_err(|f| classify::failed(f, Effect::Write, &HeaderMap::new(), SystemTime::now()))
     }
@@ -314,19 +320,38 @@ impl Wire {
     }
 
     /// Wait for a pass through `url`'s host's gate (the concurrency cap,
-    /// and for a write the pacing) until `deadline`.
+    /// and for a write the pacing) until `deadline`. A write's wait is
+    /// recorded (`sluice_remote_gate_wait_seconds{host}`), is an event of
+    /// the attempt's span, and is noted in the attempt's `facts`.
     fn pass_gate(
         &self,
         url: &Url,
         effect: Effect,
         deadline: Instant,
         cancel: &CancelFlag,
+        facts: Option<&AttemptFacts>,
     ) -> Result<Permit, ForgeFailure> {
         let host = host_key(url);
         let started = Instant::now();
-        self.gates
-            .acquire(&host, effect == Effect::Write, deadline, cancel)
-            .map_err(|r| ForgeFailure::NotSent {
+        let write = effect == Effect::Write;
+        let passed = self.gates.acquire(&host, write, deadline, cancel);
+        let waited = started.elapsed();
+        if write {
+            let host = sluice_policy::host_of(url.as_str());
+            if passed.is_ok() {
+                metric::gate_wait(&host, waited);
+            }
+            if let Some(f) = facts {
+                f.waited(waited);
+            }
+            if waited >= GATE_EVENT {
+                tracing::info!(
+                    host = %host, waited_ms = waited.as_millis() as u64, passed = passed.is_ok(),
+                    "held at the host's write gate"
+                );
+            }
+        }
+        passed.map_err(|r| ForgeFailure::NotSent {
                 detail: match r {
                     GateRefusal::Deadline => format!(
                         "no free slot to {host} within the attempt's time ({} ms waited for the concurrency cap or the write pacing)",

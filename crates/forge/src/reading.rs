@@ -108,6 +108,7 @@ impl Reading<'_> {
             self.deadline,
             &self.cancel,
             &mut |_| {},
+            None,
         )?;
         judge(Effect::Read, &a)?;
         Ok(a)

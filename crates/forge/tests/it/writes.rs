@@ -491,3 +491,55 @@ fn a_read_the_forge_did_not_take_is_read_again() {
         assert_eq!(out.attempts.len(), 2, "{fault:?}");
     }
 }
+
+#[test]
+fn two_writes_to_one_host_record_the_second_ones_wait_at_the_write_gate() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let forge = FakeForge::start().expect("fake forge");
+    let n = forge.add_pull(REPO, "feature", "main", HEAD);
+    let spacing = Duration::from_millis(300);
+    let client = ForgeClient::builder(&forge.url())
+        .policy(common::policy(Duration::from_millis(100)))
+        .write_spacing(spacing)
+        .bounds(bounds())
+        .build()
+        .expect("client");
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let outs = metrics::with_local_recorder(&recorder, || {
+        ["first", "second"].map(|body| {
+            client
+                .create_issue_comment(&repo(), n, body, &CallOptions::new())
+                .expect("valid input")
+        })
+    });
+    for out in &outs {
+        assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    }
+    let host = format!("127.0.0.1:{}", forge.addr().port());
+    let waits: Vec<f64> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| {
+            let key = key.key();
+            key.name() == sluice_policy::metric::GATE_WAIT_SECONDS
+                && key.labels().any(|l| l.key() == "host" && l.value() == host)
+        })
+        .flat_map(|(.., value)| match value {
+            DebugValue::Histogram(v) => v.into_iter().map(|f| f.into_inner()).collect::<Vec<f64>>(),
+            other => panic!("not a histogram: {other:?}"),
+        })
+        .collect();
+    assert_eq!(waits.len(), 2, "one pass per write: {waits:?}");
+    // The first passed at once; the second waited out most of the spacing
+    // (the spacing runs from the first's end, which came just before).
+    assert!(waits[0] < 0.2, "{waits:?}");
+    assert!(waits[1] >= 0.2, "{waits:?}");
+    // The attempt's record keeps the wait (the CLI's table shows it).
+    assert!(
+        outs[1].attempts[0].waited_ms.is_some_and(|w| w >= 200),
+        "{:?}",
+        outs[1].attempts
+    );
+}

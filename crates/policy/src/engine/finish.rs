@@ -27,7 +27,8 @@ impl Run<'_> {
         result: Result<T, Step<T>>,
         judge: &impl Fn(&T) -> Option<Rejection>,
     ) -> Outcome<T> {
-        let st = std::mem::take(&mut *self.state());
+        let mut st = std::mem::take(&mut *self.state());
+        let pending = st.pending_end.take();
         let ended = match (&result, st.succeeded_at) {
             (Ok(_), Some(at)) => at,
             _ => self.policy.clock.now(),
@@ -59,6 +60,11 @@ impl Run<'_> {
         if out.kind == OutcomeKind::Answered {
             answered_agrees(&mut out);
         }
+        // A refused credential's attempt that no other attempt followed:
+        // its span and metrics say its record's class (`answered` when the
+        // refusal stands).
+        let class = out.attempts.last().and_then(|a| a.class);
+        self.settle_pending_end(pending, class.map_or("succeeded", Class::as_str));
         if self.records() {
             // After a stop (a second signal) the finish gets its floor, not
             // what remains of the deadline: the outcome is what stands.

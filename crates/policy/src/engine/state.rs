@@ -69,6 +69,22 @@ pub(super) struct RunState {
     pub(super) succeeded_at: Option<Duration>,
     /// The server's words beside the protocol, from every attempt.
     pub(super) remote_messages: crate::remote_text::RemoteText,
+    /// The end of an attempt whose class is not settled yet: a refused
+    /// credential is `unjudged` while a fresh one may mend it, and
+    /// `answered` when the refusal stands. Its span and metrics say the
+    /// record's class once it is known (the next pause, or the finish).
+    pub(super) pending_end: Option<PendingEnd>,
+}
+
+/// An attempt's end whose class waits for the next step (see
+/// [`RunState::pending_end`]).
+pub(super) struct PendingEnd {
+    /// The attempt's span (held open until its class is recorded).
+    pub(super) span: Span,
+    /// The phase it reached.
+    pub(super) phase: String,
+    /// How long it took.
+    pub(super) elapsed: Duration,
 }
 
 /// One operation's run: what its steps read, and its [`RunState`].
@@ -215,6 +231,14 @@ impl<'p> Run<'p> {
             "host" => self.host.clone(), "kind" => self.info.kind.clone()
         )
         .record(elapsed.as_secs_f64());
+    }
+
+    /// The pending attempt's end, recorded with `class` (the class its
+    /// record says now).
+    pub(super) fn settle_pending_end(&self, pending: Option<PendingEnd>, class: &str) {
+        if let Some(p) = pending {
+            self.ended(&p.span, class, &p.phase, p.elapsed);
+        }
     }
 
     /// Lock the run's state.
