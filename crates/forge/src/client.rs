@@ -21,7 +21,7 @@ use sluice_policy::text::redact;
 use crate::app::GitHubAppSource;
 use crate::base::resolve;
 use crate::error::{ForgeFailure, ForgeInputError};
-use crate::exchange::{decode, judge, Answer, HttpResponse, Prepared, Wire};
+use crate::exchange::{decode, judge, Answer, ForCall, HttpResponse, Prepared, Wire};
 use crate::phase::ForgePhase;
 use crate::reading::Reading;
 
@@ -297,6 +297,7 @@ impl ForgeClient {
             last_cred.borrow().clone(),
             Instant::now() + rctx.timeout.min(attempt_timeout),
             rctx.cancel_flag().stops_only(),
+            rctx.headers().to_vec(),
         )
     }
 
@@ -328,13 +329,17 @@ impl ForgeClient {
         // it does (a no-op for a read operation).
         ctx.entering(ForgePhase::RequestSent.as_str());
         let facts = ctx.facts().clone();
+        let headers = ctx.headers().to_vec();
         let r = self.exchange(
             p,
             cred.as_ref(),
             deadline,
             &cancel,
             &mut |ph| ctx.reached(ph.as_str()),
-            Some(&facts),
+            ForCall {
+                facts: Some(&facts),
+                headers: &headers,
+            },
         );
         noted(ctx, r)
     }
@@ -409,6 +414,8 @@ impl ForgeClient {
         last_cred.replace(cred.clone());
         let cancel = ctx.cancel_flag().clone();
         ctx.entering(ForgePhase::RequestSent.as_str());
+        let facts = ctx.facts().clone();
+        let headers = ctx.headers().to_vec();
         let r = self.inner.wire.exchange_held(
             p,
             cred.as_ref(),
@@ -416,6 +423,10 @@ impl ForgeClient {
             &cancel,
             &mut |ph| ctx.reached(ph.as_str()),
             Arc::clone(permit),
+            ForCall {
+                facts: Some(&facts),
+                headers: &headers,
+            },
         );
         noted(ctx, r)
     }
@@ -428,11 +439,11 @@ impl ForgeClient {
         deadline: Instant,
         cancel: &sluice_policy::CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
-        facts: Option<&sluice_policy::AttemptFacts>,
+        call: ForCall<'_>,
     ) -> Result<Answer, AttemptError> {
         self.inner
             .wire
-            .exchange(p, credential, deadline, cancel, reached, facts)
+            .exchange(p, credential, deadline, cancel, reached, call)
     }
 
     pub(crate) fn observed(key: &str, value: impl Into<String>) -> BTreeMap<String, String> {

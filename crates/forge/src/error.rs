@@ -33,6 +33,9 @@ pub enum ForgeError {
     /// The HTTP client could not be built.
     #[error("could not build the HTTP client: {0}")]
     Http(String),
+    /// A header given to the builder that a caller may not give.
+    #[error(transparent)]
+    Header(#[from] sluice_policy::HeaderRefused),
 }
 
 /// Bad input to one forge call, refused before any request is made: the

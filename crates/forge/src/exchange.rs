@@ -50,6 +50,17 @@ pub(crate) struct Prepared<'a> {
     pub(crate) body: Option<&'a [u8]>,
 }
 
+/// What an operation gives each of its requests: where the attempt notes
+/// its waits (none for a settling read), and the call's own headers
+/// ([`sluice_policy::CallOptions::header`]).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ForCall<'a> {
+    /// The attempt's facts.
+    pub(crate) facts: Option<&'a AttemptFacts>,
+    /// The call's headers, sent after the client's.
+    pub(crate) headers: &'a [(String, String)],
+}
+
 impl Prepared<'_> {
     pub(crate) fn effect(&self) -> Effect {
         effect_of(&self.method)
@@ -136,6 +147,8 @@ pub(crate) struct Wire {
     pub(crate) etags: ETags,
     /// The REST API version asked for (`X-GitHub-Api-Version`).
     pub(crate) api_version: String,
+    /// The client's own headers for every request (checked when built).
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl Wire {
@@ -157,7 +170,7 @@ impl Wire {
         deadline: Instant,
         cancel: &CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
-        facts: Option<&AttemptFacts>,
+        call: ForCall<'_>,
     ) -> Result<Answer, AttemptError> {
         let effect = p.effect();
         let none = HeaderMap::new();
@@ -165,9 +178,24 @@ impl Wire {
             classify::failed(f, effect, headers, SystemTime::now())
         };
         let permit = self
-            .pass_gate(p.url, effect, deadline, cancel, facts)
+            .pass_gate(p.url, effect, deadline, cancel, call.facts)
             .map_err(|f| fail(f, &none))?;
-        self.exchange_held(p, credential, deadline, cancel, reached, Arc::new(permit))
+        self.exchange_held(
+            p,
+            credential,
+            deadline,
+            cancel,
+            reached,
+            Arc::new(permit),
+            call,
+        )
+    }
+
+    /// The headers a request carries beyond the API's: the client's, then
+    /// the call's. Every request of an operation goes to its host (a list's
+    /// next page on another host is refused).
+    fn caller_headers<'h>(&'h self, call: &'h [(String, String)]) -> Vec<&'h (String, String)> {
+        self.headers.iter().chain(call).collect()
     }
 
     /// Hold a pass through `url`'s host's write gate for several requests
@@ -197,6 +225,7 @@ impl Wire {
         cancel: &CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
         permit: Arc<Permit>,
+        call: ForCall<'_>,
     ) -> Result<Answer, AttemptError> {
         let effect = p.effect();
         let none = HeaderMap::new();
@@ -214,8 +243,17 @@ impl Wire {
             Effect::Write => None,
         };
         let etag = kept.as_ref().map(|k| k.etag.as_str());
-        let request = build_request(http, p, credential, etag, deadline, &self.api_version)
-            .map_err(|f| fail(f, &none))?;
+        let extra = self.caller_headers(call.headers);
+        let request = build_request(
+            http,
+            p,
+            credential,
+            etag,
+            deadline,
+            &self.api_version,
+            &extra,
+        )
+        .map_err(|f| fail(f, &none))?;
         let sent_at = Instant::now();
         let (status, headers, body) = match send(http, request, permit, effect, cancel) {
             Ok(answer) => answer,
@@ -434,6 +472,7 @@ fn build_request(
     etag: Option<&str>,
     deadline: Instant,
     api_version: &str,
+    extra: &[&(String, String)],
 ) -> Result<reqwest::blocking::Request, ForgeFailure> {
     let remaining = deadline.saturating_duration_since(Instant::now());
     if remaining.is_zero() {
@@ -446,6 +485,11 @@ fn build_request(
         .header(ACCEPT, "application/vnd.github+json")
         .header("x-github-api-version", api_version)
         .timeout(remaining);
+    // Checked when given (`sluice_policy::check_header`): names the client
+    // sets itself are refused there.
+    for (name, value) in extra {
+        req = req.header(name.as_str(), value.as_str());
+    }
     if let Some(c) = credential {
         let mut v = HeaderValue::from_str(&format!("Bearer {}", c.secret().expose_secret()))
             // Ours, not the remote's: local-error, never retried.
@@ -551,8 +595,16 @@ mod tests {
         };
         let c = Credential::new(secrecy::SecretString::from("bad\ntoken"));
         let deadline = Instant::now() + Duration::from_secs(5);
-        let f = build_request(http, &p, Some(&c), None, deadline, crate::base::API_VERSION)
-            .expect_err("not a header");
+        let f = build_request(
+            http,
+            &p,
+            Some(&c),
+            None,
+            deadline,
+            crate::base::API_VERSION,
+            &[],
+        )
+        .expect_err("not a header");
         let ForgeFailure::Local { cause } = &f else {
             panic!("{f:?}")
         };

@@ -134,6 +134,9 @@ pub(crate) struct Dial<'a> {
     /// (`None` outside an attempt: a settling read).
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
     pub facts: Option<sluice_policy::AttemptFacts>,
+    /// The client's and the call's headers for every http(s) request.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub headers: Vec<(String, String)>,
 }
 
 /// What a client dials with, shared by its three operations: its HTTP
@@ -151,6 +154,8 @@ pub(crate) struct Connector {
     pub git_program: std::path::PathBuf,
     /// The most read before the request is complete.
     pub advert_cap: u64,
+    /// The client's own headers for every http(s) request.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Connector {
@@ -166,6 +171,7 @@ impl Connector {
             http_write: LazyHttp::new(true, https),
             git_program: "git".into(),
             advert_cap: crate::wire::ADVERT_CAP,
+            headers: Vec::new(),
         }
     }
 
@@ -201,18 +207,25 @@ impl Connector {
             advert_cap: self.advert_cap,
             ssh_config: None,
             facts: Some(ctx.facts().clone()),
+            headers: self.with_call(ctx.headers()),
         }
+    }
+
+    /// The client's headers, then the call's.
+    fn with_call(&self, call: &[(String, String)]) -> Vec<(String, String)> {
+        self.headers.iter().chain(call).cloned().collect()
     }
 
     /// A listing's dial, outside any attempt (settling reads too): an
     /// upload-pack v2 session that moves no pack, so its limit is its
-    /// timeout.
+    /// timeout; `call` the call's headers.
     pub fn listing<'a>(
         &'a self,
         remote: &'a Remote,
         timeout: Duration,
         cancel: &'a CancelFlag,
         secret: Option<&'a SecretString>,
+        call: &[(String, String)],
     ) -> Dial<'a> {
         Dial {
             remote,
@@ -228,6 +241,7 @@ impl Connector {
             advert_cap: self.advert_cap,
             ssh_config: None,
             facts: None,
+            headers: self.with_call(call),
         }
     }
 }
@@ -657,6 +671,7 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
         wire.clone(),
         cut.clone(),
         Arc::clone(&d.remote.redirected),
+        d.headers.clone(),
     );
     let limits = Limits {
         timeout: d.timeout,

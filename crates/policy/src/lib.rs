@@ -97,7 +97,9 @@ pub mod text;
 
 pub use bounds::{BackoffShape, Bounds, Profile, UnknownProfile};
 pub use bucket::{BudgetStore, LocalBudgets, RetryBudget, BUDGET_WAIT};
-pub use call::{CallOptions, Progress, ProgressCallback};
+pub use call::{
+    check_header, CallOptions, HeaderRefused, Progress, ProgressCallback, RESERVED_HEADERS,
+};
 pub use class::{AttemptError, AuthSignal, Class, Effect};
 pub use clock::{CancelFlag, Clock, ManualClock, Sleeper, SystemClock, ThreadSleeper};
 pub use credential::{

@@ -71,6 +71,7 @@ impl GitClient {
             at.cancel_flag(),
             at.credential().map(|c| c.secret()),
             Some(at.facts()),
+            at.headers(),
         )?;
         at.reached(GitPhase::Done);
         Ok(refs)
@@ -86,9 +87,12 @@ impl GitClient {
         cancel: &CancelFlag,
         secret: Option<&secrecy::SecretString>,
         facts: Option<&sluice_policy::AttemptFacts>,
+        headers: &[(String, String)],
     ) -> Result<Vec<RemoteRef>, GitError> {
         let dial = |timeout| {
-            let mut d = self.connector.listing(remote, timeout, cancel, secret);
+            let mut d = self
+                .connector
+                .listing(remote, timeout, cancel, secret, headers);
             d.facts = facts.cloned();
             d
         };

@@ -45,6 +45,7 @@ impl GitClient {
                 &rctx.cancel_flag().stops_only(),
                 rctx.credential().map(|c| c.secret()),
                 None,
+                rctx.headers(),
             )
         })
         .unwrap_or_else(|what| {

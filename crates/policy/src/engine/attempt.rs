@@ -85,6 +85,7 @@ impl Run<'_> {
             dropped: Default::default(),
             progress: &|phase| self.progress(phase),
             facts: AttemptFacts::new(),
+            headers: &self.headers,
         };
         let result = attempt(&mut ctx);
         let phase = ctx.phase.clone();

@@ -98,6 +98,8 @@ pub struct AttemptCtx<'a> {
     pub(super) progress: &'a dyn Fn(&str),
     /// What the layer notes as the attempt goes.
     pub(super) facts: AttemptFacts,
+    /// The caller's headers for every HTTP request.
+    pub(super) headers: &'a [(String, String)],
 }
 
 impl AttemptCtx<'_> {
@@ -170,6 +172,12 @@ impl AttemptCtx<'_> {
     pub fn facts(&self) -> &AttemptFacts {
         &self.facts
     }
+
+    /// The caller's headers, for every HTTP request of the attempt to the
+    /// operation's host (see [`CallOptions::header`](crate::CallOptions::header)).
+    pub fn headers(&self) -> &[(String, String)] {
+        self.headers
+    }
 }
 
 /// What a settling read is given.
@@ -184,6 +192,7 @@ pub struct ReconcileCtx<'a> {
     pub n: u32,
     pub(super) cancel: &'a CancelFlag,
     pub(super) credential: Option<Credential>,
+    pub(super) headers: &'a [(String, String)],
 }
 
 impl ReconcileCtx<'_> {
@@ -198,6 +207,12 @@ impl ReconcileCtx<'_> {
     /// a source (the read goes to the same remote with the same right).
     pub fn credential(&self) -> Option<&Credential> {
         self.credential.as_ref()
+    }
+
+    /// The caller's headers, for the read's HTTP requests (as the
+    /// attempts'; see [`CallOptions::header`](crate::CallOptions::header)).
+    pub fn headers(&self) -> &[(String, String)] {
+        self.headers
     }
 }
 

@@ -112,6 +112,8 @@ pub(super) struct Run<'p> {
     pub(super) credentials: Option<Arc<dyn CredentialSource>>,
     /// The caller's cancel flag.
     pub(super) cancel: CancelFlag,
+    /// The caller's headers for every HTTP request.
+    pub(super) headers: Vec<(String, String)>,
     /// What the steps wrote so far.
     pub(super) state: Mutex<RunState>,
 }
@@ -175,6 +177,7 @@ impl<'p> Run<'p> {
             reserve,
             credentials: op.credentials,
             cancel: op.cancel,
+            headers: op.headers,
             state: Mutex::new(RunState::default()),
         }
     }
