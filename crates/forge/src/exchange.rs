@@ -255,6 +255,10 @@ impl Wire {
         )
         .map_err(|f| fail(f, &none))?;
         let sent_at = Instant::now();
+        // OpenTelemetry's names on the attempt's span (a settling read's
+        // span has none of these fields: nothing is recorded there).
+        let attempt_span = tracing::Span::current();
+        attempt_span.record("http.request.method", p.method.as_str());
         let (status, headers, body) = match send(http, request, permit, effect, cancel) {
             Ok(answer) => answer,
             Err(Unsent::NotStarted(f)) => return Err(fail(f, &none)),
@@ -276,6 +280,7 @@ impl Wire {
         };
         reached(ForgePhase::RequestSent);
         reached(ForgePhase::ResponseHeaders);
+        attempt_span.record("http.response.status_code", i64::from(status));
         let body = match body {
             Ok(b) => b,
             Err(e) => {

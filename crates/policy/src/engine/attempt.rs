@@ -51,13 +51,28 @@ impl Run<'_> {
         // Everything the attempt does, on this thread and on the threads
         // it starts (they enter `Span::current()`), is inside this span;
         // its phase and class are recorded when it ends.
+        // OpenTelemetry's names beside ours (the layer records the HTTP
+        // method and status of an http(s) attempt on this span).
+        let http =
+            self.info.remote.starts_with("http://") || self.info.remote.starts_with("https://");
         let span = tracing::info_span!(
             "attempt",
             n = *n + 1,
             phase = Empty,
             class = Empty,
             request_id = Empty,
+            "otel.kind" = "client",
+            "server.address" = %self.server_address(),
+            "url.full" = %self.info.remote,
+            "http.request.method" = Empty,
+            "http.response.status_code" = Empty,
+            "http.request.resend_count" = Empty,
+            "error.type" = Empty,
         );
+        if http && *n > 0 {
+            // Attempts before this one: OpenTelemetry's count of resends.
+            span.record("http.request.resend_count", i64::from(*n));
+        }
         let entered = span.enter();
         let now = self.buy_credential(&span, n, now, remaining)?;
         // Buying takes time: the budget is computed again.

@@ -182,6 +182,16 @@ impl<'p> Run<'p> {
         }
     }
 
+    /// OpenTelemetry's `server.address`: the remote's host without its
+    /// port or user info (`host` keeps a port that is not the default).
+    pub(super) fn server_address(&self) -> &str {
+        let h = self.host.as_str();
+        match h.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(h),
+            None => h.rsplit_once(':').map_or(h, |(host, _)| host),
+        }
+    }
+
     /// The operation's id.
     pub(super) fn id(&self) -> &str {
         &self.info.id
@@ -224,6 +234,11 @@ impl<'p> Run<'p> {
     pub(super) fn ended(&self, span: &Span, class: &str, phase: &str, elapsed: Duration) {
         span.record("phase", phase);
         span.record("class", class);
+        if class != "succeeded" {
+            // OpenTelemetry's `error.type`: the attempt's class, low in
+            // cardinality as it asks.
+            span.record("error.type", class);
+        }
         metrics::counter!(
             metric::ATTEMPTS_TOTAL,
             "host" => self.host.clone(), "kind" => self.info.kind.clone(), "class" => class.to_string()
