@@ -332,11 +332,11 @@ impl ForgeClient {
         let headers = ctx.headers().to_vec();
         let r = self.exchange(
             p,
-            cred.as_ref(),
             deadline,
             &cancel,
             &mut |ph| ctx.reached(ph.as_str()),
             ForCall {
+                credential: cred.as_ref(),
                 facts: Some(&facts),
                 headers: &headers,
             },
@@ -418,12 +418,12 @@ impl ForgeClient {
         let headers = ctx.headers().to_vec();
         let r = self.inner.wire.exchange_held(
             p,
-            cred.as_ref(),
             deadline,
             &cancel,
             &mut |ph| ctx.reached(ph.as_str()),
             Arc::clone(permit),
             ForCall {
+                credential: cred.as_ref(),
                 facts: Some(&facts),
                 headers: &headers,
             },
@@ -435,15 +435,12 @@ impl ForgeClient {
     pub(crate) fn exchange(
         &self,
         p: &Prepared<'_>,
-        credential: Option<&Credential>,
         deadline: Instant,
         cancel: &sluice_policy::CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
         call: ForCall<'_>,
     ) -> Result<Answer, AttemptError> {
-        self.inner
-            .wire
-            .exchange(p, credential, deadline, cancel, reached, call)
+        self.inner.wire.exchange(p, deadline, cancel, reached, call)
     }
 
     pub(crate) fn observed(key: &str, value: impl Into<String>) -> BTreeMap<String, String> {

@@ -50,11 +50,13 @@ pub(crate) struct Prepared<'a> {
     pub(crate) body: Option<&'a [u8]>,
 }
 
-/// What an operation gives each of its requests: where the attempt notes
-/// its waits (none for a settling read), and the call's own headers
-/// ([`sluice_policy::CallOptions::header`]).
+/// What an operation gives each of its requests: the credential, where
+/// the attempt notes its waits (none for a settling read), and the call's
+/// own headers ([`sluice_policy::CallOptions::header`]).
 #[derive(Clone, Copy, Default)]
 pub(crate) struct ForCall<'a> {
+    /// The credential to send, if any.
+    pub(crate) credential: Option<&'a Credential>,
     /// The attempt's facts.
     pub(crate) facts: Option<&'a AttemptFacts>,
     /// The call's headers, sent after the client's.
@@ -166,7 +168,6 @@ impl Wire {
     pub(crate) fn exchange(
         &self,
         p: &Prepared<'_>,
-        credential: Option<&Credential>,
         deadline: Instant,
         cancel: &CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
@@ -180,15 +181,7 @@ impl Wire {
         let permit = self
             .pass_gate(p.url, effect, deadline, cancel, call.facts)
             .map_err(|f| fail(f, &none))?;
-        self.exchange_held(
-            p,
-            credential,
-            deadline,
-            cancel,
-            reached,
-            Arc::new(permit),
-            call,
-        )
+        self.exchange_held(p, deadline, cancel, reached, Arc::new(permit), call)
     }
 
     /// The headers a request carries beyond the API's: the client's, then
@@ -220,7 +213,6 @@ impl Wire {
     pub(crate) fn exchange_held(
         &self,
         p: &Prepared<'_>,
-        credential: Option<&Credential>,
         deadline: Instant,
         cancel: &CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
@@ -236,6 +228,7 @@ impl Wire {
             Effect::Read => &self.read_http,
             Effect::Write => &self.write_http,
         };
+        let credential = call.credential;
         let fingerprint = credential.map(|c| c.fingerprint().to_string());
         // A read sends the ETag of the answer kept for it, if any.
         let kept = match effect {

@@ -108,11 +108,11 @@ impl Reading<'_> {
         };
         let a = self.wire.exchange(
             &p,
-            self.credential.as_ref(),
             self.deadline,
             &self.cancel,
             &mut |_| {},
             crate::exchange::ForCall {
+                credential: self.credential.as_ref(),
                 facts: None,
                 headers: &self.headers,
             },

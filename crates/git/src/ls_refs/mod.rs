@@ -70,15 +70,15 @@ impl GitClient {
             at.timeout,
             at.cancel_flag(),
             at.credential().map(|c| c.secret()),
-            Some(at.facts()),
-            at.headers(),
+            (Some(at.facts()), at.headers()),
         )?;
         at.reached(GitPhase::Done);
         Ok(refs)
     }
 
     /// One ls-refs conversation, outside any policy (settling reads call it
-    /// under the push's budget); `facts` are the attempt's, when it is one.
+    /// under the push's budget); `call` is the attempt's facts (when it is
+    /// one) and the call's headers.
     pub(crate) fn ls_refs_once(
         &self,
         remote: &Remote,
@@ -86,9 +86,9 @@ impl GitClient {
         timeout: Duration,
         cancel: &CancelFlag,
         secret: Option<&secrecy::SecretString>,
-        facts: Option<&sluice_policy::AttemptFacts>,
-        headers: &[(String, String)],
+        call: (Option<&sluice_policy::AttemptFacts>, &[(String, String)]),
     ) -> Result<Vec<RemoteRef>, GitError> {
+        let (facts, headers) = call;
         let dial = |timeout| {
             let mut d = self
                 .connector
