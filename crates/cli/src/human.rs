@@ -288,7 +288,8 @@ pub fn push_porcelain(remote: &str, lines: &[PushLine], done: bool) -> String {
 }
 
 /// How the operation ended, for stderr: one line, then (when there was
-/// more than one attempt, or it did not succeed) the attempt history, the
+/// more than one attempt, it did not succeed, or an attempt was held
+/// longer than [`SHOWN_WAIT_MS`]) the attempt history, the
 /// settling read and the earlier run of a rejected id.
 pub fn summary<T>(outcome: &Outcome<T>) -> String {
     let mut s = (outcome.operation.redirected.as_ref())
@@ -433,7 +434,7 @@ pub fn summary<T>(outcome: &Outcome<T>) -> String {
             outcome.refused_credentials.join(", ")
         );
     }
-    if n > 1 || outcome.attempts.iter().any(|a| a.class.is_some()) {
+    if n > 1 || outcome.attempts.iter().any(|a| a.class.is_some()) || held_long(outcome) {
         s.push_str(&history(outcome));
     }
     s
@@ -449,23 +450,54 @@ pub fn remote_lines(messages: &[String]) -> String {
 }
 
 /// The attempt history as a small table, each column as wide as its
-/// widest cell (`local-error`, `response-headers`), the cause last.
+/// widest cell (`local-error`, `response-headers`), the cause last. A
+/// `held` column shows a wait on this side longer than [`SHOWN_WAIT_MS`]
+/// (the forge's write gate), and a `request id` column the server's
+/// request id (what the forge's support asks for), each only when an
+/// attempt has one.
 pub fn history<T>(outcome: &Outcome<T>) -> String {
-    const HEAD: [&str; 7] = ["attempt", "phase", "class", "took", "left", "then", "cause"];
-    let mut rows: Vec<[String; 7]> = vec![HEAD.map(str::to_string)];
+    let held = held_long(outcome);
+    let ids = outcome.attempts.iter().any(|a| a.request_id.is_some());
+    let mut head = vec!["attempt", "phase", "class", "took"];
+    if held {
+        head.push("held");
+    }
+    head.extend(["left", "then"]);
+    if ids {
+        head.push("request id");
+    }
+    head.push("cause");
+    let mut rows: Vec<Vec<String>> = vec![head.iter().map(|h| h.to_string()).collect()];
     for a in &outcome.attempts {
-        rows.push([
+        let mut row = vec![
             format!("#{}", a.n),
             a.phase.to_string(),
             a.class.map_or("-", |c| c.as_str()).to_string(),
             format!("{}ms", a.elapsed_ms),
-            format!("{}ms", a.remaining_ms),
+        ];
+        if held {
+            row.push(match a.waited_ms {
+                Some(w) if w > SHOWN_WAIT_MS => format!("{w}ms"),
+                _ => "-".to_string(),
+            });
+        }
+        row.push(format!("{}ms", a.remaining_ms));
+        row.push(
             a.delay_ms
                 .map_or_else(|| "-".to_string(), |d| format!("+{d}ms")),
-            a.cause.as_deref().map_or_else(|| "-".to_string(), visible),
-        ]);
+        );
+        if ids {
+            row.push(
+                a.request_id
+                    .as_deref()
+                    .map_or_else(|| "-".to_string(), visible),
+            );
+        }
+        row.push(a.cause.as_deref().map_or_else(|| "-".to_string(), visible));
+        rows.push(row);
     }
-    let mut width = [0usize; 6];
+    let columns = rows[0].len();
+    let mut width = vec![0usize; columns - 1];
     for row in &rows {
         for (w, cell) in width.iter_mut().zip(row) {
             *w = (*w).max(cell.chars().count());
@@ -474,13 +506,27 @@ pub fn history<T>(outcome: &Outcome<T>) -> String {
     let mut s = String::new();
     for row in &rows {
         s.push_str("  ");
-        for (cell, w) in row.iter().zip(width) {
-            let _ = write!(s, "{cell:<w$}  ");
+        for (cell, w) in row.iter().zip(&width) {
+            let _ = write!(s, "{cell:<w$}  ", w = *w);
         }
-        s.push_str(&row[6]);
+        s.push_str(&row[columns - 1]);
         s.push('\n');
     }
     s
+}
+
+/// The shortest wait on this side the attempt table shows (ms): shorter
+/// ones are the ordinary cost of a request.
+pub const SHOWN_WAIT_MS: u64 = 100;
+
+/// Whether an attempt was held on this side (the forge's write gate)
+/// longer than [`SHOWN_WAIT_MS`]: the summary then shows the attempt
+/// table, even for one attempt that succeeded.
+pub fn held_long<T>(outcome: &Outcome<T>) -> bool {
+    outcome
+        .attempts
+        .iter()
+        .any(|a| a.waited_ms.is_some_and(|w| w > SHOWN_WAIT_MS))
 }
 
 /// `forge get-pull`: one line, `#N state head sha -> base: title`.
@@ -587,6 +633,45 @@ pub fn origin(phase: Option<&str>, host: Option<&str>, pid: Option<u32>) -> Stri
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_wait_longer_than_100_ms_shows_in_the_table_of_one_attempt_that_succeeded() {
+        use sluice_policy::{AttemptRecord, Effect, OperationInfo};
+        let record = |waited_ms| AttemptRecord {
+            n: 1,
+            phase: "body".into(),
+            class: None,
+            cause: None,
+            remaining_ms: 20_000,
+            timeout_ms: 8_000,
+            delay_ms: None,
+            elapsed_ms: 4_800,
+            request_id: Some("GH:AB12".into()),
+            waited_ms,
+        };
+        let mut out: Outcome<()> = Outcome::local_error(
+            OperationInfo {
+                id: "op-1".into(),
+                kind: "comment".into(),
+                effect: Effect::Write,
+                remote: "https://api.github.com/repos/o/r/issues/1/comments".into(),
+                redirected: None,
+            },
+            std::io::Error::other("unused"),
+            std::time::Duration::from_secs(20),
+        );
+        out.kind = OutcomeKind::Succeeded;
+        out.error = None;
+        out.stopped = None;
+        out.attempts = vec![record(Some(4_700))];
+        let text = summary(&out);
+        assert!(text.contains("held"), "{text}");
+        assert!(text.contains("4700ms"), "{text}");
+        assert!(text.contains("GH:AB12"), "{text}");
+        // A wait of 100 ms or less is the ordinary cost of a request.
+        out.attempts = vec![record(Some(100))];
+        assert!(!summary(&out).contains("held"), "{}", summary(&out));
+    }
 
     #[test]
     fn refs_print_like_git_ls_remote() {

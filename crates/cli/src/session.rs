@@ -202,7 +202,8 @@ pub(crate) fn emit<T: Serialize>(
         if let Some(t) = text {
             stdout::write(t.as_bytes());
         }
-        let notable = out.kind != OutcomeKind::Succeeded || out.attempts.len() > 1;
+        let notable =
+            out.kind != OutcomeKind::Succeeded || out.attempts.len() > 1 || human::held_long(&out);
         let quiet = common.quiet && out.kind == OutcomeKind::Succeeded;
         if quiet {
             // The remote's words are still said; the summary is not.

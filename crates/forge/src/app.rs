@@ -286,13 +286,13 @@ impl GitHubAppSource {
             if matches!(status, 401 | 403 | 404) {
                 // A wrong key, app id or installation (or an app that lost
                 // its access): answered, and trying again cannot mend it.
-                return Err(CredentialError::answered(words).with_detail(
-                    crate::error::CredentialError::TokenEndpoint {
+                return Err(CredentialError::answered(words)
+                    .with_request_id(request_id.clone())
+                    .with_detail(crate::error::CredentialError::TokenEndpoint {
                         status,
                         message,
                         request_id,
-                    },
-                ));
+                    }));
             }
             return Err(CredentialError::new(words));
         }
@@ -361,10 +361,7 @@ impl CredentialSource for GitHubAppSource {
 
 /// The answer's request id: `x-github-request-id`, else `x-request-id`.
 fn request_id(headers: &reqwest::header::HeaderMap) -> Option<String> {
-    ["x-github-request-id", "x-request-id"]
-        .iter()
-        .find_map(|h| headers.get(*h)?.to_str().ok())
-        .map(str::to_string)
+    sluice_https::request_id(headers)
 }
 
 struct OperationAppSource {

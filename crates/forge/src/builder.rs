@@ -46,6 +46,7 @@ pub struct ForgeClientBuilder {
     connect_timeout: Duration,
     https: sluice_https::HttpsConfig,
     api_version: String,
+    headers: Vec<(String, String)>,
 }
 
 impl ForgeClientBuilder {
@@ -125,10 +126,25 @@ impl ForgeClientBuilder {
         self
     }
 
+    /// Send the header `name: value` on every request of every call (a
+    /// service's own request id, say), before a call's own
+    /// ([`CallOptions::header`](sluice_policy::CallOptions::header)), to
+    /// the call's host only. A name the client sets itself
+    /// (`Authorization`, `Host`, `Content-Length`, `Transfer-Encoding`,
+    /// `X-GitHub-Api-Version`) or a header that is not one makes
+    /// [`ForgeClientBuilder::build`] fail with [`ForgeError::Header`].
+    pub fn header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
     /// Build the client. User info in the base URL is a static credential
     /// (the password, or the user name when there is no password), used
     /// when no source was set, and is removed from the URL.
     pub fn build(self) -> Result<ForgeClient, ForgeError> {
+        for (name, value) in &self.headers {
+            sluice_policy::check_header(name, value).map_err(ForgeError::Header)?;
+        }
         let (base, url_secret) = split_user_info(&self.base)?;
         let base = parse_base(base.as_str())?;
         let creds = self
@@ -163,6 +179,7 @@ impl ForgeClientBuilder {
             proxies,
             etags: ETags::default(),
             api_version: self.api_version,
+            headers: self.headers,
         };
         Ok(ForgeClient {
             inner: Arc::new(Inner {
@@ -193,6 +210,7 @@ impl ForgeClient {
             connect_timeout: Duration::from_secs(5),
             https: sluice_https::HttpsConfig::new(),
             api_version: crate::base::API_VERSION.to_string(),
+            headers: Vec::new(),
         }
     }
 

@@ -631,7 +631,7 @@ impl ForgeClient {
                 // the same pass through the gate: a wait at the gate never
                 // comes between it and the PATCH, and a retried PATCH
                 // reads a fresh one.
-                let permit = c.hold_write_gate(&url, deadline, ctx.cancel_flag())?;
+                let permit = c.hold_write_gate(&url, deadline, ctx)?;
                 let read: GitRef = read_json_held(c, ctx, cred, &read_url, deadline, &permit)?;
                 before.replace(Some(read.object.sha));
                 let p = Prepared {
@@ -694,7 +694,7 @@ impl ForgeClient {
                 let deadline = Instant::now() + ctx.timeout;
                 // As update_ref's: the baseline under the write's pass,
                 // fresh for every attempt.
-                let permit = c.hold_write_gate(&url, deadline, ctx.cancel_flag())?;
+                let permit = c.hold_write_gate(&url, deadline, ctx)?;
                 let read: Value = read_json_held(c, ctx, cred, &url, deadline, &permit)?;
                 before.replace(Some(read));
                 let p = Prepared {

@@ -98,6 +98,7 @@ pub fn classify(x: &Exchange<'_>, now: SystemTime) -> Result<(), AttemptError> {
         ForgeFailure::Cut {
             status,
             detail: x.text.to_string(),
+            request_id: sluice_https::request_id(x.headers),
         }
     } else if (300..400).contains(&status) {
         let to = x
@@ -110,6 +111,7 @@ pub fn classify(x: &Exchange<'_>, now: SystemTime) -> Result<(), AttemptError> {
             message: format!("redirected to {to} (not followed)"),
             documentation_url: None,
             phase: x.phase,
+            request_id: sluice_https::request_id(x.headers),
         }
     } else {
         ForgeFailure::Status {
@@ -117,6 +119,7 @@ pub fn classify(x: &Exchange<'_>, now: SystemTime) -> Result<(), AttemptError> {
             message: x.text.to_string(),
             documentation_url: x.documentation_url.map(str::to_string),
             phase: x.phase,
+            request_id: sluice_https::request_id(x.headers),
         }
     };
     Err(failed(f, x.effect, x.headers, now))
@@ -617,6 +620,7 @@ mod tests {
                     message,
                     documentation_url: Some(docs),
                     phase: ForgePhase::Body,
+                    request_id: None,
                 } if message == "Pull Request is not mergeable"
                     && docs == "https://docs.github.com/rest/pulls/pulls#merge-a-pull-request"
             ),
@@ -647,6 +651,7 @@ mod tests {
             ForgeFailure::Undecodable {
                 status: 201,
                 detail: "expected value".into(),
+                request_id: None,
             },
             Effect::Write,
             &h,

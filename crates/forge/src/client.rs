@@ -22,7 +22,7 @@ use sluice_policy::text::redact;
 use crate::app::GitHubAppSource;
 use crate::base::resolve;
 use crate::error::{ForgeFailure, ForgeInputError};
-use crate::exchange::{decode, judge, Answer, HttpResponse, Prepared, Wire};
+use crate::exchange::{decode, judge, Answer, ForCall, HttpResponse, Prepared, Wire};
 use crate::phase::ForgePhase;
 use crate::reading::Reading;
 
@@ -306,6 +306,7 @@ impl ForgeClient {
             credential,
             Instant::now() + rctx.timeout.min(attempt_timeout),
             rctx.cancel_flag().stops_only(),
+            rctx.headers().to_vec(),
         )
     }
 
@@ -338,9 +339,20 @@ impl ForgeClient {
         // A write's ledger entry says its request may have gone out before
         // it does (a no-op for a read operation).
         ctx.entering(ForgePhase::RequestSent.as_str());
-        self.exchange(p, cred.as_ref(), deadline, &cancel, &mut |ph| {
-            ctx.reached(ph.as_str())
-        })
+        let facts = ctx.facts().clone();
+        let headers = ctx.headers().to_vec();
+        let r = self.exchange(
+            p,
+            deadline,
+            &cancel,
+            &mut |ph| ctx.reached(ph.as_str()),
+            ForCall {
+                credential: cred.as_ref(),
+                facts: Some(&facts),
+                headers: &headers,
+            },
+        );
+        noted(ctx, r)
     }
 
     fn operation(
@@ -392,9 +404,11 @@ impl ForgeClient {
         &self,
         url: &Url,
         deadline: Instant,
-        cancel: &sluice_policy::CancelFlag,
+        ctx: &AttemptCtx<'_>,
     ) -> Result<Arc<crate::gate::Permit>, AttemptError> {
-        self.inner.wire.hold_write_gate(url, deadline, cancel)
+        self.inner
+            .wire
+            .hold_write_gate(url, deadline, ctx.cancel_flag(), Some(ctx.facts()))
     }
 
     /// As [`Self::attempt_exchange_until`], under a pass through the gate
@@ -413,33 +427,55 @@ impl ForgeClient {
         last_cred.replace(cred.clone());
         let cancel = ctx.cancel_flag().clone();
         ctx.entering(ForgePhase::RequestSent.as_str());
-        self.inner.wire.exchange_held(
+        let facts = ctx.facts().clone();
+        let headers = ctx.headers().to_vec();
+        let r = self.inner.wire.exchange_held(
             p,
-            cred.as_ref(),
             deadline,
             &cancel,
             &mut |ph| ctx.reached(ph.as_str()),
             Arc::clone(permit),
-        )
+            ForCall {
+                credential: cred.as_ref(),
+                facts: Some(&facts),
+                headers: &headers,
+            },
+        );
+        noted(ctx, r)
     }
 
     /// Send one request and read its whole answer (see [`Wire::exchange`]).
     pub(crate) fn exchange(
         &self,
         p: &Prepared<'_>,
-        credential: Option<&Credential>,
         deadline: Instant,
         cancel: &sluice_policy::CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
+        call: ForCall<'_>,
     ) -> Result<Answer, AttemptError> {
-        self.inner
-            .wire
-            .exchange(p, credential, deadline, cancel, reached)
+        self.inner.wire.exchange(p, deadline, cancel, reached, call)
     }
 
     pub(crate) fn observed(key: &str, value: impl Into<String>) -> BTreeMap<String, String> {
         BTreeMap::from([(key.to_string(), value.into())])
     }
+}
+
+/// An exchange's answer noted in the attempt's facts: the request id of an
+/// answered request (a success or a failure with a status), which the
+/// attempt's record keeps (the last answered request's).
+fn noted(ctx: &AttemptCtx<'_>, r: Result<Answer, AttemptError>) -> Result<Answer, AttemptError> {
+    match &r {
+        Ok(a) => ctx.facts().answered(a.request_id.clone()),
+        Err(e) => {
+            if let Some(f) = e.source_as::<ForgeFailure>() {
+                if f.status().is_some() {
+                    ctx.facts().answered(f.request_id().map(str::to_string));
+                }
+            }
+        }
+    }
+    r
 }
 
 /// Every forge outcome with an error carries a [`ForgeFailure`] as the

@@ -33,6 +33,9 @@ pub enum ForgeError {
     /// The HTTP client could not be built.
     #[error("could not build the HTTP client: {0}")]
     Http(String),
+    /// A header given to the builder that a caller may not give.
+    #[error(transparent)]
+    Header(#[from] sluice_policy::HeaderRefused),
 }
 
 /// Bad input to one forge call, refused before any request is made: the
@@ -125,6 +128,9 @@ pub enum ForgeFailure {
         /// The phase reached: `body`, or `response-headers` when the error
         /// body was cut.
         phase: ForgePhase,
+        /// The answer's `x-github-request-id` (else `x-request-id`): what
+        /// GitHub's support asks for.
+        request_id: Option<String>,
     },
     /// A success whose body was cut: the forge said yes, its value was not
     /// read.
@@ -134,6 +140,8 @@ pub enum ForgeFailure {
         status: u16,
         /// What the HTTP stack said.
         detail: String,
+        /// The answer's `x-github-request-id` (else `x-request-id`).
+        request_id: Option<String>,
     },
     /// A success whose body is not the JSON the call expects.
     #[error("HTTP {status}: the answer is not the expected JSON: {detail}")]
@@ -142,6 +150,8 @@ pub enum ForgeFailure {
         status: u16,
         /// What the decoder said.
         detail: String,
+        /// The answer's `x-github-request-id` (else `x-request-id`).
+        request_id: Option<String>,
     },
     /// No answer: a refused connection, a DNS failure, a handshake cut, a
     /// reset, a timeout, a cut, a cancel while waiting; `phase` says how
@@ -281,6 +291,21 @@ impl ForgeFailure {
             ForgeFailure::Credential {
                 error: CredentialError::TokenEndpoint { message, .. },
             } if !message.is_empty() => Some(message),
+            _ => None,
+        }
+    }
+
+    /// The server's request id (`x-github-request-id`, else
+    /// `x-request-id`) of an answer, the GitHub App's token endpoint's
+    /// included; `None` when nothing answered or the answer named none.
+    pub fn request_id(&self) -> Option<&str> {
+        match self {
+            ForgeFailure::Status { request_id, .. }
+            | ForgeFailure::Cut { request_id, .. }
+            | ForgeFailure::Undecodable { request_id, .. }
+            | ForgeFailure::Credential {
+                error: CredentialError::TokenEndpoint { request_id, .. },
+            } => request_id.as_deref(),
             _ => None,
         }
     }

@@ -15,7 +15,7 @@ use reqwest::{Method, Url};
 use secrecy::ExposeSecret;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
-use sluice_policy::{AttemptError, CancelFlag, Credential, Effect};
+use sluice_policy::{AttemptError, AttemptFacts, CancelFlag, Credential, Effect};
 
 use sluice_policy::metric;
 use sluice_policy::text::error_chain;
@@ -29,6 +29,10 @@ use crate::phase::ForgePhase;
 
 /// How often a read waiting for its answer looks at the cancel flag.
 const CANCEL_POLL: Duration = Duration::from_millis(25);
+
+/// The shortest wait at a write gate that is an event of the attempt's
+/// span (the metric records every pass).
+const GATE_EVENT: Duration = Duration::from_millis(1);
 
 /// An HTTP answer: status and body text.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -44,6 +48,19 @@ pub(crate) struct Prepared<'a> {
     pub(crate) method: Method,
     pub(crate) url: &'a Url,
     pub(crate) body: Option<&'a [u8]>,
+}
+
+/// What an operation gives each of its requests: the credential, where
+/// the attempt notes its waits (none for a settling read), and the call's
+/// own headers ([`sluice_policy::CallOptions::header`]).
+#[derive(Clone, Copy, Default)]
+pub(crate) struct ForCall<'a> {
+    /// The credential to send, if any.
+    pub(crate) credential: Option<&'a Credential>,
+    /// The attempt's facts.
+    pub(crate) facts: Option<&'a AttemptFacts>,
+    /// The call's headers, sent after the client's.
+    pub(crate) headers: &'a [(String, String)],
 }
 
 impl Prepared<'_> {
@@ -66,6 +83,9 @@ pub(crate) struct Answer {
     pub(crate) status: u16,
     pub(crate) headers: HeaderMap,
     pub(crate) body: String,
+    /// The request id of the answer the server sent (a `304`'s, not the
+    /// kept answer's it stands for).
+    pub(crate) request_id: Option<String>,
 }
 
 impl Answer {
@@ -106,6 +126,7 @@ pub(crate) fn decode<T: DeserializeOwned>(effect: Effect, a: &Answer) -> Result<
         let f = ForgeFailure::Undecodable {
             status: a.status,
             detail: e.to_string(),
+            request_id: a.request_id.clone(),
         };
         classify::failed(f, effect, &a.headers, SystemTime::now())
     })
@@ -128,6 +149,8 @@ pub(crate) struct Wire {
     pub(crate) etags: ETags,
     /// The REST API version asked for (`X-GitHub-Api-Version`).
     pub(crate) api_version: String,
+    /// The client's own headers for every request (checked when built).
+    pub(crate) headers: Vec<(String, String)>,
 }
 
 impl Wire {
@@ -145,10 +168,10 @@ impl Wire {
     pub(crate) fn exchange(
         &self,
         p: &Prepared<'_>,
-        credential: Option<&Credential>,
         deadline: Instant,
         cancel: &CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
+        call: ForCall<'_>,
     ) -> Result<Answer, AttemptError> {
         let effect = p.effect();
         let none = HeaderMap::new();
@@ -156,9 +179,16 @@ impl Wire {
             classify::failed(f, effect, headers, SystemTime::now())
         };
         let permit = self
-            .pass_gate(p.url, effect, deadline, cancel)
+            .pass_gate(p.url, effect, deadline, cancel, call.facts)
             .map_err(|f| fail(f, &none))?;
-        self.exchange_held(p, credential, deadline, cancel, reached, Arc::new(permit))
+        self.exchange_held(p, deadline, cancel, reached, Arc::new(permit), call)
+    }
+
+    /// The headers a request carries beyond the API's: the client's, then
+    /// the call's. Every request of an operation goes to its host (a list's
+    /// next page on another host is refused).
+    fn caller_headers<'h>(&'h self, call: &'h [(String, String)]) -> Vec<&'h (String, String)> {
+        self.headers.iter().chain(call).collect()
     }
 
     /// Hold a pass through `url`'s host's write gate for several requests
@@ -171,8 +201,9 @@ impl Wire {
         url: &Url,
         deadline: Instant,
         cancel: &CancelFlag,
+        facts: Option<&AttemptFacts>,
     ) -> Result<Arc<Permit>, AttemptError> {
-        self.pass_gate(url, Effect::Write, deadline, cancel)
+        self.pass_gate(url, Effect::Write, deadline, cancel, facts)
             .map(Arc::new)
             .map_err(|f| classify::failed(f, Effect::Write, &HeaderMap::new(), SystemTime::now()))
     }
@@ -182,11 +213,11 @@ impl Wire {
     pub(crate) fn exchange_held(
         &self,
         p: &Prepared<'_>,
-        credential: Option<&Credential>,
         deadline: Instant,
         cancel: &CancelFlag,
         reached: &mut dyn FnMut(ForgePhase),
         permit: Arc<Permit>,
+        call: ForCall<'_>,
     ) -> Result<Answer, AttemptError> {
         let effect = p.effect();
         let none = HeaderMap::new();
@@ -197,6 +228,7 @@ impl Wire {
             Effect::Read => &self.read_http,
             Effect::Write => &self.write_http,
         };
+        let credential = call.credential;
         let fingerprint = credential.map(|c| c.fingerprint().to_string());
         // A read sends the ETag of the answer kept for it, if any.
         let kept = match effect {
@@ -204,9 +236,22 @@ impl Wire {
             Effect::Write => None,
         };
         let etag = kept.as_ref().map(|k| k.etag.as_str());
-        let request = build_request(http, p, credential, etag, deadline, &self.api_version)
-            .map_err(|f| fail(f, &none))?;
+        let extra = self.caller_headers(call.headers);
+        let request = build_request(
+            http,
+            p,
+            credential,
+            etag,
+            deadline,
+            &self.api_version,
+            &extra,
+        )
+        .map_err(|f| fail(f, &none))?;
         let sent_at = Instant::now();
+        // OpenTelemetry's names on the attempt's span (a settling read's
+        // span has none of these fields: nothing is recorded there).
+        let attempt_span = tracing::Span::current();
+        attempt_span.record("http.request.method", p.method.as_str());
         let (status, headers, body) = match send(http, request, permit, effect, cancel) {
             Ok(answer) => answer,
             Err(Unsent::NotStarted(f)) => return Err(fail(f, &none)),
@@ -228,6 +273,7 @@ impl Wire {
         };
         reached(ForgePhase::RequestSent);
         reached(ForgePhase::ResponseHeaders);
+        attempt_span.record("http.response.status_code", i64::from(status));
         let body = match body {
             Ok(b) => b,
             Err(e) => {
@@ -236,14 +282,20 @@ impl Wire {
                     method = %p.method, url = %p.url, credential = ?fingerprint, status,
                     elapsed_ms = sent_at.elapsed().as_millis() as u64, error = %detail, "forge answer cut"
                 );
+                let request_id = sluice_https::request_id(&headers);
                 let f = if (200..300).contains(&status) {
-                    ForgeFailure::Cut { status, detail }
+                    ForgeFailure::Cut {
+                        status,
+                        detail,
+                        request_id,
+                    }
                 } else {
                     ForgeFailure::Status {
                         status,
                         message: detail,
                         documentation_url: None,
                         phase: ForgePhase::ResponseHeaders,
+                        request_id,
                     }
                 };
                 return Err(fail(f, &headers));
@@ -256,6 +308,7 @@ impl Wire {
         );
         let answer = Answer {
             status,
+            request_id: sluice_https::request_id(&headers),
             headers,
             body,
         };
@@ -282,6 +335,7 @@ impl Wire {
                 status: k.status,
                 headers: k.headers.clone(),
                 body: k.body.clone(),
+                request_id: answer.request_id,
             };
         }
         let etag = answer
@@ -302,19 +356,38 @@ impl Wire {
     }
 
     /// Wait for a pass through `url`'s host's gate (the concurrency cap,
-    /// and for a write the pacing) until `deadline`.
+    /// and for a write the pacing) until `deadline`. A write's wait is
+    /// recorded (`sluice_remote_gate_wait_seconds{host}`), is an event of
+    /// the attempt's span, and is noted in the attempt's `facts`.
     fn pass_gate(
         &self,
         url: &Url,
         effect: Effect,
         deadline: Instant,
         cancel: &CancelFlag,
+        facts: Option<&AttemptFacts>,
     ) -> Result<Permit, ForgeFailure> {
         let host = host_key(url);
         let started = Instant::now();
-        self.gates
-            .acquire(&host, effect == Effect::Write, deadline, cancel)
-            .map_err(|r| ForgeFailure::NotSent {
+        let write = effect == Effect::Write;
+        let passed = self.gates.acquire(&host, write, deadline, cancel);
+        let waited = started.elapsed();
+        if write {
+            let host = sluice_policy::host_of(url.as_str());
+            if passed.is_ok() {
+                metric::gate_wait(&host, waited);
+            }
+            if let Some(f) = facts {
+                f.waited(waited);
+            }
+            if waited >= GATE_EVENT {
+                tracing::info!(
+                    host = %host, waited_ms = waited.as_millis() as u64, passed = passed.is_ok(),
+                    "held at the host's write gate"
+                );
+            }
+        }
+        passed.map_err(|r| ForgeFailure::NotSent {
                 detail: match r {
                     GateRefusal::Deadline => format!(
                         "no free slot to {host} within the attempt's time ({} ms waited for the concurrency cap or the write pacing)",
@@ -397,6 +470,7 @@ fn build_request(
     etag: Option<&str>,
     deadline: Instant,
     api_version: &str,
+    extra: &[&(String, String)],
 ) -> Result<reqwest::blocking::Request, ForgeFailure> {
     let remaining = deadline.saturating_duration_since(Instant::now());
     if remaining.is_zero() {
@@ -409,6 +483,11 @@ fn build_request(
         .header(ACCEPT, "application/vnd.github+json")
         .header("x-github-api-version", api_version)
         .timeout(remaining);
+    // Checked when given (`sluice_policy::check_header`): names the client
+    // sets itself are refused there.
+    for (name, value) in extra {
+        req = req.header(name.as_str(), value.as_str());
+    }
     if let Some(c) = credential {
         let mut v = HeaderValue::from_str(&format!("Bearer {}", c.secret().expose_secret()))
             // Ours, not the remote's: local-error, never retried.
@@ -514,8 +593,16 @@ mod tests {
         };
         let c = Credential::new(secrecy::SecretString::from("bad\ntoken"));
         let deadline = Instant::now() + Duration::from_secs(5);
-        let f = build_request(http, &p, Some(&c), None, deadline, crate::base::API_VERSION)
-            .expect_err("not a header");
+        let f = build_request(
+            http,
+            &p,
+            Some(&c),
+            None,
+            deadline,
+            crate::base::API_VERSION,
+            &[],
+        )
+        .expect_err("not a header");
         let ForgeFailure::Local { cause } = &f else {
             panic!("{f:?}")
         };

@@ -26,11 +26,13 @@ pub struct Reading<'a> {
     credential: Option<Credential>,
     deadline: Instant,
     cancel: CancelFlag,
+    /// The call's headers, on every read as on the attempts.
+    headers: Vec<(String, String)>,
 }
 
 impl<'a> Reading<'a> {
-    /// A reading through `wire` of paths under `base`, with `credential`,
-    /// until `deadline`, watching `stop`: the operation's flag as
+    /// A reading through `wire` of paths under `base`, with `credential`
+    /// and the call's `headers`, until `deadline`, watching `stop`: the operation's flag as
     /// [`CancelFlag::stops_only`] gives it, never the caller's flag itself
     /// — a cancelled write is still settled by its reads (the deadline and
     /// the reserve bound them), and a cancel would refuse every read at
@@ -41,6 +43,7 @@ impl<'a> Reading<'a> {
         credential: Option<Credential>,
         deadline: Instant,
         stop: CancelFlag,
+        headers: Vec<(String, String)>,
     ) -> Self {
         Reading {
             wire,
@@ -48,6 +51,7 @@ impl<'a> Reading<'a> {
             credential,
             deadline,
             cancel: stop,
+            headers,
         }
     }
 }
@@ -104,10 +108,14 @@ impl Reading<'_> {
         };
         let a = self.wire.exchange(
             &p,
-            self.credential.as_ref(),
             self.deadline,
             &self.cancel,
             &mut |_| {},
+            crate::exchange::ForCall {
+                credential: self.credential.as_ref(),
+                facts: None,
+                headers: &self.headers,
+            },
         )?;
         judge(Effect::Read, &a)?;
         Ok(a)

@@ -107,6 +107,27 @@ impl GitClient {
         self
     }
 
+    /// Send the header `name: value` on every http(s) request of every
+    /// call, before a call's own ([`CallOptions::header`]), to the
+    /// remote's host only (never after a redirect to another host), never
+    /// to a proxy. git://, ssh:// and file:// remotes send none.
+    ///
+    /// # Errors
+    ///
+    /// [`sluice_policy::HeaderRefused`] for a name the client sets itself
+    /// (`Authorization`, `Host`, `Content-Length`, `Transfer-Encoding`,
+    /// `X-GitHub-Api-Version`) or a header that is not one.
+    pub fn with_header(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<Self, sluice_policy::HeaderRefused> {
+        let (name, value) = (name.into(), value.into());
+        sluice_policy::check_header(&name, &value)?;
+        self.connector.headers.push((name, value));
+        Ok(self)
+    }
+
     /// The git program spawned as the server of `file://` remotes
     /// (`<program> upload-pack <dir>`, `<program> receive-pack <dir>`);
     /// `git` on the PATH by default.

@@ -130,6 +130,13 @@ pub(crate) struct Dial<'a> {
     /// and system files included), read only for ssh remotes; `None`: read
     /// the global and system files.
     pub ssh_config: Option<Option<String>>,
+    /// Where an attempt's answered HTTP requests note their request id
+    /// (`None` outside an attempt: a settling read).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub facts: Option<sluice_policy::AttemptFacts>,
+    /// The client's and the call's headers for every http(s) request.
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub headers: Vec<(String, String)>,
 }
 
 /// What a client dials with, shared by its three operations: its HTTP
@@ -147,6 +154,8 @@ pub(crate) struct Connector {
     pub git_program: std::path::PathBuf,
     /// The most read before the request is complete.
     pub advert_cap: u64,
+    /// The client's own headers for every http(s) request.
+    pub headers: Vec<(String, String)>,
 }
 
 impl Connector {
@@ -162,6 +171,7 @@ impl Connector {
             http_write: LazyHttp::new(true, https),
             git_program: "git".into(),
             advert_cap: crate::wire::ADVERT_CAP,
+            headers: Vec::new(),
         }
     }
 
@@ -196,18 +206,26 @@ impl Connector {
             git_program: &self.git_program,
             advert_cap: self.advert_cap,
             ssh_config: None,
+            facts: Some(ctx.facts().clone()),
+            headers: self.with_call(ctx.headers()),
         }
+    }
+
+    /// The client's headers, then the call's.
+    fn with_call(&self, call: &[(String, String)]) -> Vec<(String, String)> {
+        self.headers.iter().chain(call).cloned().collect()
     }
 
     /// A listing's dial, outside any attempt (settling reads too): an
     /// upload-pack v2 session that moves no pack, so its limit is its
-    /// timeout.
+    /// timeout; `call` the call's headers.
     pub fn listing<'a>(
         &'a self,
         remote: &'a Remote,
         timeout: Duration,
         cancel: &'a CancelFlag,
         secret: Option<&'a SecretString>,
+        call: &[(String, String)],
     ) -> Dial<'a> {
         Dial {
             remote,
@@ -222,6 +240,8 @@ impl Connector {
             git_program: &self.git_program,
             advert_cap: self.advert_cap,
             ssh_config: None,
+            facts: None,
+            headers: self.with_call(call),
         }
     }
 }
@@ -634,6 +654,7 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
     use base64::Engine;
     let wire = Wire::new(2);
     wire.lock().advert_cap = d.advert_cap;
+    wire.lock().facts = d.facts.clone();
     let auth = d.secret.map(|s| {
         let user = d.remote.user.as_deref().unwrap_or("x-access-token");
         let raw = format!("{user}:{}", s.expose_secret());
@@ -650,6 +671,7 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
         wire.clone(),
         cut.clone(),
         Arc::clone(&d.remote.redirected),
+        d.headers.clone(),
     );
     let limits = Limits {
         timeout: d.timeout,

@@ -47,6 +47,10 @@ pub(crate) struct WireState {
     /// An HTTP failure: status and retry hint.
     #[cfg(feature = "http")]
     pub http_status: Option<(u16, Option<std::time::Duration>, String)>,
+    /// Where the attempt's answered HTTP requests note their request id
+    /// (none outside an attempt).
+    #[cfg(feature = "http")]
+    pub facts: Option<sluice_policy::AttemptFacts>,
     /// An HTTP transport failure that happened before anything was sent.
     pub http_connect_failed: bool,
     /// The TLS handshake was refused: a certificate error or an alert

@@ -58,7 +58,7 @@
 //! [`platform_roots`] and [`read_pem_certs`], the TLS table
 //! ([`tls_refusal`], [`refusal_of`], [`find_rustls_error`], [`TlsRefusal`]),
 //! [`proxy_auth_required`] and [`proxy_name`], and the status table
-//! ([`status_class`], [`RateLimitFacts`], [`StatusClass`]).
+//! ([`status_class`], [`RateLimitFacts`], [`StatusClass`]), and [`request_id`].
 //!
 //! # Classes from types, with one exception here
 //!
@@ -769,6 +769,27 @@ fn alert_name(a: AlertDescription) -> String {
 /// The workspace's one [`redact`], under the name this crate's callers know.
 pub fn proxy_name(url: &str) -> String {
     redact(url)
+}
+
+/// An answer's request id, as the forge's support asks for it:
+/// `x-github-request-id`, else `x-request-id`; `None` when the answer
+/// names neither (or names one that is not text). The one reader of it,
+/// for the forge's calls and git's smart HTTP alike.
+///
+/// ```
+/// use reqwest::header::{HeaderMap, HeaderValue};
+/// let mut h = HeaderMap::new();
+/// h.insert("x-request-id", HeaderValue::from_static("abc"));
+/// assert_eq!(sluice_https::request_id(&h).as_deref(), Some("abc"));
+/// h.insert("x-github-request-id", HeaderValue::from_static("GH:1"));
+/// assert_eq!(sluice_https::request_id(&h).as_deref(), Some("GH:1"));
+/// ```
+pub fn request_id(headers: &reqwest::header::HeaderMap) -> Option<String> {
+    ["x-github-request-id", "x-request-id"]
+        .iter()
+        .find_map(|h| headers.get(*h)?.to_str().ok())
+        .map(|v| v.trim().to_string())
+        .filter(|v| !v.is_empty())
 }
 
 #[cfg(test)]

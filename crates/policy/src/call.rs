@@ -65,6 +65,7 @@ pub struct Progress {
 /// template reused for several calls should not carry an id either.
 #[derive(Clone, Default)]
 pub struct CallOptions {
+    headers: Vec<(String, String)>,
     id: Option<String>,
     bounds: Option<Bounds>,
     credentials: Option<Arc<dyn CredentialSource>>,
@@ -121,6 +122,49 @@ impl CallOptions {
         self
     }
 
+    /// Send the header `name: value` on every HTTP request of the call —
+    /// its attempts, its settling reads and its token purchases — to the
+    /// operation's host only (never to another host a request is
+    /// redirected to), never to a proxy: a W3C `traceparent`, the caller's
+    /// own request id. Added after the client's own headers (see the
+    /// clients' builders); a name given twice is sent twice. Transports
+    /// that are not HTTP (git://, ssh://, file://) send none.
+    ///
+    /// # Errors
+    ///
+    /// [`HeaderRefused`] for a name the client sets itself
+    /// ([`RESERVED_HEADERS`]: `Authorization`, `Host`, `Content-Length`,
+    /// `Transfer-Encoding`, `X-GitHub-Api-Version`), a name that is not an
+    /// HTTP token, or a value with a control character.
+    ///
+    /// ```
+    /// use sluice_policy::{CallOptions, HeaderRefused};
+    ///
+    /// let opts = CallOptions::new()
+    ///     .header("traceparent", "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01")
+    ///     .expect("a header a caller may give");
+    /// assert_eq!(opts.headers().len(), 1);
+    /// assert!(matches!(
+    ///     CallOptions::new().header("Authorization", "Bearer x"),
+    ///     Err(HeaderRefused::Reserved { .. })
+    /// ));
+    /// ```
+    pub fn header(
+        mut self,
+        name: impl Into<String>,
+        value: impl Into<String>,
+    ) -> Result<Self, HeaderRefused> {
+        let (name, value) = (name.into(), value.into());
+        check_header(&name, &value)?;
+        self.headers.push((name, value));
+        Ok(self)
+    }
+
+    /// The headers given with [`CallOptions::header`], in order.
+    pub fn headers(&self) -> &[(String, String)] {
+        &self.headers
+    }
+
     /// The operation id given, if any.
     pub fn operation_id(&self) -> Option<&str> {
         self.id.as_deref()
@@ -156,14 +200,76 @@ impl CallOptions {
         if let Some(id) = &self.id {
             op = op.id(id.clone());
         }
+        op.headers.extend(self.headers.iter().cloned());
         op
     }
+}
+
+/// Header names a caller may not give ([`CallOptions::header`], the
+/// clients' builders): the client sets them itself.
+pub const RESERVED_HEADERS: [&str; 5] = [
+    "authorization",
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "x-github-api-version",
+];
+
+/// A header a caller gave that cannot go on a request: bad input, refused
+/// before anything is sent.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum HeaderRefused {
+    /// A name the client sets itself ([`RESERVED_HEADERS`]).
+    #[error("header {name:?} is set by the client itself and may not be given")]
+    Reserved {
+        /// The name given.
+        name: String,
+    },
+    /// Not an HTTP header name (empty, or a character that is not a token's).
+    #[error("{name:?} is not an HTTP header name")]
+    Name {
+        /// The name given.
+        name: String,
+    },
+    /// A value with a control character (a line break would end the header).
+    #[error("the value of header {name:?} holds a control character")]
+    Value {
+        /// The header's name.
+        name: String,
+    },
+}
+
+/// Whether `name: value` may go on a request as a caller's header (see
+/// [`CallOptions::header`]).
+pub fn check_header(name: &str, value: &str) -> Result<(), HeaderRefused> {
+    let token = |c: u8| c.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&c);
+    if name.is_empty() || !name.bytes().all(token) {
+        return Err(HeaderRefused::Name {
+            name: name.to_string(),
+        });
+    }
+    if RESERVED_HEADERS
+        .iter()
+        .any(|r| r.eq_ignore_ascii_case(name))
+    {
+        return Err(HeaderRefused::Reserved {
+            name: name.to_string(),
+        });
+    }
+    if value.bytes().any(|b| (b < 0x20 && b != b'\t') || b == 0x7f) {
+        return Err(HeaderRefused::Value {
+            name: name.to_string(),
+        });
+    }
+    Ok(())
 }
 
 impl std::fmt::Debug for CallOptions {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CallOptions")
             .field("id", &self.id)
+            .field("headers", &self.headers)
             .field("bounds", &self.bounds)
             .field(
                 "credentials",
@@ -213,6 +319,43 @@ mod tests {
         );
         assert!(op1.cancel.is_cancelled());
         assert!(!op2.cancel.is_cancelled());
+    }
+
+    #[test]
+    fn reserved_names_bad_names_and_bad_values_are_refused_as_input() {
+        for name in [
+            "Authorization",
+            "host",
+            "Content-Length",
+            "TRANSFER-ENCODING",
+            "X-GitHub-Api-Version",
+        ] {
+            assert_eq!(
+                CallOptions::new().header(name, "x").unwrap_err(),
+                HeaderRefused::Reserved { name: name.into() }
+            );
+        }
+        for name in ["", "two words", "colon:", "é"] {
+            assert!(matches!(
+                CallOptions::new().header(name, "x"),
+                Err(HeaderRefused::Name { .. })
+            ));
+        }
+        assert!(matches!(
+            CallOptions::new().header("x-request-id", "a\r\nInjected: 1"),
+            Err(HeaderRefused::Value { .. })
+        ));
+        let opts = CallOptions::new()
+            .header("X-Request-Id", "job-7\tpart 2")
+            .expect("a caller's own request id");
+        let op = opts.apply(
+            Operation::new("ls-refs", Effect::Read, "r"),
+            Bounds::default(),
+        );
+        assert_eq!(
+            op.headers,
+            vec![("X-Request-Id".to_string(), "job-7\tpart 2".to_string())]
+        );
     }
 
     #[test]

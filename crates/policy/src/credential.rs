@@ -111,6 +111,10 @@ pub struct CredentialError {
     /// The source's own typed error, when it gave one (reach it with
     /// [`CredentialError::detail_as`]).
     pub detail: Option<Arc<dyn std::error::Error + Send + Sync>>,
+    /// The seller's request id (`x-github-request-id`, else
+    /// `x-request-id`) when it answered over HTTP: the failed purchase's
+    /// attempt keeps it ([`AttemptRecord::request_id`](crate::AttemptRecord::request_id)).
+    pub request_id: Option<String>,
 }
 
 impl PartialEq for CredentialError {
@@ -132,6 +136,7 @@ impl std::fmt::Debug for CredentialError {
             .field("local", &self.local)
             .field("answered", &self.answered)
             .field("detail", &self.detail)
+            .field("request_id", &self.request_id)
             .finish()
     }
 }
@@ -145,6 +150,7 @@ impl CredentialError {
             local: false,
             answered: false,
             detail: None,
+            request_id: None,
         }
     }
 
@@ -168,6 +174,13 @@ impl CredentialError {
     /// Keep the source's typed error beside the words.
     pub fn with_detail(mut self, detail: impl std::error::Error + Send + Sync + 'static) -> Self {
         self.detail = Some(Arc::new(detail));
+        self
+    }
+
+    /// Keep the seller's request id (the answer's `x-github-request-id`,
+    /// else `x-request-id`).
+    pub fn with_request_id(mut self, id: Option<String>) -> Self {
+        self.request_id = id;
         self
     }
 

@@ -104,7 +104,9 @@ pub mod text;
 pub use blocking_pool::on_blocking_pool;
 pub use bounds::{BackoffShape, Bounds, Profile, UnknownProfile};
 pub use bucket::{BudgetStore, LocalBudgets, RetryBudget, BUDGET_WAIT};
-pub use call::{CallOptions, Progress, ProgressCallback};
+pub use call::{
+    check_header, CallOptions, HeaderRefused, Progress, ProgressCallback, RESERVED_HEADERS,
+};
 pub use class::{AttemptError, AuthSignal, Class, Effect};
 pub use clock::{CancelFlag, Clock, ManualClock, Sleeper, SystemClock, ThreadSleeper};
 pub use credential::{
@@ -112,8 +114,8 @@ pub use credential::{
     CredentialError, CredentialSource, StaticSource,
 };
 pub use engine::{
-    host_of, AttemptCtx, Operation, Policy, PolicyBuilder, ReconcileCtx, Rejection, Settlement,
-    SAME_CREDENTIAL,
+    host_of, AttemptCtx, AttemptFacts, Operation, Policy, PolicyBuilder, ReconcileCtx, Rejection,
+    Settlement, SAME_CREDENTIAL,
 };
 pub use hint::{parse_rate_limit_reset, parse_retry_after};
 pub use ledger::{

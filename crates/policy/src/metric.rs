@@ -44,6 +44,23 @@ pub fn not_modified(host: &str) {
     metrics::counter!(NOT_MODIFIED_TOTAL, "host" => host.to_string()).increment(1);
 }
 
+/// Histogram `{host}`, seconds: how long a forge write waited at its
+/// host's write gate (writes one at a time, each at least the write
+/// spacing after the previous one ended) before it could be sent; every
+/// pass is recorded, a zero wait included. The wait counts against the
+/// attempt's time.
+pub const GATE_WAIT_SECONDS: &str = "sluice_remote_gate_wait_seconds";
+/// Counter `{host}`: retries refused because the host's retry budget
+/// (token bucket) was empty — the operation stopped `retry-budget-empty`.
+pub const RETRY_BUDGET_REFUSALS_TOTAL: &str = "sluice_remote_retry_budget_refusals_total";
+
+/// Record one pass through `host`'s write gate after `waited`
+/// ([`GATE_WAIT_SECONDS`]): for the forge layer, which records no metric
+/// of its own.
+pub fn gate_wait(host: &str, waited: std::time::Duration) {
+    metrics::histogram!(GATE_WAIT_SECONDS, "host" => host.to_string()).record(waited.as_secs_f64());
+}
+
 /// Histogram `{result}`, seconds: one maintenance run of a repository
 /// (packs consolidated after a fetch, or `maintain` called), by its result:
 /// `consolidated`, `not-needed`, `skipped` (another process held
@@ -62,7 +79,7 @@ pub fn maintenance(result: &'static str, elapsed: std::time::Duration) {
 }
 
 /// Every metric name, in the order above.
-pub const ALL: [&str; 10] = [
+pub const ALL: [&str; 12] = [
     OPERATIONS_TOTAL,
     ATTEMPTS_TOTAL,
     OPERATION_DURATION_SECONDS,
@@ -71,6 +88,8 @@ pub const ALL: [&str; 10] = [
     UNKNOWN_WRITES_TOTAL,
     CREDENTIAL_REFUSALS_TOTAL,
     NOT_MODIFIED_TOTAL,
+    GATE_WAIT_SECONDS,
+    RETRY_BUDGET_REFUSALS_TOTAL,
     MAINTENANCE_SECONDS,
     MAINTENANCE_TOTAL,
 ];
@@ -118,6 +137,16 @@ pub fn describe() {
         NOT_MODIFIED_TOTAL,
         Unit::Count,
         "forge reads answered 304 Not Modified, by host"
+    );
+    describe_histogram!(
+        GATE_WAIT_SECONDS,
+        Unit::Seconds,
+        "a forge write's wait at its host's write gate, by host"
+    );
+    describe_counter!(
+        RETRY_BUDGET_REFUSALS_TOTAL,
+        Unit::Count,
+        "retries refused by an empty retry budget, by host"
     );
     describe_histogram!(
         MAINTENANCE_SECONDS,

@@ -213,6 +213,18 @@ pub struct AttemptRecord {
     pub delay_ms: Option<u64>,
     /// How long the attempt itself took (ms).
     pub elapsed_ms: u64,
+    /// The server's request id (`x-github-request-id`, else
+    /// `x-request-id`) of the attempt's last answered HTTP request (for a
+    /// failed purchase of a credential, the seller's); `None` when no
+    /// HTTP request of it was answered, or the answer named none. What to
+    /// give the forge's support.
+    #[serde(default)]
+    pub request_id: Option<String>,
+    /// How long the attempt was held on this side before its request went
+    /// out (the forge's write gate), when it was (ms). Shown by the CLI's
+    /// attempt table; not part of the JSON document.
+    #[serde(skip)]
+    pub waited_ms: Option<u64>,
 }
 
 /// What settling an unknown write by reading found.

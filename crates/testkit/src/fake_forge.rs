@@ -236,12 +236,23 @@ pub struct LogEntry {
     pub endpoint: Endpoint,
     /// The bearer token's fingerprint (SHA-256, first 12 hex digits).
     pub token: Option<String>,
+    /// The request's headers, names in lower case, in order, less
+    /// `authorization` (its fingerprint is `token`).
+    pub headers: Vec<(String, String)>,
 }
 
 impl LogEntry {
     /// Whether this entry is a completion (anything but an arrival).
     pub fn is_completion(&self) -> bool {
         self.event != Event::Arrival
+    }
+
+    /// The request's header `name` (lower case), if it carried one.
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.as_str())
     }
 }
 
@@ -1085,6 +1096,12 @@ fn serve_connection(mut stream: TcpStream, id: u64, shared: &Shared) {
         let n = shared.requests.fetch_add(1, Ordering::SeqCst) + 1;
         let endpoint = route(&req.method, req.path()).0;
         let token = req.bearer().map(fingerprint);
+        let shown_headers: Vec<(String, String)> = req
+            .headers
+            .iter()
+            .filter(|(k, _)| k != "authorization")
+            .cloned()
+            .collect();
         let entry = |event: Event| LogEntry {
             request: n,
             event,
@@ -1094,6 +1111,7 @@ fn serve_connection(mut stream: TcpStream, id: u64, shared: &Shared) {
             path: req.target.clone(),
             endpoint,
             token: token.clone(),
+            headers: shown_headers.clone(),
         };
         push_log(shared, entry(Event::Arrival));
         let close = req

@@ -95,6 +95,11 @@ pub fn find_mod_openssl() -> Option<PathBuf> {
     .find(|p| p.is_file())
 }
 
+/// The `X-Request-Id` every answer under `/git` carries (lighttpd's
+/// `mod_setenv` adds it), so a client's record of the server's request id
+/// can be checked. The same for every request: lighttpd has no counter.
+pub const REQUEST_ID: &str = "sluice-testkit-http-backend";
+
 fn quote(p: &Path) -> String {
     let s = p.display().to_string();
     format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""))
@@ -265,7 +270,8 @@ impl HttpBackend {
              server.max-request-size = 0\n\
              alias.url = ( \"/git\" => {backend} )\n\
              $HTTP[\"url\"] =~ \"^/git\" {{\n  cgi.assign = ( \"\" => \"\" )\n  \
-             setenv.add-environment = ( \"GIT_PROJECT_ROOT\" => {base}, \"GIT_HTTP_EXPORT_ALL\" => \"\" )\n}}\n\
+             setenv.add-environment = ( \"GIT_PROJECT_ROOT\" => {base}, \"GIT_HTTP_EXPORT_ALL\" => \"\" )\n  \
+             setenv.add-response-header = ( \"X-Request-Id\" => \"{REQUEST_ID}\" )\n}}\n\
              {redirect}{auth}{ssl}",
             base = quote(base),
             pid = quote(&run.join("lighttpd.pid")),

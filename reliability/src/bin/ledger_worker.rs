@@ -29,6 +29,8 @@ fn run_of(n: u64) -> PreviousRun {
         timeout_ms: 1000,
         delay_ms: None,
         elapsed_ms: n,
+        request_id: None,
+        waited_ms: None,
     }];
     run
 }

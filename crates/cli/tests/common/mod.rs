@@ -405,6 +405,11 @@ pub fn check_document(doc: &Value, kind: &str, effect: &str) {
         );
         assert!(a["cause"].is_null() || a["cause"].is_string(), "{doc}");
         assert_eq!(a["class"].is_null(), a["cause"].is_null(), "{doc}");
+        assert!(
+            a.get("request_id")
+                .is_some_and(|r| r.is_null() || r.is_string()),
+            "request_id: {doc}"
+        );
         for k in ["remaining_ms", "timeout_ms", "elapsed_ms"] {
             assert!(is_u64(&a[k]), "{k}: {doc}");
         }

@@ -6,7 +6,9 @@
 use crate::common;
 
 use common::{check_document, sluice};
-use sluice_testkit::fake_forge::{fingerprint, merge_commit_sha, Behaviour, Endpoint, FakeForge};
+use sluice_testkit::fake_forge::{
+    fingerprint, merge_commit_sha, request_id, Behaviour, Endpoint, FakeForge,
+};
 
 const REPO: &str = "octo/repo";
 const HEAD: &str = "aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
@@ -354,4 +356,60 @@ fn ci_status_requires_the_names_given_and_the_base_branchs_and_leaves_the_caller
         );
     }
     assert_eq!(f.all_arrivals().len(), before, "nothing sent on bad input");
+}
+
+#[test]
+fn each_attempt_keeps_the_request_id_the_forge_sent_in_the_json_and_the_human_table() {
+    let f = FakeForge::start().expect("fake forge");
+    let n = f.add_pull(REPO, "feature", "main", HEAD);
+    let two_503s = |f: &FakeForge| {
+        for _ in 0..2 {
+            f.push(
+                Endpoint::GetPull,
+                Behaviour::Status {
+                    status: 503,
+                    retry_after: None,
+                },
+            );
+        }
+    };
+    two_503s(&f);
+    let run = forge(&f, &["get-pull", REPO, &n.to_string(), "--json"]);
+    assert_eq!(run.code, 0, "{run:?}");
+    let doc = run.json();
+    check_document(&doc, "get-pull", "read");
+    let sent: Vec<String> = f
+        .arrivals(Endpoint::GetPull)
+        .iter()
+        .map(|a| request_id(a.request))
+        .collect();
+    assert_eq!(sent.len(), 3, "{}", f.log_text());
+    let kept: Vec<&str> = doc["attempts"]
+        .as_array()
+        .expect("attempts")
+        .iter()
+        .map(|a| a["request_id"].as_str().expect("a request id"))
+        .collect();
+    assert_eq!(kept, sent, "{doc}");
+
+    // The human table shows them too, one per attempt's row.
+    two_503s(&f);
+    let human = forge(&f, &["get-pull", REPO, &n.to_string()]);
+    assert_eq!(human.code, 0, "{human:?}");
+    let sent: Vec<String> = f
+        .arrivals(Endpoint::GetPull)
+        .iter()
+        .skip(3)
+        .map(|a| request_id(a.request))
+        .collect();
+    assert_eq!(sent.len(), 3, "{}", f.log_text());
+    assert!(human.stderr.contains("request id"), "{human:?}");
+    for (i, id) in sent.iter().enumerate() {
+        let row = human
+            .stderr
+            .lines()
+            .find(|l| l.trim_start().starts_with(&format!("#{} ", i + 1)))
+            .unwrap_or_else(|| panic!("no row for attempt {}: {human:?}", i + 1));
+        assert!(row.contains(id.as_str()), "{row:?} lacks {id}: {human:?}");
+    }
 }

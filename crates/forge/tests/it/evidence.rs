@@ -414,3 +414,101 @@ fn bad_input_to_every_call_is_refused_before_any_request() {
         .is_ok());
     assert!(!forge.all_arrivals().is_empty());
 }
+
+#[test]
+fn a_retried_read_carries_opentelemetrys_names_through_an_in_memory_exporter() {
+    use opentelemetry::trace::{SpanKind, TracerProvider as _};
+    use opentelemetry::Value;
+    use opentelemetry_sdk::trace::{InMemorySpanExporter, SdkTracerProvider};
+    use tracing_subscriber::layer::SubscriberExt;
+
+    let forge = sluice_testkit::fake_forge::FakeForge::start().expect("fake forge");
+    let n = forge.add_pull(REPO, "feature", "main", "a".repeat(40).as_str());
+    forge.push(
+        sluice_testkit::fake_forge::Endpoint::GetPull,
+        sluice_testkit::fake_forge::Behaviour::Status {
+            status: 503,
+            retry_after: None,
+        },
+    );
+    let exporter = InMemorySpanExporter::default();
+    let provider = SdkTracerProvider::builder()
+        .with_simple_exporter(exporter.clone())
+        .build();
+    let subscriber = tracing_subscriber::registry()
+        .with(tracing_opentelemetry::layer().with_tracer(provider.tracer("sluice-test")));
+    // Scoped to this thread (the binary's other tests trace as they like);
+    // the forge's request threads enter the attempt's span themselves.
+    let out = tracing::subscriber::with_default(subscriber, || {
+        client_with(&forge, policy(Duration::from_millis(10)), None)
+            .get_pull(&repo(), n, &CallOptions::new())
+            .expect("valid input")
+    });
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert_eq!(out.attempts.len(), 2, "{:?}", out.attempts);
+    provider.force_flush().expect("flushed");
+    let spans = exporter.get_finished_spans().expect("spans");
+    let attr = |s: &opentelemetry_sdk::trace::SpanData, k: &str| {
+        s.attributes
+            .iter()
+            .find(|kv| kv.key.as_str() == k)
+            .map(|kv| kv.value.clone())
+    };
+    let mut attempts: Vec<_> = spans.iter().filter(|s| s.name == "attempt").collect();
+    attempts.sort_by_key(|s| s.start_time);
+    assert_eq!(attempts.len(), 2, "{spans:#?}");
+    let url = out.operation.remote.clone();
+    for (i, s) in attempts.iter().enumerate() {
+        assert_eq!(s.span_kind, SpanKind::Client, "{s:#?}");
+        assert_eq!(
+            attr(s, "server.address"),
+            Some(Value::from("127.0.0.1")),
+            "{s:#?}"
+        );
+        assert_eq!(
+            attr(s, "url.full"),
+            Some(Value::from(url.clone())),
+            "{s:#?}"
+        );
+        assert_eq!(
+            attr(s, "http.request.method"),
+            Some(Value::from("GET")),
+            "{s:#?}"
+        );
+        // Today's fields stay beside them.
+        assert!(
+            attr(s, "phase").is_some() && attr(s, "class").is_some(),
+            "{s:#?}"
+        );
+        let request_id = out.attempts[i].request_id.clone().expect("a request id");
+        assert_eq!(
+            attr(s, "request_id"),
+            Some(Value::from(request_id)),
+            "{s:#?}"
+        );
+    }
+    let (first, second) = (attempts[0], attempts[1]);
+    assert_eq!(
+        attr(first, "http.response.status_code"),
+        Some(Value::I64(503))
+    );
+    assert_eq!(attr(first, "error.type"), Some(Value::from("unjudged")));
+    assert_eq!(attr(first, "http.request.resend_count"), None);
+    assert_eq!(
+        attr(second, "http.response.status_code"),
+        Some(Value::I64(200))
+    );
+    assert_eq!(attr(second, "error.type"), None);
+    assert_eq!(
+        attr(second, "http.request.resend_count"),
+        Some(Value::I64(1))
+    );
+    // Both inside the operation's span.
+    let op = spans
+        .iter()
+        .find(|s| s.name == "operation")
+        .expect("the operation's span");
+    for s in [first, second] {
+        assert_eq!(s.parent_span_id, op.span_context.span_id());
+    }
+}

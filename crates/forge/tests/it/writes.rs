@@ -491,3 +491,132 @@ fn a_read_the_forge_did_not_take_is_read_again() {
         assert_eq!(out.attempts.len(), 2, "{fault:?}");
     }
 }
+
+#[test]
+fn two_writes_to_one_host_record_the_second_ones_wait_at_the_write_gate() {
+    use metrics_util::debugging::{DebugValue, DebuggingRecorder};
+    let forge = FakeForge::start().expect("fake forge");
+    let n = forge.add_pull(REPO, "feature", "main", HEAD);
+    let spacing = Duration::from_millis(300);
+    let client = ForgeClient::builder(&forge.url())
+        .policy(common::policy(Duration::from_millis(100)))
+        .write_spacing(spacing)
+        .bounds(bounds())
+        .build()
+        .expect("client");
+    let recorder = DebuggingRecorder::new();
+    let snapshotter = recorder.snapshotter();
+    let outs = metrics::with_local_recorder(&recorder, || {
+        ["first", "second"].map(|body| {
+            client
+                .create_issue_comment(&repo(), n, body, &CallOptions::new())
+                .expect("valid input")
+        })
+    });
+    for out in &outs {
+        assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    }
+    let host = format!("127.0.0.1:{}", forge.addr().port());
+    let waits: Vec<f64> = snapshotter
+        .snapshot()
+        .into_vec()
+        .into_iter()
+        .filter(|(key, ..)| {
+            let key = key.key();
+            key.name() == sluice_policy::metric::GATE_WAIT_SECONDS
+                && key.labels().any(|l| l.key() == "host" && l.value() == host)
+        })
+        .flat_map(|(.., value)| match value {
+            DebugValue::Histogram(v) => v.into_iter().map(|f| f.into_inner()).collect::<Vec<f64>>(),
+            other => panic!("not a histogram: {other:?}"),
+        })
+        .collect();
+    assert_eq!(waits.len(), 2, "one pass per write: {waits:?}");
+    // The first passed at once; the second waited out most of the spacing
+    // (the spacing runs from the first's end, which came just before).
+    assert!(waits[0] < 0.2, "{waits:?}");
+    assert!(waits[1] >= 0.2, "{waits:?}");
+    // The attempt's record keeps the wait (the CLI's table shows it).
+    assert!(
+        outs[1].attempts[0].waited_ms.is_some_and(|w| w >= 200),
+        "{:?}",
+        outs[1].attempts
+    );
+}
+
+#[test]
+fn the_callers_traceparent_and_the_clients_header_go_on_every_request_settling_reads_included() {
+    let forge = ref_forge();
+    // A refused PATCH (tried again), then one applied and answered 502:
+    // settled by reading.
+    forge.push(
+        Endpoint::UpdateRef,
+        Behaviour::Status {
+            status: 503,
+            retry_after: None,
+        },
+    );
+    forge.push(Endpoint::UpdateRef, Behaviour::ApplyThenStatus(502));
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let opts = CallOptions::new()
+        .header("traceparent", traceparent)
+        .expect("a caller may give a traceparent");
+    let out = ForgeClient::builder(&forge.url())
+        .policy(common::policy(Duration::from_millis(100)))
+        .write_spacing(Duration::from_millis(10))
+        .bounds(four_seconds())
+        .header("x-service-request-id", "job-42")
+        .build()
+        .expect("client")
+        .update_ref(&repo(), "heads/main", NEXT, false, &opts)
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    assert_eq!(out.attempts.len(), 2, "{:?}", out.attempts);
+    assert!(out.reconciled.is_some(), "settled by reading: {out:?}");
+    let arrivals = forge.all_arrivals();
+    // Two baseline reads, two PATCHes, at least one settling read.
+    assert!(arrivals.len() >= 5, "{}", forge.log_text());
+    for a in &arrivals {
+        assert_eq!(a.header("traceparent"), Some(traceparent), "{a}");
+        assert_eq!(a.header("x-service-request-id"), Some("job-42"), "{a}");
+    }
+}
+
+#[test]
+fn headers_the_client_sets_itself_are_refused_as_input() {
+    for name in [
+        "Authorization",
+        "Host",
+        "Content-Length",
+        "Transfer-Encoding",
+        "X-GitHub-Api-Version",
+    ] {
+        assert!(
+            matches!(
+                CallOptions::new().header(name, "x"),
+                Err(sluice_policy::HeaderRefused::Reserved { .. })
+            ),
+            "{name}"
+        );
+        let built = ForgeClient::builder("http://127.0.0.1:9/")
+            .header(name, "x")
+            .build();
+        assert!(
+            matches!(
+                built,
+                Err(sluice_forge::ForgeError::Header(
+                    sluice_policy::HeaderRefused::Reserved { .. }
+                ))
+            ),
+            "{name}"
+        );
+    }
+    assert!(matches!(
+        ForgeClient::builder("http://127.0.0.1:9/")
+            .header("x-id", "a\nb")
+            .build(),
+        Err(sluice_forge::ForgeError::Header(
+            sluice_policy::HeaderRefused::Value { .. }
+        ))
+    ));
+}

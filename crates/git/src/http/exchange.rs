@@ -637,6 +637,14 @@ impl Exchange {
     /// hint and its words on the wire.
     fn answered(&mut self, head: Head, proxy: Option<&str>) -> Result<Answered, ExchangeError> {
         let status = head.status;
+        // OpenTelemetry's names on the attempt's span (the one current on
+        // the attempt's thread; a settling read's span has no such fields).
+        let span = tracing::Span::current();
+        span.record("http.request.method", self.method.as_str());
+        span.record("http.response.status_code", i64::from(status.as_u16()));
+        if let Some(facts) = &self.wire.lock().facts {
+            facts.answered(sluice_https::request_id(&head.headers));
+        }
         let location = head
             .headers
             .get(reqwest::header::LOCATION)

@@ -266,6 +266,9 @@ pub(crate) struct SluiceHttp {
     redirected: Option<String>,
     /// The operation's redirected base, for its later sessions.
     memo: Arc<Mutex<Option<String>>>,
+    /// The client's and the call's headers, sent where the credential
+    /// would be (the remote's host).
+    extra: Vec<(String, String)>,
 }
 
 impl SluiceHttp {
@@ -278,6 +281,7 @@ impl SluiceHttp {
         wire: Wire,
         cut: Cut,
         memo: Arc<Mutex<Option<String>>>,
+        extra: Vec<(String, String)>,
     ) -> Self {
         SluiceHttp {
             client,
@@ -287,6 +291,7 @@ impl SluiceHttp {
             cut,
             redirected: None,
             memo,
+            extra,
         }
     }
 
@@ -294,14 +299,19 @@ impl SluiceHttp {
         &self,
         method: reqwest::Method,
         url: &str,
-        headers: Vec<(String, String)>,
+        mut headers: Vec<(String, String)>,
         follow: bool,
     ) -> Shared {
-        // The credential goes only where it was bought.
-        let auth = match (&self.origin, reqwest::Url::parse(url)) {
-            (Some(o), Ok(u)) if redirect::same_authority(o, &u) => self.auth.clone(),
-            _ => None,
-        };
+        // The credential, and the caller's headers, go only where the
+        // credential was bought.
+        let home = matches!(
+            (&self.origin, reqwest::Url::parse(url)),
+            (Some(o), Ok(u)) if redirect::same_authority(o, &u)
+        );
+        let auth = if home { self.auth.clone() } else { None };
+        if home {
+            headers.extend(self.extra.iter().cloned());
+        }
         Exchange::new(
             self.client.clone(),
             Ask {

@@ -70,13 +70,15 @@ impl GitClient {
             at.timeout,
             at.cancel_flag(),
             at.credential().map(|c| c.secret()),
+            (Some(at.facts()), at.headers()),
         )?;
         at.reached(GitPhase::Done);
         Ok(refs)
     }
 
     /// One ls-refs conversation, outside any policy (settling reads call it
-    /// under the push's budget).
+    /// under the push's budget); `call` is the attempt's facts (when it is
+    /// one) and the call's headers.
     pub(crate) fn ls_refs_once(
         &self,
         remote: &Remote,
@@ -84,8 +86,16 @@ impl GitClient {
         timeout: Duration,
         cancel: &CancelFlag,
         secret: Option<&secrecy::SecretString>,
+        call: (Option<&sluice_policy::AttemptFacts>, &[(String, String)]),
     ) -> Result<Vec<RemoteRef>, GitError> {
-        let dial = |timeout| self.connector.listing(remote, timeout, cancel, secret);
+        let (facts, headers) = call;
+        let dial = |timeout| {
+            let mut d = self
+                .connector
+                .listing(remote, timeout, cancel, secret, headers);
+            d.facts = facts.cloned();
+            d
+        };
         #[cfg_attr(not(feature = "http"), allow(unused_mut))]
         let mut timeout = timeout;
         #[cfg(feature = "http")]

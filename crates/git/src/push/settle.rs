@@ -44,6 +44,7 @@ impl GitClient {
                 rctx.timeout,
                 &rctx.cancel_flag().stops_only(),
                 rctx.credential().map(|c| c.secret()),
+                (None, rctx.headers()),
             )
         })
         .unwrap_or_else(|what| {

@@ -54,6 +54,13 @@ fn ls_refs_and_fetch_work_over_http() {
         .ls_refs(&url, &[], &quick(10_000, 5_000, 3))
         .expect("valid input");
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    // The attempt keeps the request id of its last answered request.
+    assert_eq!(
+        out.attempts[0].request_id.as_deref(),
+        Some(sluice_testkit::http_backend::REQUEST_ID),
+        "{:?}",
+        out.attempts
+    );
     let theirs = repo::ls_remote(w.dir.path(), &url).expect("git ls-remote");
     let ours: std::collections::BTreeMap<_, _> = out
         .value
@@ -78,6 +85,12 @@ fn ls_refs_and_fetch_work_over_http() {
             &quick(20_000, 10_000, 3),
         )
         .expect("valid input");
+    assert_eq!(
+        out.attempts[0].request_id.as_deref(),
+        Some(sluice_testkit::http_backend::REQUEST_ID),
+        "{:?}",
+        out.attempts
+    );
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(
         repo::rev_parse(&dst, "refs/heads/main"),
@@ -354,4 +367,40 @@ fn a_clients_default_credential_source_is_used_unless_a_call_names_its_own() {
         repo::rev_parse(&srv, "refs/heads/main").as_deref(),
         Some(tip.as_str())
     );
+}
+
+#[test]
+fn the_clients_and_the_calls_headers_reach_the_server_and_its_request_id_is_kept() {
+    use sluice_testkit::fake_forge::{request_id, FakeForge};
+    // Any HTTP server that logs what it was sent serves: the fake forge
+    // answers git's first request 404, with its request id.
+    let forge = FakeForge::start().expect("fake forge");
+    let url = format!("{}/octo/repo.git", forge.url());
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let opts = quick(5_000, 2_000, 2)
+        .header("traceparent", traceparent)
+        .expect("a caller may give a traceparent");
+    let out = client()
+        .with_header("x-service-request-id", "job-42")
+        .expect("a client's own header")
+        .ls_refs(&url, &[], &opts)
+        .expect("valid input");
+    assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
+    let arrivals = forge.all_arrivals();
+    assert!(!arrivals.is_empty(), "{}", forge.log_text());
+    for a in &arrivals {
+        assert_eq!(a.header("traceparent"), Some(traceparent), "{a}");
+        assert_eq!(a.header("x-service-request-id"), Some("job-42"), "{a}");
+    }
+    let last = arrivals.last().expect("a request");
+    assert_eq!(
+        out.attempts.last().and_then(|a| a.request_id.clone()),
+        Some(request_id(last.request)),
+        "{:?}",
+        out.attempts
+    );
+    assert!(matches!(
+        client().with_header("Authorization", "Bearer x"),
+        Err(sluice_policy::HeaderRefused::Reserved { .. })
+    ));
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use tracing::field::Empty;
 use tracing::Span;
 
-use super::ctx::{AttemptCtx, ReconcileCtx, Rejection, Settlement};
+use super::ctx::{AttemptCtx, AttemptFacts, ReconcileCtx, Rejection, Settlement};
 use super::state::{ms, usable, Run, Step, Tried};
 use crate::class::{AttemptError, Class};
 use crate::outcome::{AttemptRecord, Stopped};
@@ -51,7 +51,28 @@ impl Run<'_> {
         // Everything the attempt does, on this thread and on the threads
         // it starts (they enter `Span::current()`), is inside this span;
         // its phase and class are recorded when it ends.
-        let span = tracing::info_span!("attempt", n = *n + 1, phase = Empty, class = Empty);
+        // OpenTelemetry's names beside ours (the layer records the HTTP
+        // method and status of an http(s) attempt on this span).
+        let http =
+            self.info.remote.starts_with("http://") || self.info.remote.starts_with("https://");
+        let span = tracing::info_span!(
+            "attempt",
+            n = *n + 1,
+            phase = Empty,
+            class = Empty,
+            request_id = Empty,
+            "otel.kind" = "client",
+            "server.address" = %self.server_address(),
+            "url.full" = %self.info.remote,
+            "http.request.method" = Empty,
+            "http.response.status_code" = Empty,
+            "http.request.resend_count" = Empty,
+            "error.type" = Empty,
+        );
+        if http && *n > 0 {
+            // Attempts before this one: OpenTelemetry's count of resends.
+            span.record("http.request.resend_count", i64::from(*n));
+        }
         let entered = span.enter();
         let now = self.buy_credential(&span, n, now, remaining)?;
         // Buying takes time: the budget is computed again.
@@ -80,11 +101,17 @@ impl Run<'_> {
             messages: Vec::new(),
             dropped: Default::default(),
             progress: &|phase| self.progress(phase),
+            facts: AttemptFacts::new(),
+            headers: &self.headers,
         };
         let result = attempt(&mut ctx);
         let phase = ctx.phase.clone();
         let messages = std::mem::take(&mut ctx.messages);
         let end = self.policy.clock.now();
+        let request_id = ctx.facts.request_id();
+        if let Some(id) = &request_id {
+            span.record("request_id", id.as_str());
+        }
         let tried = Tried {
             n: *n,
             phase,
@@ -92,6 +119,8 @@ impl Run<'_> {
             timeout,
             end,
             elapsed: end.saturating_sub(now),
+            request_id,
+            waited: ctx.facts.waited_total(),
         };
         let mut st = self.state();
         st.sent_nothing = ctx.sent_nothing;
@@ -191,6 +220,7 @@ impl Run<'_> {
             }
             Err(e) => {
                 *n += 1;
+                let request_id = e.request_id.clone();
                 let err = if e.local {
                     AttemptError::local("credential", e.message.clone())
                 } else if e.answered {
@@ -200,6 +230,9 @@ impl Run<'_> {
                 }
                 .with_source(e);
                 let took = self.policy.clock.now().saturating_sub(now);
+                if let Some(id) = &request_id {
+                    span.record("request_id", id.as_str());
+                }
                 self.ended(span, err.class.as_str(), "credential", took);
                 tracing::debug!(op = %self.id(), n = *n, class = err.class.as_str(), cause = %err.cause, "credential purchase failed");
                 st.attempts.push(AttemptRecord {
@@ -211,6 +244,8 @@ impl Run<'_> {
                     timeout_ms: ms(limit),
                     delay_ms: None,
                     elapsed_ms: ms(took),
+                    request_id,
+                    waited_ms: None,
                 });
                 st.last_error = Some(err.clone());
                 Err(Step::Failed(err))

@@ -5,7 +5,7 @@
 
 use tracing::Span;
 
-use super::state::{ms, Run, RunState, Step, Tried};
+use super::state::{ms, PendingEnd, Run, RunState, Step, Tried};
 use crate::class::{AttemptError, AuthSignal, Class};
 use crate::metric;
 use crate::outcome::AttemptRecord;
@@ -29,6 +29,7 @@ impl Run<'_> {
                 "credential refusal no longer stands"
             );
         }
+        let waited_ms = tried.waited_ms();
         st.attempts.push(AttemptRecord {
             n: tried.n,
             phase: tried.phase,
@@ -38,6 +39,8 @@ impl Run<'_> {
             timeout_ms: ms(tried.timeout),
             delay_ms: None,
             elapsed_ms: ms(tried.elapsed),
+            request_id: tried.request_id,
+            waited_ms,
         });
         st.succeeded_at = Some(tried.end);
     }
@@ -67,6 +70,7 @@ impl Run<'_> {
                 e.cause
             );
         }
+        let mut refusal = false;
         if let (Some(auth), Some((cred, bought))) = (e.auth, &st.current) {
             let refused = match auth {
                 AuthSignal::Unauthorized => true,
@@ -90,9 +94,21 @@ impl Run<'_> {
                 st.settle_needed = true;
                 e.class = Class::Unjudged;
                 st.last_refusal = Some(e.clone());
+                refusal = true;
             }
         }
-        self.ended(span, e.class.as_str(), &e.phase, tried.elapsed);
+        if refusal {
+            // A refusal: `unjudged` if a fresh credential is tried, or
+            // `answered` if it stands; the span and the metrics wait for
+            // the record's class.
+            st.pending_end = Some(PendingEnd {
+                span: span.clone(),
+                phase: e.phase.to_string(),
+                elapsed: tried.elapsed,
+            });
+        } else {
+            self.ended(span, e.class.as_str(), &e.phase, tried.elapsed);
+        }
         tracing::debug!(
             op = %self.id(), n = tried.n, phase = %e.phase, class = e.class.as_str(),
             cause = %e.cause, "attempt failed"
@@ -106,6 +122,8 @@ impl Run<'_> {
             timeout_ms: ms(tried.timeout),
             delay_ms: None,
             elapsed_ms: ms(tried.elapsed),
+            request_id: tried.request_id.clone(),
+            waited_ms: tried.waited_ms(),
         });
         st.retry_after = e.retry_after;
         st.last_error = Some(e.clone());

@@ -5,6 +5,7 @@
 
 use std::borrow::Cow;
 use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use crate::class::AttemptError;
@@ -21,6 +22,53 @@ pub struct Rejection {
     pub error: AttemptError,
     /// Whether part of the write applied (a ref updated beside one rejected).
     pub may_have_applied: bool,
+}
+
+/// What a layer notes about one attempt as it goes, from any thread the
+/// attempt runs on: the server's request id of its last answered HTTP
+/// request, and how long it was held on this side before sending (a
+/// write gate). Cheap to clone; clones share the notes. The policy puts
+/// them in the attempt's record and span when the attempt ends.
+#[derive(Clone, Debug, Default)]
+pub struct AttemptFacts(Arc<Mutex<Facts>>);
+
+#[derive(Debug, Default)]
+struct Facts {
+    request_id: Option<String>,
+    waited: Duration,
+}
+
+impl AttemptFacts {
+    /// Facts of nothing yet.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Facts> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// An HTTP request of the attempt was answered, naming `id` (the
+    /// answer's `x-github-request-id`, else `x-request-id`; `None` when it
+    /// named none): the last answered request's stands.
+    pub fn answered(&self, id: Option<String>) {
+        self.lock().request_id = id;
+    }
+
+    /// The attempt was held `d` on this side before a request went out.
+    pub fn waited(&self, d: Duration) {
+        self.lock().waited += d;
+    }
+
+    /// The request id of the last answered request, if it named one.
+    pub fn request_id(&self) -> Option<String> {
+        self.lock().request_id.clone()
+    }
+
+    /// How long the attempt was held so far.
+    pub fn waited_total(&self) -> Duration {
+        self.lock().waited
+    }
 }
 
 /// What one attempt is given.
@@ -51,6 +99,10 @@ pub struct AttemptCtx<'a> {
     pub(super) dropped: crate::remote_text::RemoteTextDropped,
     /// Records a phase in the ledger before a write takes its step.
     pub(super) progress: &'a dyn Fn(&str),
+    /// What the layer notes as the attempt goes.
+    pub(super) facts: AttemptFacts,
+    /// The caller's headers for every HTTP request.
+    pub(super) headers: &'a [(String, String)],
 }
 
 impl AttemptCtx<'_> {
@@ -139,6 +191,18 @@ impl AttemptCtx<'_> {
     pub fn phase(&self) -> &str {
         &self.phase
     }
+
+    /// Where the layer notes the attempt's request id and waits (a clone
+    /// may go to the threads the attempt starts).
+    pub fn facts(&self) -> &AttemptFacts {
+        &self.facts
+    }
+
+    /// The caller's headers, for every HTTP request of the attempt to the
+    /// operation's host (see [`CallOptions::header`](crate::CallOptions::header)).
+    pub fn headers(&self) -> &[(String, String)] {
+        self.headers
+    }
 }
 
 /// What a settling read is given.
@@ -153,6 +217,7 @@ pub struct ReconcileCtx<'a> {
     pub n: u32,
     pub(super) cancel: &'a CancelFlag,
     pub(super) credential: Option<Credential>,
+    pub(super) headers: &'a [(String, String)],
 }
 
 impl ReconcileCtx<'_> {
@@ -167,6 +232,12 @@ impl ReconcileCtx<'_> {
     /// a source (the read goes to the same remote with the same right).
     pub fn credential(&self) -> Option<&Credential> {
         self.credential.as_ref()
+    }
+
+    /// The caller's headers, for the read's HTTP requests (as the
+    /// attempts'; see [`CallOptions::header`](crate::CallOptions::header)).
+    pub fn headers(&self) -> &[(String, String)] {
+        self.headers
     }
 }
 

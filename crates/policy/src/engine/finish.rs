@@ -33,8 +33,9 @@ impl Run<'_> {
         result: Result<T, Step<T>>,
         judge: &impl Fn(&T) -> Option<Rejection>,
     ) -> Outcome<T> {
-        let st = std::mem::take(&mut *self.state());
+        let mut st = std::mem::take(&mut *self.state());
         let same_credential = st.same_credential;
+        let pending = st.pending_end.take();
         let ended = match (&result, st.succeeded_at) {
             (Ok(_), Some(at)) => at,
             _ => self.policy.clock.now(),
@@ -78,6 +79,11 @@ impl Run<'_> {
                 e.cause = noted;
             }
         }
+        // A refused credential's attempt that no other attempt followed:
+        // its span and metrics say its record's class (`answered` when the
+        // refusal stands).
+        let class = out.attempts.last().and_then(|a| a.class);
+        self.settle_pending_end(pending, class.map_or("succeeded", Class::as_str));
         if self.records() {
             // After a stop (a second signal) the finish gets its floor, not
             // what remains of the deadline: the outcome is what stands.

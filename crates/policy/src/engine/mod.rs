@@ -40,7 +40,7 @@ use std::time::Duration;
 
 use backon::BlockingRetryable;
 
-pub use ctx::{AttemptCtx, ReconcileCtx, Rejection, Settlement};
+pub use ctx::{AttemptCtx, AttemptFacts, ReconcileCtx, Rejection, Settlement};
 pub use finish::SAME_CREDENTIAL;
 pub use operation::{host_of, Operation};
 pub use policy::{Policy, PolicyBuilder};
@@ -147,12 +147,22 @@ impl Policy {
         // it needs no claim, only its record at the end.
         let generated = op.id.is_none();
         let id = op.id.take().unwrap_or_else(|| self.new_id());
+        // OpenTelemetry's names beside ours: the VCS attributes where the
+        // remote is a repository (not the forge's API, whose calls are
+        // `http-*` or named for what they do to one).
+        let git = matches!(op.kind.as_str(), "ls-refs" | "fetch" | "push");
+        let head = op.refs.as_deref().and_then(|r| match r {
+            [one] => Some(one.as_str()),
+            _ => None,
+        });
         let span = tracing::info_span!(
             "operation",
             id = %id,
             kind = %op.kind,
             effect = op.effect.as_str(),
             host = %op.host,
+            "vcs.repository.url.full" = git.then_some(op.remote.as_str()),
+            "vcs.ref.head.name" = head.filter(|_| git),
         );
         let _entered = span.enter();
         let host = op.host.clone();

@@ -37,6 +37,11 @@ pub struct Operation {
     pub credentials: Option<Arc<dyn CredentialSource>>,
     /// The caller's cancel flag.
     pub cancel: CancelFlag,
+    /// Headers the caller gives every HTTP request of the operation
+    /// (checked by [`CallOptions::header`](crate::CallOptions::header)):
+    /// the layers read them from [`AttemptCtx::headers`](crate::AttemptCtx::headers)
+    /// and [`ReconcileCtx::headers`](crate::ReconcileCtx::headers).
+    pub headers: Vec<(String, String)>,
 }
 
 impl Operation {
@@ -55,6 +60,7 @@ impl Operation {
             bounds: Bounds::default(),
             credentials: None,
             cancel: CancelFlag::new(),
+            headers: Vec::new(),
         }
     }
 

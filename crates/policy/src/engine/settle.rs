@@ -276,6 +276,7 @@ impl Run<'_> {
             n,
             cancel: &self.cancel,
             credential,
+            headers: &self.headers,
         };
         let result = reconcile(&ctx);
         let elapsed_ms = ms(clock.now().saturating_sub(self.start));

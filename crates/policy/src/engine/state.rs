@@ -72,6 +72,22 @@ pub(super) struct RunState {
     pub(super) succeeded_at: Option<Duration>,
     /// The server's words beside the protocol, from every attempt.
     pub(super) remote_messages: crate::remote_text::RemoteText,
+    /// The end of an attempt whose class is not settled yet: a refused
+    /// credential is `unjudged` while a fresh one may mend it, and
+    /// `answered` when the refusal stands. Its span and metrics say the
+    /// record's class once it is known (the next pause, or the finish).
+    pub(super) pending_end: Option<PendingEnd>,
+}
+
+/// An attempt's end whose class waits for the next step (see
+/// [`RunState::pending_end`]).
+pub(super) struct PendingEnd {
+    /// The attempt's span (held open until its class is recorded).
+    pub(super) span: Span,
+    /// The phase it reached.
+    pub(super) phase: String,
+    /// How long it took.
+    pub(super) elapsed: Duration,
 }
 
 /// One operation's run: what its steps read, and its [`RunState`].
@@ -99,6 +115,8 @@ pub(super) struct Run<'p> {
     pub(super) credentials: Option<Arc<dyn CredentialSource>>,
     /// The caller's cancel flag.
     pub(super) cancel: CancelFlag,
+    /// The caller's headers for every HTTP request.
+    pub(super) headers: Vec<(String, String)>,
     /// What the steps wrote so far.
     pub(super) state: Mutex<RunState>,
 }
@@ -118,6 +136,18 @@ pub(super) struct Tried {
     pub(super) end: Duration,
     /// How long it took.
     pub(super) elapsed: Duration,
+    /// The server's request id of its last answered HTTP request.
+    pub(super) request_id: Option<String>,
+    /// How long it was held on this side before sending.
+    pub(super) waited: Duration,
+}
+
+impl Tried {
+    /// The attempt's wait as its record keeps it: `None` when it was not
+    /// held.
+    pub(super) fn waited_ms(&self) -> Option<u64> {
+        (!self.waited.is_zero()).then(|| ms(self.waited))
+    }
 }
 
 impl<'p> Run<'p> {
@@ -150,7 +180,18 @@ impl<'p> Run<'p> {
             reserve,
             credentials: op.credentials,
             cancel: op.cancel,
+            headers: op.headers,
             state: Mutex::new(RunState::default()),
+        }
+    }
+
+    /// OpenTelemetry's `server.address`: the remote's host without its
+    /// port or user info (`host` keeps a port that is not the default).
+    pub(super) fn server_address(&self) -> &str {
+        let h = self.host.as_str();
+        match h.strip_prefix('[') {
+            Some(v6) => v6.split(']').next().unwrap_or(h),
+            None => h.rsplit_once(':').map_or(h, |(host, _)| host),
         }
     }
 
@@ -196,6 +237,11 @@ impl<'p> Run<'p> {
     pub(super) fn ended(&self, span: &Span, class: &str, phase: &str, elapsed: Duration) {
         span.record("phase", phase);
         span.record("class", class);
+        if class != "succeeded" {
+            // OpenTelemetry's `error.type`: the attempt's class, low in
+            // cardinality as it asks.
+            span.record("error.type", class);
+        }
         metrics::counter!(
             metric::ATTEMPTS_TOTAL,
             "host" => self.host.clone(), "kind" => self.info.kind.clone(), "class" => class.to_string()
@@ -206,6 +252,14 @@ impl<'p> Run<'p> {
             "host" => self.host.clone(), "kind" => self.info.kind.clone()
         )
         .record(elapsed.as_secs_f64());
+    }
+
+    /// The pending attempt's end, recorded with `class` (the class its
+    /// record says now).
+    pub(super) fn settle_pending_end(&self, pending: Option<PendingEnd>, class: &str) {
+        if let Some(p) = pending {
+            self.ended(&p.span, class, &p.phase, p.elapsed);
+        }
     }
 
     /// Lock the run's state.

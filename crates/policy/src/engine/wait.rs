@@ -7,6 +7,8 @@
 use std::time::Duration;
 
 use super::state::{ms, usable, Run};
+use crate::class::Class;
+use crate::metric;
 use crate::outcome::Stopped;
 
 /// backon's backoff, wrapped: each delay goes through [`Run::wait`].
@@ -34,8 +36,26 @@ impl Run<'_> {
     /// bought now, before the pause, so the settle time runs from its
     /// purchase.
     pub(super) fn wait(&self, backoff: &mut backon::ExponentialBackoff) -> Option<Duration> {
-        let policy = self.policy;
         let mut st = self.state();
+        // A refused credential's attempt is `unjudged` once another
+        // attempt is planned; a stop makes it stand (`answered`, at the
+        // finish).
+        let pending = st.pending_end.take();
+        let planned = self.plan(&mut st, backoff);
+        match planned {
+            Some(_) => self.settle_pending_end(pending, Class::Unjudged.as_str()),
+            None => st.pending_end = pending,
+        }
+        planned
+    }
+
+    /// [`Run::wait`]'s decision, with the run's state held.
+    fn plan(
+        &self,
+        st: &mut std::sync::MutexGuard<'_, super::state::RunState>,
+        backoff: &mut backon::ExponentialBackoff,
+    ) -> Option<Duration> {
+        let policy = self.policy;
         let Some(mut delay) = backoff.next() else {
             st.stopped = Some(Stopped::MaxAttempts);
             return None;
@@ -68,6 +88,12 @@ impl Run<'_> {
             s.try_spend(host, budget, now, remaining)
         });
         if !spent {
+            metrics::counter!(metric::RETRY_BUDGET_REFUSALS_TOTAL, "host" => self.host.clone())
+                .increment(1);
+            tracing::info!(
+                host = %self.host, op = %self.id(),
+                "retry refused: the host's retry budget is empty"
+            );
             st.stopped = Some(Stopped::RetryBudgetEmpty);
             return None;
         }
@@ -91,6 +117,12 @@ impl Run<'_> {
         st.settle_needed = false;
         if let Some(last) = st.attempts.last_mut() {
             last.delay_ms = Some(ms(delay));
+        }
+        if hinted {
+            tracing::info!(
+                host = %self.host, op = %self.id(), wait_ms = ms(delay),
+                "waiting as the remote asked (Retry-After or a rate limit's reset)"
+            );
         }
         Some(delay)
     }

@@ -250,3 +250,55 @@ fn over_an_hour_a_standing_refusal_is_logged_when_it_starts_each_ten_minutes_wit
         .collect();
     assert_eq!(lines, expected);
 }
+
+#[test]
+fn a_wait_the_remote_asked_for_and_a_retry_refused_by_an_empty_budget_are_events() {
+    let buffer = Buffer::default();
+    let subscriber = tracing_subscriber::fmt()
+        .with_writer(buffer.clone())
+        .with_max_level(tracing::Level::INFO)
+        .with_ansi(false)
+        .finish();
+    let (builder, clock) = manual_builder();
+    let policy = builder
+        .retry_budget(sluice_policy::RetryBudget {
+            capacity: 1.0,
+            refill_per_sec: 0.0,
+            success_credit: 0.0,
+        })
+        .build();
+    tracing::subscriber::with_default(subscriber, || {
+        let out = policy.run(
+            Operation::new("http-get", Effect::Read, "https://six.test/x").bounds(Bounds::new(
+                secs(60),
+                secs(5),
+                5,
+            )),
+            |_ctx| -> Result<(), AttemptError> {
+                clock.advance(secs(1));
+                Err(AttemptError::unjudged("response-headers", "HTTP 429")
+                    .with_retry_after(Some(secs(2))))
+            },
+        );
+        assert_eq!(out.attempts.len(), 2, "{:?}", out.attempts);
+    });
+    let text = buffer.text();
+    let asked: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("waiting as the remote asked"))
+        .collect();
+    assert_eq!(asked.len(), 1, "{text}");
+    assert!(
+        asked[0].contains("wait_ms=2000") && asked[0].contains("six.test"),
+        "{text}"
+    );
+    let refused: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("retry refused: the host's retry budget is empty"))
+        .collect();
+    assert_eq!(refused.len(), 1, "{text}");
+    assert!(
+        refused[0].contains("operation{"),
+        "in the operation's span: {text}"
+    );
+}

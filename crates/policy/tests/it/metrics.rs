@@ -166,7 +166,8 @@ fn every_metric_counts_a_scripted_run_of_a_retry_a_standing_refusal_an_unknown_p
             histogram(&[1.0]),
         ),
         // Attempts by host (default port and user info dropped, another
-        // port kept), kind and class; the refused credential is unjudged.
+        // port kept), kind and class; the refused credential's class is
+        // its record's: the refusal stood, so `answered`.
         (
             "sluice_remote_attempts_total{class=unjudged,host=one.test,kind=ls-refs}",
             counter(1),
@@ -176,7 +177,7 @@ fn every_metric_counts_a_scripted_run_of_a_retry_a_standing_refusal_an_unknown_p
             counter(1),
         ),
         (
-            "sluice_remote_attempts_total{class=unjudged,host=two.test:8443,kind=http-get}",
+            "sluice_remote_attempts_total{class=answered,host=two.test:8443,kind=http-get}",
             counter(1),
         ),
         (
@@ -238,12 +239,48 @@ fn every_metric_counts_a_scripted_run_of_a_retry_a_standing_refusal_an_unknown_p
         .filter(|n| *n != metric::NOT_MODIFIED_TOTAL)
         // Recorded by the git layer's maintenance (its own tests).
         .filter(|n| *n != metric::MAINTENANCE_SECONDS && *n != metric::MAINTENANCE_TOTAL)
+        // Recorded by the forge's write gate (its own tests), and by an
+        // empty retry budget (the test below).
+        .filter(|n| *n != metric::GATE_WAIT_SECONDS && *n != metric::RETRY_BUDGET_REFUSALS_TOTAL)
     {
         assert!(
             values.keys().any(|k| k.starts_with(&format!("{name}{{"))),
             "{name}"
         );
     }
+}
+
+#[test]
+fn a_retry_refused_by_an_empty_budget_is_counted_by_host() {
+    let (builder, clock) = manual_builder();
+    let policy = builder
+        .retry_budget(RetryBudget {
+            capacity: 1.0,
+            refill_per_sec: 0.0,
+            success_credit: 0.0,
+        })
+        .build();
+    let bounds = Bounds {
+        backoff: BackoffShape::constant(secs(1)),
+        ..Bounds::new(secs(60), secs(10), 5)
+    };
+    let values = snapshot(|| {
+        let out = policy.run(
+            Operation::new("ls-refs", Effect::Read, "git://five.test/r").bounds(bounds),
+            |_ctx| -> Result<(), AttemptError> {
+                clock.advance(secs(1));
+                Err(AttemptError::unjudged("connect", "connection refused"))
+            },
+        );
+        // One retry paid for, the next refused.
+        assert_eq!(out.attempts.len(), 2);
+        assert_eq!(out.stopped, Some(sluice_policy::Stopped::RetryBudgetEmpty));
+    });
+    assert_eq!(
+        values.get("sluice_remote_retry_budget_refusals_total{host=five.test}"),
+        Some(&counter(1)),
+        "{values:?}"
+    );
 }
 
 #[test]
