@@ -50,7 +50,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use gix_transport::client::blocking_io::http::{GetResponse, Http, PostBodyDataKind, PostResponse};
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::watch;
 
 use crate::wire::Wire;
@@ -258,6 +258,11 @@ impl Cut {
 pub(crate) struct SluiceHttp {
     client: Result<HttpClient, ClientError>,
     auth: Option<SecretString>,
+    /// `http.extraHeader` lines, sent on every request.
+    extra: Vec<(String, String)>,
+    /// Where a credential is bought when the first request is answered 401
+    /// without one, and the user name it goes with when it names none.
+    challenge: Option<(sluice_policy::Challenge, String)>,
     /// The URL the credential was bought for.
     origin: Option<reqwest::Url>,
     wire: Wire,
@@ -282,6 +287,8 @@ impl SluiceHttp {
         SluiceHttp {
             client,
             auth,
+            extra: Vec::new(),
+            challenge: None,
             origin: reqwest::Url::parse(origin).ok(),
             wire,
             cut,
@@ -290,13 +297,48 @@ impl SluiceHttp {
         }
     }
 
+    /// Send `extra` (`http.extraHeader` lines) on every request, and buy
+    /// a credential from `challenge` when the first request is answered
+    /// 401 without one (sent as the user `user` when it names none).
+    pub fn with_config(
+        mut self,
+        extra: Vec<(String, String)>,
+        challenge: Option<(sluice_policy::Challenge, String)>,
+    ) -> Self {
+        self.extra = extra;
+        self.challenge = challenge;
+        self
+    }
+
+    /// The credential the challenge buys, as an `Authorization` value;
+    /// `None` when there is no challenge, a credential was already sent,
+    /// the 401 came from elsewhere than the credential's origin, or the
+    /// purchase gave none (the 401 then stands).
+    fn answer_challenge(&mut self, at: &str) -> Option<SecretString> {
+        if self.auth.is_some() {
+            return None;
+        }
+        let same = match (&self.origin, reqwest::Url::parse(at)) {
+            (Some(o), Ok(u)) => redirect::same_authority(o, &u),
+            _ => false,
+        };
+        if !same || self.wire.lock().http_status.as_ref().map(|s| s.0) != Some(401) {
+            return None;
+        }
+        let (challenge, user) = self.challenge.take()?;
+        let c = challenge.fill().ok()?;
+        tracing::debug!(credential = %c.fingerprint(), "asked for a credential: sending one");
+        Some(basic_auth(c.user().unwrap_or(&user), c.secret()))
+    }
+
     fn exchange(
         &self,
         method: reqwest::Method,
         url: &str,
-        headers: Vec<(String, String)>,
+        mut headers: Vec<(String, String)>,
         follow: bool,
     ) -> Shared {
+        headers.extend(self.extra.iter().cloned());
         // The credential goes only where it was bought.
         let auth = match (&self.origin, reqwest::Url::parse(url)) {
             (Some(o), Ok(u)) if redirect::same_authority(o, &u) => self.auth.clone(),
@@ -325,6 +367,16 @@ impl SluiceHttp {
             Body::new(ex, self.wire.clone()),
         )
     }
+}
+
+/// `Basic <user:secret in base64>`, the value of an `Authorization` header.
+pub(crate) fn basic_auth(user: &str, secret: &SecretString) -> SecretString {
+    use base64::Engine;
+    let raw = format!("{user}:{}", secret.expose_secret());
+    SecretString::from(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(raw)
+    ))
 }
 
 impl Drop for SluiceHttp {
@@ -370,6 +422,21 @@ impl Http for SluiceHttp {
             let ex = self.exchange(reqwest::Method::GET, &at, headers.clone(), true);
             let answered = ex.lock().unwrap_or_else(|p| p.into_inner()).perform();
             match answered {
+                Err(ExchangeError::Status { .. }) if self.challenge.is_some() => {
+                    // Asked for a credential: bought inside this attempt
+                    // and the request sent again with it, as git does.
+                    match self.answer_challenge(&at) {
+                        Some(auth) => {
+                            self.auth = Some(auth);
+                            self.wire.lock().http_status = None;
+                            continue;
+                        }
+                        None => {
+                            let e = ex.lock().unwrap_or_else(|p| p.into_inner()).perform();
+                            return Err(gix_err(e.err().expect("it failed")));
+                        }
+                    }
+                }
                 Err(e) => return Err(gix_err(e)),
                 Ok(Answered::Success) => break ex,
                 Ok(Answered::Redirect(status, location)) => {

@@ -43,14 +43,16 @@ impl GitClient {
         prefixes: &[String],
         opts: &CallOptions,
     ) -> Result<Outcome<Vec<RemoteRef>>, InputError> {
-        let remote = Remote::parse(url)?;
+        let mut remote = Remote::parse(url)?;
+        // Outside a repository: the system and global configuration.
+        let helpers = self.configure_http(&mut remote, None);
         for p in prefixes {
             if p.contains('*') {
                 return Err(InputError::Prefix(p.clone()));
             }
         }
         let op = self
-            .operation("ls-refs", Effect::Read, &remote, opts)
+            .operation("ls-refs", Effect::Read, &remote, opts, helpers)
             .refs(prefixes);
         Ok(remote.note_redirect(self.policy.run(op, |ctx| {
             shielded(ctx, |at| self.ls_refs_attempt(&remote, prefixes, at))
@@ -69,7 +71,8 @@ impl GitClient {
             prefixes,
             at.timeout,
             at.cancel_flag(),
-            at.credential().map(|c| c.secret()),
+            at.credential(),
+            at.challenge(),
         )?;
         at.reached(GitPhase::Done);
         Ok(refs)
@@ -83,13 +86,20 @@ impl GitClient {
         prefixes: &[String],
         timeout: Duration,
         cancel: &CancelFlag,
-        secret: Option<&secrecy::SecretString>,
+        credential: Option<&sluice_policy::Credential>,
+        challenge: Option<&sluice_policy::Challenge>,
     ) -> Result<Vec<RemoteRef>, GitError> {
-        let dial = |timeout| self.connector.listing(remote, timeout, cancel, secret);
+        let dial = |timeout| {
+            let mut d = self.connector.listing(remote, timeout, cancel, credential);
+            d.challenge = challenge.cloned();
+            d
+        };
         #[cfg_attr(not(feature = "http"), allow(unused_mut))]
         let mut timeout = timeout;
         #[cfg(feature = "http")]
-        let http = remote.kind == TransportKind::Http;
+        // Without a credential yet, the remote may ask for one: the long
+        // way's first request is a GET, sent again with the credential.
+        let http = remote.kind == TransportKind::Http && challenge.is_none();
         #[cfg(feature = "http")]
         if let Some(seen) = http.then(|| self.v2_http.get(&remote.display)).flatten() {
             let started = std::time::Instant::now();

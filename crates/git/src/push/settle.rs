@@ -43,7 +43,8 @@ impl GitClient {
                 &prefixes,
                 rctx.timeout,
                 &rctx.cancel_flag().stops_only(),
-                rctx.credential().map(|c| c.secret()),
+                rctx.credential(),
+                None,
             )
         })
         .unwrap_or_else(|what| {

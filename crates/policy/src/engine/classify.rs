@@ -22,6 +22,9 @@ impl Run<'_> {
         };
         self.ended(span, class, &tried.phase, tried.elapsed);
         tracing::debug!(op = %self.id(), n = tried.n, phase = %tried.phase, "attempt succeeded");
+        if let (Some(source), Some((cred, _))) = (&self.credentials, &st.current) {
+            source.accepted(cred.fingerprint());
+        }
         for e in self.policy.refusals.recovered(&self.host, tried.end) {
             tracing::info!(
                 host = %self.host, cause = %e.cause, repeats = e.unreported,

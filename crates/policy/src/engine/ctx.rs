@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use crate::class::AttemptError;
 use crate::clock::{CancelFlag, Clock};
-use crate::credential::Credential;
+use crate::credential::{Challenge, Credential};
 use crate::outcome::Verdict;
 
 /// A value that is the remote's answer rather than success (see
@@ -37,6 +37,9 @@ pub struct AttemptCtx<'a> {
     /// runs on to this limit).
     pub limit: Duration,
     pub(super) credential: Option<&'a Credential>,
+    /// Where a credential is bought inside this attempt when the remote
+    /// asks for one (see [`Challenge`]).
+    pub(super) challenge: Option<Challenge>,
     pub(super) cancel: &'a CancelFlag,
     pub(super) clock: &'a dyn Clock,
     /// The operation's id (the caller's, or the one the policy generated).
@@ -93,6 +96,15 @@ impl AttemptCtx<'_> {
     /// The credential bought for this attempt, when the operation has a source.
     pub fn credential(&self) -> Option<&Credential> {
         self.credential
+    }
+
+    /// Where this attempt buys a credential when the remote answers its
+    /// first request with 401: present when the operation's source is
+    /// bought only after a challenge
+    /// ([`CredentialSource::after_challenge`](crate::CredentialSource::after_challenge))
+    /// and no credential is held yet.
+    pub fn challenge(&self) -> Option<&Challenge> {
+        self.challenge.as_ref()
     }
 
     /// The caller's cancel flag (for watchdogs).
