@@ -6,6 +6,7 @@
 mod common;
 
 mod completions_and_man;
+mod credentials;
 // The async service example, compiled here and run by `async_service`.
 mod async_service;
 #[path = "../../examples/async_service.rs"]
