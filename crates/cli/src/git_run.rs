@@ -26,8 +26,11 @@ pub(crate) fn ls_refs(
 ) -> anyhow::Result<u8> {
     let (url, https) = sluice_cli::resolve_listing(common, url)?;
     let client = GitClient::new(policy(common)).with_https(https);
+    // Credentials and extra headers as fetch and push read them: the
+    // repository's configuration when one is found.
+    let repo = sluice_cli::open_repo(None).ok();
     let out = client
-        .ls_refs(&url, prefixes, &git_options(common))
+        .ls_refs_in(&url, prefixes, repo.as_ref(), &git_options(common))
         .map_err(|e| sluice_cli::input_error(&e))?;
     // A server may send more than the prefixes asked (a v0 one ignores
     // them): kept only what they name, then what the patterns match.

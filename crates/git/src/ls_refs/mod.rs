@@ -37,15 +37,32 @@ impl GitClient {
     /// v0/v1 advertisement otherwise), with peeled tags and symrefs.
     ///
     /// `prefixes` are literal (`refs/heads/`); empty lists everything.
+    ///
+    /// git's configuration for the URL (`http.extraHeader`, credential
+    /// helpers, askpass) is read from the system and global files: this
+    /// runs outside any repository ([`GitClient::ls_refs_in`] reads a
+    /// repository's).
     pub fn ls_refs(
         &self,
         url: &str,
         prefixes: &[String],
         opts: &CallOptions,
     ) -> Result<Outcome<Vec<RemoteRef>>, InputError> {
+        self.ls_refs_in(url, prefixes, None, opts)
+    }
+
+    /// [`GitClient::ls_refs`] run in `repo` (when given): git's
+    /// configuration for the URL is the repository's, as fetch and push
+    /// read it.
+    pub fn ls_refs_in(
+        &self,
+        url: &str,
+        prefixes: &[String],
+        repo: Option<&gix::Repository>,
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<RemoteRef>>, InputError> {
         let mut remote = Remote::parse(url)?;
-        // Outside a repository: the system and global configuration.
-        let helpers = self.configure_http(&mut remote, None);
+        let helpers = self.configure_http(&mut remote, repo);
         for p in prefixes {
             if p.contains('*') {
                 return Err(InputError::Prefix(p.clone()));
