@@ -37,6 +37,7 @@ mod no_secret_anywhere;
 mod progress_and_messages;
 mod push_delete;
 mod push_porcelain;
+mod push_urls;
 mod quiet_verbose_and_dirs;
 // The README's quick start, compiled here and run by `readme`.
 #[path = "../../examples/quick_start.rs"]
