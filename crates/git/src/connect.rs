@@ -11,7 +11,6 @@ use std::time::{Duration, Instant};
 use gix::protocol::transport::client::blocking_io::Transport;
 use gix::protocol::transport::client::git::ConnectMode;
 use gix::protocol::transport::{Protocol, Service};
-#[cfg(feature = "http")]
 use sluice_policy::{AttemptCtx, CancelFlag, Challenge, Credential};
 
 use crate::error::{GitError, GitPhase};

@@ -422,7 +422,7 @@ impl Http for SluiceHttp {
             let ex = self.exchange(reqwest::Method::GET, &at, headers.clone(), true);
             let answered = ex.lock().unwrap_or_else(|p| p.into_inner()).perform();
             match answered {
-                Err(ExchangeError::Status { .. }) if self.challenge.is_some() => {
+                Err(e @ ExchangeError::Status { .. }) if self.challenge.is_some() => {
                     // Asked for a credential: bought inside this attempt
                     // and the request sent again with it, as git does.
                     match self.answer_challenge(&at) {
@@ -431,10 +431,7 @@ impl Http for SluiceHttp {
                             self.wire.lock().http_status = None;
                             continue;
                         }
-                        None => {
-                            let e = ex.lock().unwrap_or_else(|p| p.into_inner()).perform();
-                            return Err(gix_err(e.err().expect("it failed")));
-                        }
+                        None => return Err(gix_err(e)),
                     }
                 }
                 Err(e) => return Err(gix_err(e)),
