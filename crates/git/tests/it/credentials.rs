@@ -110,6 +110,47 @@ fn a_push_goes_through_a_store_helper_asked_after_the_first_401() {
 }
 
 #[test]
+fn a_refused_store_entry_is_erased_and_the_refusal_stands_when_nothing_else_gives_one() {
+    let w = World::new();
+    let srv = w.small("s.git");
+    let http = backend(&w);
+    let url = http.url("s.git");
+    let local = local_clone(&srv, &w.path("local.git"));
+    let tip = repo::commit_on(&local, "main", "stale store");
+    let store = w.path("store");
+    std::fs::write(
+        &store,
+        format!(
+            "{}\n",
+            origin(&url).replace("http://", &format!("http://{USER}:stale-stored@"))
+        ),
+    )
+    .expect("store written");
+    repo::set_config(
+        &local,
+        "credential.helper",
+        &format!("store --file {}", store.display()),
+    );
+    let c = GitClient::new(Arc::new(
+        Policy::builder().settle(Duration::from_millis(50)).build(),
+    ));
+    let out = push_by(
+        &c,
+        &url,
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(20_000, 10_000, 3),
+    );
+    assert_eq!(out.kind, OutcomeKind::Answered, "{:?}", out.attempts);
+    assert_eq!(
+        out.refused_credentials,
+        vec![sluice_policy::fingerprint("stale-stored")]
+    );
+    // `reject` erased it, as git's does.
+    assert_eq!(std::fs::read_to_string(&store).expect("store"), "");
+}
+
+#[test]
 fn a_refused_helper_credential_is_rejected_and_filled_again_after_the_settle_pause() {
     let w = World::new();
     let srv = w.small("s.git");
