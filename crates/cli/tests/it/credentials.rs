@@ -102,3 +102,48 @@ fn a_user_name_in_the_url_is_kept_beside_the_token_command() {
     assert_eq!(git.code, 0, "{git:?}");
     assert_eq!(repo::rev_parse(&w.server(), "refs/heads/main"), Some(tip));
 }
+
+#[test]
+fn a_store_helper_and_an_extra_header_push_as_gits_do() {
+    let w = World::new();
+    let http = backend(&w, "alice");
+    let local = w.clone_bare("local.git");
+    let url = http.url("small.git");
+    let host = url
+        .strip_prefix("http://")
+        .and_then(|r| r.split('/').next())
+        .expect("host");
+    let store = w.path("store");
+    std::fs::write(&store, format!("http://alice:{PASSWORD}@{host}\n")).expect("store");
+    repo::set_config(
+        &local,
+        "credential.helper",
+        &format!("store --file {}", p(&store)),
+    );
+    let push_both = |what: &str| {
+        for program in [env!("CARGO_BIN_EXE_sluice-remote"), "git"] {
+            let tip = repo::commit_on(&local, "main", &format!("{program} {what}"));
+            let run = run_in(
+                program,
+                &local,
+                &["push", &url, "main:refs/heads/main"],
+                &[],
+            );
+            assert_eq!(run.code, 0, "{program} {what}: {run:?}");
+            assert_eq!(repo::rev_parse(&w.server(), "refs/heads/main"), Some(tip));
+        }
+    };
+    push_both("through the store");
+    repo::git(&local, &["config", "--unset", "credential.helper"]);
+    let encoded = std::process::Command::new("sh")
+        .args(["-c", &format!("printf %s 'alice:{PASSWORD}' | base64")])
+        .output()
+        .expect("base64 runs");
+    let encoded = String::from_utf8(encoded.stdout).expect("utf-8");
+    repo::set_config(
+        &local,
+        "http.extraHeader",
+        &format!("Authorization: Basic {}", encoded.trim()),
+    );
+    push_both("with an extra header");
+}

@@ -65,8 +65,8 @@ impl Run<'_> {
         if e.auth == Some(AuthSignal::Unauthorized) && self.credentials.is_none() {
             // Nothing to buy afresh: the table's answer stands.
             e.cause = format!(
-                "{} (no credential was given: give one with --token-command \
-                 or user info in the URL)",
+                "{} (no credential was given: give one with --token-command, \
+                 git's credential helpers or askpass, or user info in the URL)",
                 e.cause
             );
         }
