@@ -21,7 +21,8 @@ use crate::input::InputError;
 /// A remote configured in a repository, read as git reads it.
 ///
 /// Fetch it by name with [`crate::GitClient::fetch_remote`]; push to
-/// [`NamedRemote::url`] for [`Direction::Push`] and then move its
+/// [`NamedRemote::url`] for [`Direction::Push`] — or, as git does, to each
+/// of [`NamedRemote::push_urls`] in turn — and then move its
 /// remote-tracking refs with [`NamedRemote::update_tracking_refs`], as
 /// `git push <remote>` does:
 ///
