@@ -33,8 +33,18 @@ use secrecy::SecretString;
 use sluice_policy::{Credential, CredentialError, CredentialSource};
 
 /// git's credential helpers and askpass for one URL, as a
-/// [`CredentialSource`] bought after the remote's first 401.
+/// [`CredentialSource`] bought after the remote's first 401. A purchase is
+/// bounded by what remains of the operation and by its cancel flag: a
+/// helper or askpass that does not answer in time fails the purchase (it is
+/// left to end on its own).
+#[derive(Debug)]
 pub struct GitCredentials {
+    inner: Arc<Helpers>,
+}
+
+/// What [`GitCredentials`] asks, shared with the thread a bounded purchase
+/// runs on.
+struct Helpers {
     /// The helpers that apply to the URL (gix's cascade).
     cascade: Mutex<Cascade>,
     /// The `get` request: the URL (with `credential.username` applied).
@@ -46,14 +56,14 @@ pub struct GitCredentials {
     given: Mutex<HashMap<String, NextAction>>,
 }
 
-impl std::fmt::Debug for GitCredentials {
+impl std::fmt::Debug for Helpers {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let helpers = self
             .cascade
             .lock()
             .map(|c| c.programs.len())
             .unwrap_or_default();
-        f.debug_struct("GitCredentials")
+        f.debug_struct("Helpers")
             .field("helpers", &helpers)
             .field("askpass", &self.askpass.is_some())
             .finish_non_exhaustive()
@@ -102,13 +112,17 @@ impl GitCredentials {
         }
         let context = action.context().cloned()?;
         Some(GitCredentials {
-            cascade: Mutex::new(cascade),
-            context,
-            askpass,
-            given: Mutex::default(),
+            inner: Arc::new(Helpers {
+                cascade: Mutex::new(cascade),
+                context,
+                askpass,
+                given: Mutex::default(),
+            }),
         })
     }
+}
 
+impl Helpers {
     /// Tell the helpers `store` or `erase` for the credential `fingerprint`.
     fn tell(&self, fingerprint: &str, store: bool) {
         let Some(next) = self
@@ -175,6 +189,58 @@ impl CredentialSource for GitCredentials {
     /// `fill`: the helpers in order until one gives a user name and a
     /// password, then askpass for what is still missing.
     fn credential(&self) -> Result<Credential, CredentialError> {
+        self.inner.fill()
+    }
+
+    /// [`GitCredentials::credential`] within `limit`, given up when
+    /// `cancel` is raised.
+    fn credential_within(
+        &self,
+        limit: std::time::Duration,
+        cancel: &sluice_policy::CancelFlag,
+    ) -> Result<Credential, CredentialError> {
+        let started = std::time::Instant::now();
+        let (tx, rx) = std::sync::mpsc::channel();
+        let inner = Arc::clone(&self.inner);
+        std::thread::Builder::new()
+            .name("credential-helpers".into())
+            .spawn(move || {
+                let _ = tx.send(inner.fill());
+            })
+            .map_err(|e| CredentialError::local(format!("could not ask the helpers: {e}")))?;
+        loop {
+            let left = limit.saturating_sub(started.elapsed());
+            if cancel.is_cancelled() || left.is_zero() {
+                return Err(CredentialError::new(
+                    "git's credential helpers or askpass did not answer in time",
+                ));
+            }
+            // The cancel flag is a plain atomic: looked at every 20 ms.
+            match rx.recv_timeout(left.min(std::time::Duration::from_millis(20))) {
+                Ok(r) => return r,
+                Err(std::sync::mpsc::RecvTimeoutError::Timeout) => continue,
+                Err(std::sync::mpsc::RecvTimeoutError::Disconnected) => {
+                    return Err(CredentialError::new("the credential helpers' thread ended"))
+                }
+            }
+        }
+    }
+
+    fn refused(&self, fingerprint: &str) {
+        self.inner.refused(fingerprint);
+    }
+
+    fn accepted(&self, fingerprint: &str) {
+        self.inner.accepted(fingerprint);
+    }
+
+    fn after_challenge(&self) -> bool {
+        true
+    }
+}
+
+impl Helpers {
+    fn fill(&self) -> Result<Credential, CredentialError> {
         let got = {
             let mut cascade = self.cascade.lock().unwrap_or_else(|p| p.into_inner());
             if cascade.programs.is_empty() {
@@ -233,10 +299,6 @@ impl CredentialSource for GitCredentials {
     /// `approve`, as git tells its helpers.
     fn accepted(&self, fingerprint: &str) {
         self.tell(fingerprint, true);
-    }
-
-    fn after_challenge(&self) -> bool {
-        true
     }
 }
 

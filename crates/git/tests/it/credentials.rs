@@ -376,3 +376,46 @@ fn a_user_name_in_the_url_is_kept_beside_the_calls_token() {
     assert_eq!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
     assert_eq!(out.attempts.len(), 1);
 }
+
+#[test]
+fn a_helper_that_does_not_answer_is_given_up_within_the_budget() {
+    use std::os::unix::fs::PermissionsExt;
+    let w = World::new();
+    let srv = w.small("s.git");
+    let http = backend(&w);
+    let local = local_clone(&srv, &w.path("local.git"));
+    let tip = repo::commit_on(&local, "main", "hanging helper");
+    // The helper waits on a FIFO the test opens at its end: it is let go
+    // before the test's directory goes.
+    let fifo = w.path("release.fifo");
+    let made = std::process::Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .expect("mkfifo runs");
+    assert!(made.success());
+    let helper = w.path("hang.sh");
+    std::fs::write(
+        &helper,
+        format!("#!/bin/sh\nread x < '{}'\n", fifo.display()),
+    )
+    .expect("helper written");
+    std::fs::set_permissions(&helper, std::fs::Permissions::from_mode(0o755)).expect("chmod");
+    repo::set_config(&local, "credential.helper", &helper.display().to_string());
+    let started = std::time::Instant::now();
+    let out = push(
+        &http.url("s.git"),
+        update(Some(&tip), "refs/heads/main"),
+        &local,
+        &quick(3_000, 2_000, 2),
+    );
+    let took = started.elapsed();
+    // Opening the FIFO for writing (the helper reads it) lets it end.
+    drop(
+        std::fs::OpenOptions::new()
+            .write(true)
+            .open(&fifo)
+            .expect("fifo"),
+    );
+    assert_ne!(out.kind, OutcomeKind::Succeeded, "{:?}", out.attempts);
+    assert!(took < Duration::from_secs(8), "{took:?}");
+}
