@@ -62,7 +62,7 @@ pub fn quick_start(
 
     // The JSON document the CLI prints: the outcome's value shaped by
     // `contract` (here a push's per-ref results), the evidence as it is.
-    let document = pushed.map(|r| contract::push_value(&r));
+    let document = pushed.map(|r| contract::push_value(&r, url));
     Ok(contract::document(&document))
 }
 

@@ -79,6 +79,8 @@ pub struct Fetched {
 /// One ref of push's `value`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Pushed {
+    /// The URL pushed to, without user info.
+    pub url: String,
     /// The destination ref.
     #[serde(rename = "ref")]
     pub name: String,
@@ -134,12 +136,15 @@ pub fn fetch_value(refs: &[FetchedRef]) -> Vec<Fetched> {
         .collect()
 }
 
-/// `value` of push.
-pub fn push_value(report: &PushReport) -> Vec<Pushed> {
+/// `value` of push: the per-ref results of the push to `url` (its user
+/// info removed here).
+pub fn push_value(report: &PushReport, url: &str) -> Vec<Pushed> {
+    let url = sluice_git::redact(url);
     report
         .refs
         .iter()
         .map(|r| Pushed {
+            url: url.clone(),
             name: r.name.clone(),
             status: r.status.as_str(),
             reason: r.reason.map(|x| x.as_str()),
@@ -149,6 +154,74 @@ pub fn push_value(report: &PushReport) -> Vec<Pushed> {
             new: hex(r.new.as_ref()),
         })
         .collect()
+}
+
+/// How bad an outcome is, for a push to several URLs: unknown, then
+/// local-error, then rejected, then answered, then succeeded.
+fn severity(kind: sluice_policy::OutcomeKind) -> u8 {
+    use sluice_policy::OutcomeKind::*;
+    match kind {
+        Unknown => 4,
+        LocalError => 3,
+        Rejected => 2,
+        Answered => 1,
+        _ => 0,
+    }
+}
+
+/// The one document of a push to several URLs (every `pushurl`, in
+/// order), from each URL's outcome: `value` every URL's entries (each
+/// carrying its `url`), `attempts` the URLs' in order, `result` the worst
+/// (unknown > local-error > rejected > answered > succeeded) with its
+/// `error` and `stopped`, `may_have_applied` true if any URL's is,
+/// `reconciled` the first settled URL's; the operation and `previous`
+/// the first's, `elapsed_ms` the sum, `recorded` false if any was not.
+/// One outcome is returned as it is; none is a programming error.
+pub fn merge_pushes(outcomes: Vec<Outcome<Vec<Pushed>>>) -> Outcome<Vec<Pushed>> {
+    let mut iter = outcomes.into_iter();
+    let mut merged = iter.next().expect("a push goes to one URL at least");
+    for out in iter {
+        if severity(out.kind) > severity(merged.kind) {
+            merged.kind = out.kind;
+            merged.error = out.error.clone();
+            merged.stopped = out.stopped;
+        }
+        merged.value = match (merged.value.take(), out.value) {
+            (Some(mut a), Some(b)) => {
+                a.extend(b);
+                Some(a)
+            }
+            (a, b) => a.or(b),
+        };
+        merged.may_have_applied = match (merged.may_have_applied, out.may_have_applied) {
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            _ => None,
+        };
+        merged.elapsed_ms = merged.elapsed_ms.saturating_add(out.elapsed_ms);
+        merged.attempts.extend(out.attempts);
+        if merged.reconciled.is_none() {
+            merged.reconciled = out.reconciled;
+        }
+        for f in out.refused_credentials {
+            if !merged.refused_credentials.contains(&f) {
+                merged.refused_credentials.push(f);
+            }
+        }
+        if merged.previous.is_none() {
+            merged.previous = out.previous;
+        }
+        merged.remote_messages.extend(out.remote_messages);
+        merged
+            .remote_messages_dropped
+            .add(out.remote_messages_dropped);
+        merged.recorded = match (merged.recorded, out.recorded) {
+            (Some(false), _) | (_, Some(false)) => Some(false),
+            (Some(true), _) | (_, Some(true)) => Some(true),
+            _ => None,
+        };
+    }
+    merged
 }
 
 /// `value` of http get.
@@ -279,19 +352,23 @@ mod tests {
         }]);
         assert_eq!(v[0].oid, None);
         assert_eq!(v[0].symref_target.as_deref(), Some("refs/heads/main"));
-        let v = push_value(&PushReport {
-            refs: vec![RefResult {
-                name: "refs/heads/main".into(),
-                status: RefStatus::Rejected,
-                reason: Some(RejectReason::StaleInfo),
-                message: None,
-                verdict: None,
-                old: Some(oid),
-                new: None,
-            }],
-            pack: None,
-        });
+        let v = push_value(
+            &PushReport {
+                refs: vec![RefResult {
+                    name: "refs/heads/main".into(),
+                    status: RefStatus::Rejected,
+                    reason: Some(RejectReason::StaleInfo),
+                    message: None,
+                    verdict: None,
+                    old: Some(oid),
+                    new: None,
+                }],
+                pack: None,
+            },
+            "https://u:secret@example.com/r.git",
+        );
         let j = serde_json::to_value(&v).expect("json");
+        assert_eq!(j[0]["url"], "https://example.com/r.git");
         assert_eq!(j[0]["ref"], "refs/heads/main");
         assert_eq!(j[0]["status"], "rejected");
         assert_eq!(j[0]["reason"], "stale-info");

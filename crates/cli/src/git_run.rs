@@ -5,7 +5,7 @@ use sluice_cli::{contract, human, Common};
 use std::sync::Arc;
 
 use sluice_git::{CallOptions, GitClient};
-use sluice_policy::{Effect, OutcomeKind, Policy};
+use sluice_policy::{Effect, Outcome, OutcomeKind, Policy};
 
 use crate::progress;
 use crate::session::{
@@ -26,8 +26,11 @@ pub(crate) fn ls_refs(
 ) -> anyhow::Result<u8> {
     let (url, https) = sluice_cli::resolve_listing(common, url)?;
     let client = GitClient::new(policy(common)).with_https(https);
+    // Credentials and extra headers as fetch and push read them: the
+    // repository's configuration when one is found.
+    let repo = sluice_cli::open_repo(None).ok();
     let out = client
-        .ls_refs(&url, prefixes, &git_options(common))
+        .ls_refs_in(&url, prefixes, repo.as_ref(), &git_options(common))
         .map_err(|e| sluice_cli::input_error(&e))?;
     // A server may send more than the prefixes asked (a v0 one ignores
     // them): kept only what they name, then what the patterns match.
@@ -164,23 +167,58 @@ pub(crate) fn push(
         specs
     };
     let updates = sluice_cli::resolve_updates(specs, leases, &target, &repo)?;
-    let client = GitClient::new(policy(common)).with_https(https);
-    let bar = progress::Bar::new("push", quiet_bar(common), progress_mode(common));
-    let mut opts = git_options(common);
-    if let Some(cb) = bar.callback() {
-        opts = opts.progress(cb);
+    // Every URL in turn (every `pushurl`, else every `url`), whatever the
+    // ones before did, as git pushes: one operation each, ids `<id>`,
+    // `<id>#2`, …, and one document.
+    let mut outcomes = Vec::with_capacity(target.push_urls.len());
+    let mut texts = String::new();
+    for (i, push_url) in target.push_urls.iter().enumerate() {
+        let https = if i == 0 {
+            https.clone()
+        } else {
+            sluice_cli::https_for_repo(common, &repo, push_url)?
+        };
+        let client = GitClient::new(policy(common)).with_https(https);
+        let bar = progress::Bar::new("push", quiet_bar(common), progress_mode(common));
+        let mut opts = git_options(common);
+        if let Some(first) = outcomes.first().map(|o: &Outcome<_>| &o.operation) {
+            opts = opts.id(format!("{}#{}", first.id, i + 1));
+        }
+        if let Some(cb) = bar.callback() {
+            opts = opts.progress(cb);
+        }
+        let out = client
+            .push(push_url, &updates, options, &repo, &opts)
+            .map_err(|e| sluice_cli::input_error(&e));
+        bar.finish();
+        let out = out?;
+        if !options.dry_run {
+            update_tracking(&target, &repo, out.value.as_ref());
+        }
+        if let Some(text) = push_text(common, specs, &repo, &out, porcelain) {
+            texts.push_str(&text);
+        }
+        outcomes.push(out.map(|v| contract::push_value(&v, push_url)));
     }
-    let out = client
-        .push(&target.url, &updates, options, &repo, &opts)
-        .map_err(|e| sluice_cli::input_error(&e));
-    bar.finish();
-    let out = out?;
-    if !options.dry_run {
-        update_tracking(&target, &repo, out.value.as_ref());
-    }
-    // What git prints: ids abbreviated as git does, forced updates
-    // told from fast-forwards.
-    let view = view_after(&repo);
+    let text = outcomes.iter().any(|o| o.value.is_some()).then_some(texts);
+    Ok(emit(
+        common,
+        contract::merge_pushes(outcomes),
+        text,
+        !porcelain,
+    ))
+}
+
+/// What git prints for one URL's push: ids abbreviated as git does,
+/// forced updates told from fast-forwards; porcelain when asked.
+fn push_text(
+    common: &Common,
+    specs: &[sluice_git::PushSpec],
+    repo: &gix::Repository,
+    out: &Outcome<sluice_git::PushReport>,
+    porcelain: bool,
+) -> Option<String> {
+    let view = view_after(repo);
     let abbrev = |id: &gix::ObjectId| abbreviate(view.as_ref(), id);
     let fast_forward = |old: gix::ObjectId, new: gix::ObjectId| {
         view.as_ref()
@@ -193,7 +231,7 @@ pub(crate) fn push(
             .map(|r| r.name().as_bstr().to_string())
             .unwrap_or_else(|| src.to_string())
     };
-    let text = out.value.as_ref().map(|r| {
+    out.value.as_ref().map(|r| {
         let lines = human::push_lines(specs, r, &abbrev, &fast_forward, &full_src);
         if porcelain {
             // git says `Done` once the exchange completed, rejections
@@ -208,13 +246,7 @@ pub(crate) fn push(
                 common.quiet,
             )
         }
-    });
-    Ok(emit(
-        common,
-        out.map(|v| contract::push_value(&v)),
-        text,
-        !porcelain,
-    ))
+    })
 }
 
 /// The names of the remote's refs, for deletions named short: listed

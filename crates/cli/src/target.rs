@@ -85,6 +85,9 @@ pub struct Target {
     /// normalises URLs), when there is one. A push's value-less leases read
     /// its remote-tracking refs, and its landing moves them.
     pub remote: Option<sluice_git::NamedRemote>,
+    /// Every URL a push goes to, in order, `url` first: a configured
+    /// remote's every `pushurl`, else its every `url`; a typed URL alone.
+    pub push_urls: Vec<String>,
 }
 
 /// `<URL|REMOTE>` read as git reads it: a configured remote's name is that
@@ -107,13 +110,26 @@ pub fn resolve_remote(
         || sluice_git::rewrite_url(repo.config_snapshot().plumbing(), arg, direction),
         |r| r.url(direction).to_string(),
     );
-    let kind = check_git_url(&url)?;
-    check_token_transport(common, &url, kind)?;
+    let push_urls = match (&named, direction) {
+        (Some(r), gix::remote::Direction::Push) if !r.push_urls().is_empty() => {
+            r.push_urls().to_vec()
+        }
+        _ => vec![url.clone()],
+    };
+    let url = push_urls[0].clone();
+    for u in &push_urls {
+        let kind = check_git_url(u)?;
+        check_token_transport(common, u, kind)?;
+    }
     let remote = match (named, direction) {
         (None, gix::remote::Direction::Push) => sluice_git::NamedRemote::for_url(repo, &url),
         (named, _) => named,
     };
-    Ok(Target { url, remote })
+    Ok(Target {
+        url,
+        remote,
+        push_urls,
+    })
 }
 
 /// The https settings for a call to `url` working in `repo`: `common`'s,

@@ -7,11 +7,13 @@
 
 use std::sync::Arc;
 
+use secrecy::SecretString;
 use sluice_policy::{
-    Bounds, CallOptions, CredentialSource, Effect, Operation, Policy, StaticSource,
+    Bounds, CallOptions, Credential, CredentialSource, Effect, Operation, Policy, StaticSource,
 };
 
 use crate::connect::Connector;
+use crate::credentials::{GitCredentials, HttpAuth};
 #[cfg(feature = "http")]
 use crate::http::v2_remotes::V2Remotes;
 use crate::remote::{Remote, TransportKind};
@@ -141,28 +143,61 @@ impl GitClient {
         &self.policy
     }
 
+    /// What git's configuration adds to an http(s) `remote`: its
+    /// `http.extraHeader` lines (kept on the remote, for every request) and
+    /// git's credential helpers and askpass for it, read from `repo`'s
+    /// configuration, else the system and global files. Nothing for other
+    /// transports.
+    pub(crate) fn configure_http(
+        &self,
+        remote: &mut Remote,
+        repo: Option<&gix::Repository>,
+    ) -> Option<Arc<GitCredentials>> {
+        if remote.kind != TransportKind::Http {
+            return None;
+        }
+        let mut url = remote.url.clone();
+        url.set_user(remote.user.clone());
+        let auth = HttpAuth::read(repo, &url);
+        remote.extra_headers = auth.extra_headers;
+        auth.helpers
+    }
+
     /// The policy's operation for one call: its kind and effect, the
     /// remote's display form and host, the caller's bounds, id and cancel
-    /// flag, and (http) where credentials come from: the call's source,
-    /// else the client's, else user info in the URL.
+    /// flag, and (http) where credentials come from, in git's order (see
+    /// `credentials`): the call's source, else the client's, else user and
+    /// password in the URL, else git's credential helpers and askpass
+    /// (`helpers`), else a user name alone in the URL as a token — and
+    /// none at all when an `http.extraHeader` is `Authorization`.
     pub(crate) fn operation(
         &self,
         kind: &str,
         effect: Effect,
         remote: &Remote,
         opts: &CallOptions,
+        helpers: Option<Arc<GitCredentials>>,
     ) -> Operation {
         let mut op = opts.apply(
             Operation::new(kind, effect, remote.display.clone()),
             self.bounds,
         );
         op.host = remote.host();
-        if remote.kind == TransportKind::Http {
-            if let Some(c) = opts.credential_source().or(self.credentials.as_ref()) {
-                op = op.credentials(Arc::clone(c));
-            } else if let Some(p) = &remote.password {
-                op = op.credentials(Arc::new(StaticSource::new(p.clone())));
-            }
+        if remote.kind != TransportKind::Http || remote.has_authorization_header() {
+            return op;
+        }
+        let user = remote.user.as_deref().unwrap_or("x-access-token");
+        if let Some(c) = opts.credential_source().or(self.credentials.as_ref()) {
+            op = op.credentials(Arc::clone(c));
+        } else if let Some(p) = &remote.password {
+            let c = Credential::new(p.clone()).with_user(user);
+            op = op.credentials(Arc::new(StaticSource::of(c)));
+        } else if let Some(h) = helpers {
+            op = op.credentials(h);
+        } else if let Some(token) = &remote.user {
+            // `https://TOKEN@host`: GitHub's form.
+            let c = Credential::new(SecretString::from(token.clone())).with_user("x-access-token");
+            op = op.credentials(Arc::new(StaticSource::of(c)));
         }
         op
     }

@@ -11,10 +11,7 @@ use std::time::{Duration, Instant};
 use gix::protocol::transport::client::blocking_io::Transport;
 use gix::protocol::transport::client::git::ConnectMode;
 use gix::protocol::transport::{Protocol, Service};
-#[cfg(feature = "http")]
-use secrecy::ExposeSecret;
-use secrecy::SecretString;
-use sluice_policy::{AttemptCtx, CancelFlag};
+use sluice_policy::{AttemptCtx, CancelFlag, Challenge, Credential};
 
 use crate::error::{GitError, GitPhase};
 #[cfg(feature = "http")]
@@ -117,9 +114,12 @@ pub(crate) struct Dial<'a> {
     /// The most a moving transfer may run (the deadline less the reserve).
     pub limit: Duration,
     pub cancel: &'a CancelFlag,
-    /// The credential's secret (http only).
+    /// The credential (http only).
     #[cfg_attr(not(feature = "http"), allow(dead_code))]
-    pub secret: Option<&'a SecretString>,
+    pub credential: Option<&'a Credential>,
+    /// Where the attempt buys a credential when the remote asks (http only).
+    #[cfg_attr(not(feature = "http"), allow(dead_code))]
+    pub challenge: Option<Challenge>,
     #[cfg(feature = "http")]
     pub http_client: &'a LazyHttp,
     /// The most read before the request is complete.
@@ -200,7 +200,8 @@ impl Connector {
             timeout: ctx.timeout,
             limit: ctx.limit,
             cancel: ctx.cancel_flag(),
-            secret: ctx.credential().map(|c| c.secret()),
+            credential: ctx.credential(),
+            challenge: ctx.challenge().cloned(),
             #[cfg(feature = "http")]
             http_client: if write { &self.http_write } else { &self.http },
             git_program: &self.git_program,
@@ -224,7 +225,7 @@ impl Connector {
         remote: &'a Remote,
         timeout: Duration,
         cancel: &'a CancelFlag,
-        secret: Option<&'a SecretString>,
+        credential: Option<&'a Credential>,
         call: &[(String, String)],
     ) -> Dial<'a> {
         Dial {
@@ -234,7 +235,8 @@ impl Connector {
             timeout,
             limit: timeout,
             cancel,
-            secret,
+            credential,
+            challenge: None,
             #[cfg(feature = "http")]
             http_client: &self.http,
             git_program: &self.git_program,
@@ -651,18 +653,15 @@ fn open_http(d: Dial<'_>) -> Session {
 /// the session's requests (`http::Cut`).
 #[cfg(feature = "http")]
 pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
-    use base64::Engine;
     let wire = Wire::new(2);
     wire.lock().advert_cap = d.advert_cap;
     wire.lock().facts = d.facts.clone();
-    let auth = d.secret.map(|s| {
-        let user = d.remote.user.as_deref().unwrap_or("x-access-token");
-        let raw = format!("{user}:{}", s.expose_secret());
-        SecretString::from(format!(
-            "Basic {}",
-            base64::engine::general_purpose::STANDARD.encode(raw)
-        ))
-    });
+    // The user name: the credential's own (a helper's), else the URL's,
+    // else GitHub's convention for a token.
+    let user = d.remote.user.as_deref().unwrap_or("x-access-token");
+    let auth = d
+        .credential
+        .map(|c| crate::http::basic_auth(c.user().unwrap_or(user), c.secret()));
     let cut = crate::http::Cut::new();
     let http = crate::http::SluiceHttp::new(
         d.http_client.get().cloned(),
@@ -672,6 +671,10 @@ pub(crate) fn open_http_raw(d: Dial<'_>) -> (crate::http::SluiceHttp, Meta) {
         cut.clone(),
         Arc::clone(&d.remote.redirected),
         d.headers.clone(),
+    )
+    .with_config(
+        d.remote.extra_headers.clone(),
+        d.challenge.map(|c| (c, user.to_string())),
     );
     let limits = Limits {
         timeout: d.timeout,

@@ -154,6 +154,15 @@ fn specificity(pattern: &UrlParts, url: &UrlParts) -> Option<(usize, bool)> {
     Some((len, pattern.user.is_some()))
 }
 
+/// Whether `pattern` (a configured URL, as in `http.<url>.*`) applies to
+/// `url` by git's URL matching.
+pub(crate) fn url_matches(pattern: &str, url: &str) -> bool {
+    match (parse(pattern), parse(url)) {
+        (Some(p), Some(u)) => specificity(&p, &u).is_some(),
+        _ => false,
+    }
+}
+
 /// How a section ranks for a URL: `None` (no URL) below every match.
 type Rank = Option<(usize, bool)>;
 

@@ -112,6 +112,7 @@ mod async_client;
 mod attempt;
 mod client;
 mod connect;
+mod credentials;
 mod error;
 mod fetch;
 #[cfg(feature = "http")]
@@ -138,6 +139,7 @@ mod wire;
 #[cfg(feature = "tokio")]
 pub use async_client::AsyncGitClient;
 pub use client::GitClient;
+pub use credentials::GitCredentials;
 pub use error::{GitError, GitPhase};
 pub use fetch::indexer::remove_temporary_files;
 pub use fetch::options::{LimitExceeded, PackObject};

@@ -21,7 +21,8 @@ use crate::input::InputError;
 /// A remote configured in a repository, read as git reads it.
 ///
 /// Fetch it by name with [`crate::GitClient::fetch_remote`]; push to
-/// [`NamedRemote::url`] for [`Direction::Push`] and then move its
+/// [`NamedRemote::url`] for [`Direction::Push`] — or, as git does, to each
+/// of [`NamedRemote::push_urls`] in turn — and then move its
 /// remote-tracking refs with [`NamedRemote::update_tracking_refs`], as
 /// `git push <remote>` does:
 ///
@@ -49,6 +50,10 @@ pub struct NamedRemote {
     /// else the first `url` rewritten by `pushInsteadOf` (or `insteadOf`
     /// when none matches).
     push_url: String,
+    /// Every URL pushed to, in order: every `pushurl` (each rewritten by
+    /// `insteadOf`), else every `url` (each rewritten by `pushInsteadOf`,
+    /// else `insteadOf`). The first is `push_url`.
+    push_urls: Vec<String>,
     /// Every `remote.<name>.fetch` line, in the configuration's order.
     pub fetch_refspecs: Vec<String>,
     /// `remote.<name>.tagOpt`: `--tags` is [`TagMode::All`], `--no-tags`
@@ -63,9 +68,51 @@ impl std::fmt::Debug for NamedRemote {
             .field("name", &self.name)
             .field("fetch_url", &crate::redact(&self.fetch_url))
             .field("push_url", &crate::redact(&self.push_url))
+            .field(
+                "push_urls",
+                &self
+                    .push_urls
+                    .iter()
+                    .map(|u| crate::redact(u))
+                    .collect::<Vec<_>>(),
+            )
             .field("fetch_refspecs", &self.fetch_refspecs)
             .field("tags", &self.tags)
             .finish()
+    }
+}
+
+/// Every URL git pushes to for the remote `name`: every
+/// `remote.<name>.pushurl` rewritten by `insteadOf`, else every
+/// `remote.<name>.url` rewritten by `pushInsteadOf` (else `insteadOf`).
+/// `first` (gix's push URL) when the configuration gives none.
+fn push_urls(repo: &gix::Repository, name: &str, first: &str) -> Vec<String> {
+    let config = repo.config_snapshot();
+    let values = |key: &str| -> Vec<String> {
+        config
+            .strings(format!("remote.{name}.{key}").as_str())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|v| v.to_str_lossy().into_owned())
+            .filter(|v| !v.is_empty())
+            .collect()
+    };
+    let plumbing = config.plumbing();
+    let push = values("pushurl");
+    let urls: Vec<String> = if push.is_empty() {
+        values("url")
+            .iter()
+            .map(|u| crate::rewrite_url(plumbing, u, Direction::Push))
+            .collect()
+    } else {
+        push.iter()
+            .map(|u| crate::rewrite_url(plumbing, u, Direction::Fetch))
+            .collect()
+    };
+    if urls.is_empty() {
+        vec![first.to_string()]
+    } else {
+        urls
     }
 }
 
@@ -115,10 +162,12 @@ impl NamedRemote {
             gix::remote::fetch::Tags::None => TagMode::None,
             gix::remote::fetch::Tags::Included => TagMode::Follow,
         };
+        let push_urls = push_urls(repo, name, &push_url);
         Ok(Some(NamedRemote {
             name: name.to_string(),
             fetch_url,
             push_url,
+            push_urls,
             fetch_refspecs,
             tags,
         }))
@@ -158,6 +207,14 @@ impl NamedRemote {
             Direction::Fetch => &self.fetch_url,
             Direction::Push => &self.push_url,
         }
+    }
+
+    /// Every URL a push to this remote goes to, in git's order: every
+    /// `pushurl`, else every `url` (each rewritten as git rewrites it). The
+    /// first is [`NamedRemote::url`] for [`Direction::Push`]. git pushes to
+    /// each in turn, whatever the ones before did.
+    pub fn push_urls(&self) -> &[String] {
+        &self.push_urls
     }
 
     /// The remote-tracking ref the remote's `fetch` lines map the remote

@@ -32,6 +32,9 @@ pub struct Remote {
     pub(crate) user: Option<String>,
     /// Password from the URL: a static credential.
     pub(crate) password: Option<SecretString>,
+    /// `http.extraHeader` lines (`Name: value`) git's configuration gives
+    /// this URL: sent on every request of an http(s) remote.
+    pub(crate) extra_headers: Vec<(String, String)>,
     /// The base an http(s) remote redirected this operation to (shared by
     /// the operation's clones: its later attempts and settling reads).
     pub(crate) redirected: std::sync::Arc<std::sync::Mutex<Option<String>>>,
@@ -145,15 +148,11 @@ impl Remote {
         if parsed.path.is_empty() || parsed.path_is_root() && kind != TransportKind::Http {
             return Err(bad("no repository path"));
         }
-        let mut user = parsed.user().map(str::to_string);
-        let mut password = parsed.password().map(|p| SecretString::from(p.to_string()));
-        if kind == TransportKind::Http && password.is_none() {
-            // `https://TOKEN@host/...`: the user name is the token (GitHub's
-            // form), sent as the password of `x-access-token`.
-            if let Some(token) = user.take().filter(|u| !u.is_empty()) {
-                password = Some(SecretString::from(token));
-            }
-        }
+        // A user name alone is kept as a user name: the credentials'
+        // order decides whether it is one or a token (`https://TOKEN@host`,
+        // GitHub's form; see `GitClient::operation`).
+        let user = parsed.user().filter(|u| !u.is_empty()).map(str::to_string);
+        let password = parsed.password().map(|p| SecretString::from(p.to_string()));
         if kind == TransportKind::Http {
             parsed.set_user(None);
             parsed.set_password(None);
@@ -175,8 +174,16 @@ impl Remote {
             display,
             user,
             password,
+            extra_headers: Vec::new(),
             redirected: Default::default(),
         })
+    }
+
+    /// Whether an `http.extraHeader` of this remote is `Authorization`.
+    pub(crate) fn has_authorization_header(&self) -> bool {
+        self.extra_headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"))
     }
 
     /// The redirected base of this operation, when the remote redirected
@@ -323,8 +330,10 @@ mod tests {
         assert_eq!(redact("http://u:p@h:1/x"), "http://h:1/x");
         let t = Remote::parse("https://tok3n@example.com/o/r.git").expect("valid");
         assert_eq!(t.display, "https://example.com/o/r.git");
-        assert!(t.user.is_none());
-        assert!(t.password.is_some());
+        // The user name is kept; the credentials' order reads it as a token
+        // when nothing else applies.
+        assert_eq!(t.user.as_deref(), Some("tok3n"));
+        assert!(t.password.is_none());
     }
 
     #[test]

@@ -24,23 +24,29 @@ pub fn fingerprint(secret: &str) -> String {
     s
 }
 
-/// A secret together with its fingerprint, and when its holder should buy
-/// a new one (a token that expires: see [`Credential::with_refresh_at`]).
+/// A secret together with its fingerprint, the user name it goes with
+/// when its source named one (a credential helper's `username`), and when
+/// its holder should buy a new one (a token that expires: see
+/// [`Credential::with_refresh_at`]).
 #[derive(Clone)]
 pub struct Credential {
     secret: SecretString,
     fingerprint: String,
     refresh_at: Option<SystemTime>,
+    user: Option<String>,
 }
 
 impl Credential {
-    /// Wrap a secret (good until it is refused).
+    /// Wrap a secret, good until it is refused (no user name: the caller's
+    /// default applies — for git over http(s) the URL's user name, else
+    /// `x-access-token`).
     pub fn new(secret: SecretString) -> Self {
         let fingerprint = fingerprint(secret.expose_secret());
         Credential {
             secret,
             fingerprint,
             refresh_at: None,
+            user: None,
         }
     }
 
@@ -66,6 +72,18 @@ impl Credential {
         self.refresh_at.is_some_and(|at| now >= at)
     }
 
+    /// The same secret, sent with the user name `user`. The fingerprint
+    /// stays the secret's.
+    pub fn with_user(mut self, user: impl Into<String>) -> Self {
+        self.user = Some(user.into());
+        self
+    }
+
+    /// The user name the source named, if any.
+    pub fn user(&self) -> Option<&str> {
+        self.user.as_deref()
+    }
+
     /// The secret, for the one place that sends it.
     pub fn secret(&self) -> &SecretString {
         &self.secret
@@ -82,6 +100,7 @@ impl std::fmt::Debug for Credential {
         f.debug_struct("Credential")
             .field("fingerprint", &self.fingerprint)
             .field("refresh_at", &self.refresh_at)
+            .field("user", &self.user)
             .finish_non_exhaustive()
     }
 }
@@ -212,8 +231,81 @@ pub trait CredentialSource: Send + Sync {
 
     /// Told when the remote refused the credential with this fingerprint, so
     /// a caching source can drop it and mint afresh next time. The default
-    /// does nothing.
+    /// does nothing. (git's credential helpers are told `reject` here.)
     fn refused(&self, _fingerprint: &str) {}
+
+    /// Told when an attempt holding the credential with this fingerprint
+    /// succeeded: the remote took it. The default does nothing. (git's
+    /// credential helpers are told `approve` here, as git tells them.)
+    fn accepted(&self, _fingerprint: &str) {}
+
+    /// Whether the credential is bought only once the remote asked for one:
+    /// the operation's first request goes without it, and the first 401
+    /// answering it has the credential bought inside that same attempt
+    /// ([`crate::Challenge`]) and the request sent again with it — git's way
+    /// with its credential helpers and askpass. After that it is bought as
+    /// any source's (again only after a refusal). The default is `false`:
+    /// bought before the first attempt.
+    fn after_challenge(&self) -> bool {
+        false
+    }
+}
+
+/// A credential bought inside an attempt, when the remote asked for one
+/// (a source that answers [`CredentialSource::after_challenge`]): the
+/// attempt's transport calls [`Challenge::fill`] on the first 401 answering
+/// a request sent without a credential, and sends the request again with
+/// what it gives. The policy then holds that credential as if it had been
+/// bought before the attempt: a refusal of it is the credential class's
+/// (the source told, the credential never sent again, another bought after
+/// the settle pause), a success tells the source it was accepted.
+#[derive(Clone)]
+pub struct Challenge {
+    source: Arc<dyn CredentialSource>,
+    limit: Duration,
+    cancel: CancelFlag,
+    bought: Arc<std::sync::Mutex<Option<Result<Credential, CredentialError>>>>,
+}
+
+impl std::fmt::Debug for Challenge {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Challenge")
+            .field("limit", &self.limit)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Challenge {
+    /// A challenge answered from `source`, bounded by `limit` and `cancel`.
+    pub(crate) fn new(
+        source: Arc<dyn CredentialSource>,
+        limit: Duration,
+        cancel: CancelFlag,
+    ) -> Self {
+        Challenge {
+            source,
+            limit,
+            cancel,
+            bought: Default::default(),
+        }
+    }
+
+    /// Buy the credential (once per attempt: later calls give the first
+    /// purchase's result again).
+    pub fn fill(&self) -> Result<Credential, CredentialError> {
+        let mut bought = self.bought.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(r) = bought.as_ref() {
+            return r.clone();
+        }
+        let r = self.source.credential_within(self.limit, &self.cancel);
+        *bought = Some(r.clone());
+        r
+    }
+
+    /// What [`Challenge::fill`] bought, if it was called.
+    pub(crate) fn take(&self) -> Option<Result<Credential, CredentialError>> {
+        self.bought.lock().unwrap_or_else(|p| p.into_inner()).take()
+    }
 }
 
 /// A fixed secret. A refusal of it stands at once: the source can only
@@ -224,6 +316,11 @@ impl StaticSource {
     /// A source that always returns `secret`.
     pub fn new(secret: SecretString) -> Self {
         StaticSource(Credential::new(secret))
+    }
+
+    /// A source that always returns `credential` (its user name kept).
+    pub fn of(credential: Credential) -> Self {
+        StaticSource(credential)
     }
 }
 

@@ -6,6 +6,7 @@
 mod common;
 
 mod completions_and_man;
+mod credentials;
 // The async service example, compiled here and run by `async_service`.
 mod async_service;
 #[path = "../../examples/async_service.rs"]
@@ -38,6 +39,7 @@ mod no_secret_anywhere;
 mod progress_and_messages;
 mod push_delete;
 mod push_porcelain;
+mod push_urls;
 mod quiet_verbose_and_dirs;
 // The README's quick start, compiled here and run by `readme`.
 #[path = "../../examples/quick_start.rs"]

@@ -134,7 +134,8 @@ impl GitClient {
             })?;
             tracking.push(parsed.to_owned());
         }
-        let remote = Remote::parse(url)?;
+        let mut remote = Remote::parse(url)?;
+        let helpers = self.configure_http(&mut remote, Some(repo));
         let head = ["HEAD".to_string()];
         let refspecs = if refspecs.is_empty() {
             &head[..]
@@ -184,7 +185,7 @@ impl GitClient {
             stored: std::sync::atomic::AtomicBool::new(false),
         };
         let op = self
-            .operation("fetch", Effect::Read, &remote, opts)
+            .operation("fetch", Effect::Read, &remote, opts, helpers)
             .refs(refspecs);
         // A ref refused by git's rules is the fetch's answer (exit 1), the
         // others still updated: decided by the policy, so its events say so.

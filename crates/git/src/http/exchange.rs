@@ -394,7 +394,14 @@ impl Exchange {
         }
         let mut req = c.client.request(self.method.clone(), &self.url);
         for (k, v) in &self.headers {
-            req = req.header(k.as_str(), v.as_str());
+            match reqwest::header::HeaderValue::from_str(v) {
+                Ok(mut value) => {
+                    // An `http.extraHeader` may carry a credential.
+                    value.set_sensitive(k.eq_ignore_ascii_case("authorization"));
+                    req = req.header(k.as_str(), value);
+                }
+                Err(_) => req = req.header(k.as_str(), v.as_str()),
+            }
         }
         if let Some(auth) = &self.auth {
             let mut value = reqwest::header::HeaderValue::from_str(auth.expose_secret())

@@ -50,7 +50,7 @@ use std::task::Poll;
 use std::time::Duration;
 
 use gix_transport::client::blocking_io::http::{GetResponse, Http, PostBodyDataKind, PostResponse};
-use secrecy::SecretString;
+use secrecy::{ExposeSecret, SecretString};
 use tokio::sync::watch;
 
 use crate::wire::Wire;
@@ -258,6 +258,11 @@ impl Cut {
 pub(crate) struct SluiceHttp {
     client: Result<HttpClient, ClientError>,
     auth: Option<SecretString>,
+    /// `http.extraHeader` lines, sent on every request.
+    extra: Vec<(String, String)>,
+    /// Where a credential is bought when the first request is answered 401
+    /// without one, and the user name it goes with when it names none.
+    challenge: Option<(sluice_policy::Challenge, String)>,
     /// The URL the credential was bought for.
     origin: Option<reqwest::Url>,
     wire: Wire,
@@ -268,7 +273,7 @@ pub(crate) struct SluiceHttp {
     memo: Arc<Mutex<Option<String>>>,
     /// The client's and the call's headers, sent where the credential
     /// would be (the remote's host).
-    extra: Vec<(String, String)>,
+    caller: Vec<(String, String)>,
 }
 
 impl SluiceHttp {
@@ -281,18 +286,54 @@ impl SluiceHttp {
         wire: Wire,
         cut: Cut,
         memo: Arc<Mutex<Option<String>>>,
-        extra: Vec<(String, String)>,
+        caller: Vec<(String, String)>,
     ) -> Self {
         SluiceHttp {
             client,
             auth,
+            extra: Vec::new(),
+            challenge: None,
             origin: reqwest::Url::parse(origin).ok(),
             wire,
             cut,
             redirected: None,
             memo,
-            extra,
+            caller,
         }
+    }
+
+    /// Send `extra` (`http.extraHeader` lines) on every request, and buy
+    /// a credential from `challenge` when the first request is answered
+    /// 401 without one (sent as the user `user` when it names none).
+    pub fn with_config(
+        mut self,
+        extra: Vec<(String, String)>,
+        challenge: Option<(sluice_policy::Challenge, String)>,
+    ) -> Self {
+        self.extra = extra;
+        self.challenge = challenge;
+        self
+    }
+
+    /// The credential the challenge buys, as an `Authorization` value;
+    /// `None` when there is no challenge, a credential was already sent,
+    /// the 401 came from elsewhere than the credential's origin, or the
+    /// purchase gave none (the 401 then stands).
+    fn answer_challenge(&mut self, at: &str) -> Option<SecretString> {
+        if self.auth.is_some() {
+            return None;
+        }
+        let same = match (&self.origin, reqwest::Url::parse(at)) {
+            (Some(o), Ok(u)) => redirect::same_authority(o, &u),
+            _ => false,
+        };
+        if !same || self.wire.lock().http_status.as_ref().map(|s| s.0) != Some(401) {
+            return None;
+        }
+        let (challenge, user) = self.challenge.take()?;
+        let c = challenge.fill().ok()?;
+        tracing::debug!(credential = %c.fingerprint(), "asked for a credential: sending one");
+        Some(basic_auth(c.user().unwrap_or(&user), c.secret()))
     }
 
     fn exchange(
@@ -302,6 +343,7 @@ impl SluiceHttp {
         mut headers: Vec<(String, String)>,
         follow: bool,
     ) -> Shared {
+        headers.extend(self.extra.iter().cloned());
         // The credential, and the caller's headers, go only where the
         // credential was bought.
         let home = matches!(
@@ -310,7 +352,7 @@ impl SluiceHttp {
         );
         let auth = if home { self.auth.clone() } else { None };
         if home {
-            headers.extend(self.extra.iter().cloned());
+            headers.extend(self.caller.iter().cloned());
         }
         Exchange::new(
             self.client.clone(),
@@ -335,6 +377,16 @@ impl SluiceHttp {
             Body::new(ex, self.wire.clone()),
         )
     }
+}
+
+/// `Basic <user:secret in base64>`, the value of an `Authorization` header.
+pub(crate) fn basic_auth(user: &str, secret: &SecretString) -> SecretString {
+    use base64::Engine;
+    let raw = format!("{user}:{}", secret.expose_secret());
+    SecretString::from(format!(
+        "Basic {}",
+        base64::engine::general_purpose::STANDARD.encode(raw)
+    ))
 }
 
 impl Drop for SluiceHttp {
@@ -380,6 +432,18 @@ impl Http for SluiceHttp {
             let ex = self.exchange(reqwest::Method::GET, &at, headers.clone(), true);
             let answered = ex.lock().unwrap_or_else(|p| p.into_inner()).perform();
             match answered {
+                Err(e @ ExchangeError::Status { .. }) if self.challenge.is_some() => {
+                    // Asked for a credential: bought inside this attempt
+                    // and the request sent again with it, as git does.
+                    match self.answer_challenge(&at) {
+                        Some(auth) => {
+                            self.auth = Some(auth);
+                            self.wire.lock().http_status = None;
+                            continue;
+                        }
+                        None => return Err(gix_err(e)),
+                    }
+                }
                 Err(e) => return Err(gix_err(e)),
                 Ok(Answered::Success) => break ex,
                 Ok(Answered::Redirect(status, location)) => {

@@ -37,20 +37,39 @@ impl GitClient {
     /// v0/v1 advertisement otherwise), with peeled tags and symrefs.
     ///
     /// `prefixes` are literal (`refs/heads/`); empty lists everything.
+    ///
+    /// git's configuration for the URL (`http.extraHeader`, credential
+    /// helpers, askpass) is read from the system and global files: this
+    /// runs outside any repository ([`GitClient::ls_refs_in`] reads a
+    /// repository's).
     pub fn ls_refs(
         &self,
         url: &str,
         prefixes: &[String],
         opts: &CallOptions,
     ) -> Result<Outcome<Vec<RemoteRef>>, InputError> {
-        let remote = Remote::parse(url)?;
+        self.ls_refs_in(url, prefixes, None, opts)
+    }
+
+    /// [`GitClient::ls_refs`] run in `repo` (when given): git's
+    /// configuration for the URL is the repository's, as fetch and push
+    /// read it.
+    pub fn ls_refs_in(
+        &self,
+        url: &str,
+        prefixes: &[String],
+        repo: Option<&gix::Repository>,
+        opts: &CallOptions,
+    ) -> Result<Outcome<Vec<RemoteRef>>, InputError> {
+        let mut remote = Remote::parse(url)?;
+        let helpers = self.configure_http(&mut remote, repo);
         for p in prefixes {
             if p.contains('*') {
                 return Err(InputError::Prefix(p.clone()));
             }
         }
         let op = self
-            .operation("ls-refs", Effect::Read, &remote, opts)
+            .operation("ls-refs", Effect::Read, &remote, opts, helpers)
             .refs(prefixes);
         Ok(remote.note_redirect(self.policy.run(op, |ctx| {
             shielded(ctx, |at| self.ls_refs_attempt(&remote, prefixes, at))
@@ -69,7 +88,7 @@ impl GitClient {
             prefixes,
             at.timeout,
             at.cancel_flag(),
-            at.credential().map(|c| c.secret()),
+            (at.credential(), at.challenge()),
             (Some(at.facts()), at.headers()),
         )?;
         at.reached(GitPhase::Done);
@@ -77,29 +96,37 @@ impl GitClient {
     }
 
     /// One ls-refs conversation, outside any policy (settling reads call it
-    /// under the push's budget); `call` is the attempt's facts (when it is
-    /// one) and the call's headers.
+    /// under the push's budget); `auth` the credential held and where one
+    /// is bought when the remote asks; `call` the attempt's facts (when it
+    /// is one) and the call's headers.
     pub(crate) fn ls_refs_once(
         &self,
         remote: &Remote,
         prefixes: &[String],
         timeout: Duration,
         cancel: &CancelFlag,
-        secret: Option<&secrecy::SecretString>,
+        auth: (
+            Option<&sluice_policy::Credential>,
+            Option<&sluice_policy::Challenge>,
+        ),
         call: (Option<&sluice_policy::AttemptFacts>, &[(String, String)]),
     ) -> Result<Vec<RemoteRef>, GitError> {
+        let (credential, challenge) = auth;
         let (facts, headers) = call;
         let dial = |timeout| {
             let mut d = self
                 .connector
-                .listing(remote, timeout, cancel, secret, headers);
+                .listing(remote, timeout, cancel, credential, headers);
             d.facts = facts.cloned();
+            d.challenge = challenge.cloned();
             d
         };
         #[cfg_attr(not(feature = "http"), allow(unused_mut))]
         let mut timeout = timeout;
         #[cfg(feature = "http")]
-        let http = remote.kind == TransportKind::Http;
+        // Without a credential yet, the remote may ask for one: the long
+        // way's first request is a GET, sent again with the credential.
+        let http = remote.kind == TransportKind::Http && challenge.is_none();
         #[cfg(feature = "http")]
         if let Some(seen) = http.then(|| self.v2_http.get(&remote.display)).flatten() {
             let started = std::time::Instant::now();

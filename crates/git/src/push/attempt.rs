@@ -42,7 +42,8 @@ impl GitClient {
         repo: &gix::Repository,
         opts: &CallOptions,
     ) -> Result<Outcome<PushReport>, InputError> {
-        let remote = Remote::parse(url)?;
+        let mut remote = Remote::parse(url)?;
+        let helpers = self.configure_http(&mut remote, Some(repo));
         check_input(updates, options, repo)?;
         let job = PushJob {
             remote: &remote,
@@ -64,7 +65,9 @@ impl GitClient {
             let new = u.src.map(|id| id.to_string()).unwrap_or_default();
             format!("{force}{new}:{}", u.dst)
         });
-        let op = self.operation("push", effect, &remote, opts).refs(refs);
+        let op = self
+            .operation("push", effect, &remote, opts, helpers)
+            .refs(refs);
         // An attempt is tried again only when the remote never judged it;
         // one whose answer was lost is settled by reading and never sent
         // again (the policy's rule).

@@ -43,7 +43,7 @@ impl GitClient {
                 &prefixes,
                 rctx.timeout,
                 &rctx.cancel_flag().stops_only(),
-                rctx.credential().map(|c| c.secret()),
+                (rctx.credential(), None),
                 (None, rctx.headers()),
             )
         })

@@ -8,6 +8,7 @@ mod common;
 
 mod async_facade;
 mod constructors;
+mod credentials;
 mod evidence;
 mod faults;
 mod fetch_limits;

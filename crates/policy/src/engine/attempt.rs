@@ -4,6 +4,7 @@
 //! write to the settle step).
 
 use std::borrow::Cow;
+use std::sync::Arc;
 use std::time::Duration;
 
 use tracing::field::Empty;
@@ -11,7 +12,8 @@ use tracing::Span;
 
 use super::ctx::{AttemptCtx, AttemptFacts, ReconcileCtx, Rejection, Settlement};
 use super::state::{ms, usable, Run, Step, Tried};
-use crate::class::{AttemptError, Class};
+use crate::class::{AttemptError, AuthSignal, Class};
+use crate::credential::Challenge;
 use crate::outcome::{AttemptRecord, Stopped};
 
 impl Run<'_> {
@@ -86,6 +88,12 @@ impl Run<'_> {
         let timeout = self.bounds.attempt_timeout.min(usable);
         let credential = self.state().current.as_ref().map(|(c, _)| c.clone());
         let renew = || self.renew_credential(usable, now);
+        let challenge = match &self.credentials {
+            Some(source) if source.after_challenge() && credential.is_none() => Some(
+                Challenge::new(Arc::clone(source), usable, self.cancel.clone()),
+            ),
+            _ => None,
+        };
         let mut ctx = AttemptCtx {
             n: *n,
             timeout,
@@ -93,6 +101,7 @@ impl Run<'_> {
             limit: usable,
             credential,
             renew: &renew,
+            challenge: challenge.clone(),
             cancel: &self.cancel,
             clock: &*self.policy.clock,
             id: self.id(),
@@ -123,6 +132,24 @@ impl Run<'_> {
             waited: ctx.facts.waited_total(),
         };
         let mut st = self.state();
+        // A credential bought inside the attempt, when the remote asked:
+        // held from now on as if bought before it.
+        let unfilled = match challenge.as_ref().and_then(Challenge::take) {
+            Some(Ok(c)) => {
+                st.current = Some((c, now));
+                st.challenged = true;
+                None
+            }
+            Some(Err(e)) => Some(e),
+            None => None,
+        };
+        let result = match (result, unfilled) {
+            (Err(mut e), Some(why)) if e.auth == Some(AuthSignal::Unauthorized) => {
+                e.cause = format!("{} (no credential was found: {})", e.cause, why.message);
+                Err(e)
+            }
+            (r, _) => r,
+        };
         st.sent_nothing = ctx.sent_nothing;
         st.remote_messages.add_dropped(ctx.dropped);
         for m in messages {
@@ -201,6 +228,10 @@ impl Run<'_> {
             Some(_) => true,
             None => false,
         };
+        if !held_due && source.after_challenge() && !st.challenged {
+            // Asked inside the attempt, once the remote asks.
+            return Ok(now);
+        }
         let limit = usable(remaining, self.reserve);
         match source.credential_within(limit, &self.cancel) {
             Err(e) if held_due && !e.local && !e.answered => {
@@ -217,6 +248,12 @@ impl Run<'_> {
                 let now = self.policy.clock.now();
                 st.current = Some((c, now));
                 Ok(now)
+            }
+            Err(e) if source.after_challenge() && st.last_refusal.is_some() && !e.local => {
+                // Nothing more to offer after a refusal (git's helpers and
+                // askpass gave none): the refusal stands.
+                tracing::debug!(op = %self.id(), cause = %e.message, "no credential after a refusal");
+                Err(Step::Stop(Stopped::CredentialRefused))
             }
             Err(e) => {
                 *n += 1;

@@ -22,6 +22,9 @@ impl Run<'_> {
         };
         self.ended(span, class, &tried.phase, tried.elapsed);
         tracing::debug!(op = %self.id(), n = tried.n, phase = %tried.phase, "attempt succeeded");
+        if let (Some(source), Some((cred, _))) = (&self.credentials, &st.current) {
+            source.accepted(cred.fingerprint());
+        }
         for e in self.policy.refusals.recovered(&self.host, tried.end) {
             tracing::info!(
                 host = %self.host, cause = %e.cause, repeats = e.unreported,
@@ -65,8 +68,8 @@ impl Run<'_> {
         if e.auth == Some(AuthSignal::Unauthorized) && self.credentials.is_none() {
             // Nothing to buy afresh: the table's answer stands.
             e.cause = format!(
-                "{} (no credential was given: give one with --token-command \
-                 or user info in the URL)",
+                "{} (no credential was given: give one with --token-command, \
+                 git's credential helpers or askpass, or user info in the URL)",
                 e.cause
             );
         }

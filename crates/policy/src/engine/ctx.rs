@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use crate::class::AttemptError;
 use crate::clock::{CancelFlag, Clock};
-use crate::credential::Credential;
+use crate::credential::{Challenge, Credential};
 use crate::outcome::Verdict;
 
 /// A value that is the remote's answer rather than success (see
@@ -88,6 +88,9 @@ pub struct AttemptCtx<'a> {
     /// Buys the credential that replaces a due one (see
     /// [`AttemptCtx::credential_for_request`]); `None` keeps the one held.
     pub(super) renew: &'a dyn Fn() -> Option<Credential>,
+    /// Where a credential is bought inside this attempt when the remote
+    /// asks for one (see [`Challenge`]).
+    pub(super) challenge: Option<Challenge>,
     pub(super) cancel: &'a CancelFlag,
     pub(super) clock: &'a dyn Clock,
     /// The operation's id (the caller's, or the one the policy generated).
@@ -170,6 +173,15 @@ impl AttemptCtx<'_> {
             }
         }
         self.credential.as_ref()
+    }
+
+    /// Where this attempt buys a credential when the remote answers its
+    /// first request with 401: present when the operation's source is
+    /// bought only after a challenge
+    /// ([`CredentialSource::after_challenge`](crate::CredentialSource::after_challenge))
+    /// and no credential is held yet.
+    pub fn challenge(&self) -> Option<&Challenge> {
+        self.challenge.as_ref()
     }
 
     /// The caller's cancel flag (for watchdogs).

@@ -49,6 +49,9 @@ pub(super) struct RunState {
     pub(super) stopped: Option<Stopped>,
     /// The credential held, and when it was bought.
     pub(super) current: Option<(Credential, Duration)>,
+    /// The remote asked for a credential once (a source bought only after
+    /// a challenge is bought before every later attempt, as any source).
+    pub(super) challenged: bool,
     /// Fingerprints of the credentials refused.
     pub(super) refused: Vec<String>,
     /// The last attempt failure that was a credential refusal.
