@@ -708,8 +708,8 @@ impl ForgeClient {
             },
             |r| {
                 let now: Value = r.get_json_url(&url)?;
-                let first = before.borrow().clone().unwrap_or(Value::Null);
-                Ok(settle_check_run(&now, &sent, &first, &key))
+                let first = before.borrow().clone();
+                Ok(settle_check_run(&now, &sent, first.as_ref(), &key))
             },
         ))
     }
@@ -836,7 +836,12 @@ fn holds(read: &Value, sent: &Value) -> bool {
 
 /// The verdict of a check-run update's settling read `now`, for the
 /// fields `sent`, the run read first being `first`.
-fn settle_check_run(now: &Value, sent: &Value, first: &Value, key: &str) -> Settlement<CheckRun> {
+fn settle_check_run(
+    now: &Value,
+    sent: &Value,
+    first: Option<&Value>,
+    key: &str,
+) -> Settlement<CheckRun> {
     let mut observed = BTreeMap::new();
     if let Value::Object(fields) = sent {
         for k in fields.keys() {
@@ -858,8 +863,14 @@ fn settle_check_run(now: &Value, sent: &Value, first: &Value, key: &str) -> Sett
             ),
         };
     }
-    let unchanged = match sent {
-        Value::Object(fields) => fields.keys().all(|k| now[k.as_str()] == first[k.as_str()]),
+    // No baseline read means no attempt got as far as its PATCH: nothing
+    // was sent, so a check run without the fields sent is not-landed,
+    // never updated by somebody else.
+    let unchanged = match (sent, first) {
+        (_, None) => true,
+        (Value::Object(fields), Some(first)) => {
+            fields.keys().all(|k| now[k.as_str()] == first[k.as_str()])
+        }
         _ => false,
     };
     if unchanged {
@@ -871,5 +882,36 @@ fn settle_check_run(now: &Value, sent: &Value, first: &Value, key: &str) -> Sett
             "the check run holds neither the fields sent nor those read before: updated by somebody else"
                 .to_string(),
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::settle_check_run;
+    use serde_json::json;
+    use sluice_policy::Verdict;
+
+    fn run(status: &str) -> serde_json::Value {
+        json!({
+            "id": 44,
+            "name": "ci",
+            "head_sha": "a".repeat(40),
+            "status": status,
+            "conclusion": null
+        })
+    }
+
+    #[test]
+    fn a_check_run_update_whose_baseline_read_never_answered_is_not_landed_not_moved() {
+        let sent = json!({"status": "completed"});
+        let now = run("in_progress");
+        let s = settle_check_run(&now, &sent, None, "check-run:44");
+        assert_eq!(s.verdict, Verdict::NotLanded, "{s:?}");
+        // With a baseline read that differs from what is there now, it moved.
+        let first = run("queued");
+        let s = settle_check_run(&now, &sent, Some(&first), "check-run:44");
+        assert_eq!(s.verdict, Verdict::Moved, "{s:?}");
+        let s = settle_check_run(&run("completed"), &sent, None, "check-run:44");
+        assert_eq!(s.verdict, Verdict::Landed, "{s:?}");
     }
 }
