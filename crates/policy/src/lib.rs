@@ -111,7 +111,7 @@ pub use class::{AttemptError, AuthSignal, Class, Effect};
 pub use clock::{CancelFlag, Clock, ManualClock, Sleeper, SystemClock, ThreadSleeper};
 pub use credential::{
     fingerprint, percent_decode, scrub_user_info, user_info_span, Challenge, CommandSource,
-    Credential, CredentialError, CredentialSource, StaticSource,
+    Credential, CredentialError, CredentialSource, Purchase, StaticSource,
 };
 pub use engine::{
     host_of, AttemptCtx, AttemptFacts, Operation, Policy, PolicyBuilder, ReconcileCtx, Rejection,
