@@ -470,3 +470,81 @@ fn a_settling_read_is_given_a_new_credential_when_the_held_one_is_due() {
     assert_eq!(sent, [Some("tok-1".to_string())]);
     assert_eq!(read_with, [Some("tok-2".to_string())], "tok-1 was due");
 }
+
+/// A source that keeps what each purchase was for: the remote, and the
+/// headers it would put on a request to the remote's host and to another.
+#[derive(Default)]
+struct PurchaseLog {
+    challenged: bool,
+    seen: std::sync::Mutex<Vec<(String, Vec<(String, String)>, usize, usize)>>,
+}
+
+impl CredentialSource for PurchaseLog {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        Err(CredentialError::new("bought without the operation's facts"))
+    }
+
+    fn credential_for(
+        &self,
+        purchase: &sluice_policy::Purchase<'_>,
+    ) -> Result<Credential, CredentialError> {
+        let mut seen = self.seen.lock().expect("log");
+        seen.push((
+            purchase.remote().to_string(),
+            purchase.headers().to_vec(),
+            purchase
+                .headers_for("https://API.example.test:443/app/installations/9/access_tokens")
+                .len(),
+            purchase
+                .headers_for("https://example.test/app/installations/9/access_tokens")
+                .len(),
+        ));
+        Ok(Credential::new(SecretString::from(format!(
+            "tok-{}",
+            seen.len()
+        ))))
+    }
+
+    fn after_challenge(&self) -> bool {
+        self.challenged
+    }
+}
+
+#[test]
+fn every_purchase_is_told_the_operations_remote_and_its_callers_headers() {
+    let traceparent = (
+        "traceparent".to_string(),
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string(),
+    );
+    for challenged in [false, true] {
+        let (policy, _clock) = manual_policy();
+        let source = Arc::new(PurchaseLog {
+            challenged,
+            ..PurchaseLog::default()
+        });
+        let mut op = http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source.clone());
+        op.headers.push(traceparent.clone());
+        let out = policy.run(op, |ctx| {
+            if let Some(c) = ctx.challenge() {
+                c.fill().map_err(|e| {
+                    AttemptError::unjudged("connect", e.message).with_auth(AuthSignal::Unauthorized)
+                })?;
+            }
+            if ctx.n == 1 {
+                return Err(unauthorized());
+            }
+            Ok(200)
+        });
+        assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+        let seen = source.seen.lock().expect("log").clone();
+        // Bought for the first attempt (on its challenge when the source
+        // waits for one) and again after the refusal.
+        assert_eq!(seen.len(), 2, "challenged {challenged}: {seen:?}");
+        for (remote, headers, on_host, elsewhere) in seen {
+            assert_eq!(remote, "https://api.example.test/repos/o/r");
+            assert_eq!(headers, vec![traceparent.clone()]);
+            assert_eq!(on_host, 1, "the remote's host (its default port written)");
+            assert_eq!(elsewhere, 0, "another host is not sent them");
+        }
+    }
+}
