@@ -256,7 +256,7 @@ impl<'a> Purchase<'a> {
     /// endpoint elsewhere (GitHub's `api.github.com` for a git push to
     /// `github.com`) is not sent them.
     pub fn headers_for(&self, url: &str) -> &'a [(String, String)] {
-        if same_origin(self.remote, url) {
+        if crate::host::same_origin(self.remote, url) {
             self.headers
         } else {
             &[]
@@ -271,19 +271,6 @@ impl<'a> Purchase<'a> {
     /// The operation's cancel flag: the purchase gives up when it is raised.
     pub fn cancel(&self) -> &'a CancelFlag {
         self.cancel
-    }
-}
-
-/// Whether two URLs have the same scheme, host and port (a port left out
-/// is the scheme's default). A local path has no origin.
-fn same_origin(a: &str, b: &str) -> bool {
-    let scheme = |u: &str| u.split_once("://").map(|(s, _)| s.to_ascii_lowercase());
-    match (scheme(a), scheme(b)) {
-        (Some(x), Some(y)) if x == y => {
-            let (ha, hb) = (crate::host_of(a), crate::host_of(b));
-            ha != "local" && ha.eq_ignore_ascii_case(&hb)
-        }
-        _ => false,
     }
 }
 

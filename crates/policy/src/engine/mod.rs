@@ -42,7 +42,7 @@ use backon::BlockingRetryable;
 
 pub use ctx::{AttemptCtx, AttemptFacts, ReconcileCtx, Rejection, Settlement};
 pub use finish::SAME_CREDENTIAL;
-pub use operation::{host_of, Operation};
+pub use operation::Operation;
 pub use policy::{Policy, PolicyBuilder};
 
 use crate::class::{AttemptError, Class, Effect};

@@ -471,12 +471,15 @@ fn a_settling_read_is_given_a_new_credential_when_the_held_one_is_due() {
     assert_eq!(read_with, [Some("tok-2".to_string())], "tok-1 was due");
 }
 
-/// A source that keeps what each purchase was for: the remote, and the
-/// headers it would put on a request to the remote's host and to another.
+/// What one purchase was for: the remote, the caller's headers, and how
+/// many of them would go on a request to the remote's host and to another.
+type Seen = (String, Vec<(String, String)>, usize, usize);
+
+/// A source that keeps what each purchase was for.
 #[derive(Default)]
 struct PurchaseLog {
     challenged: bool,
-    seen: std::sync::Mutex<Vec<(String, Vec<(String, String)>, usize, usize)>>,
+    seen: std::sync::Mutex<Vec<Seen>>,
 }
 
 impl CredentialSource for PurchaseLog {
