@@ -479,6 +479,8 @@ type Seen = (String, Vec<(String, String)>, usize, usize);
 #[derive(Default)]
 struct PurchaseLog {
     challenged: bool,
+    /// The first credential is due for replacement at once.
+    first_due: bool,
     seen: std::sync::Mutex<Vec<Seen>>,
 }
 
@@ -502,10 +504,12 @@ impl CredentialSource for PurchaseLog {
                 .headers_for("https://example.test/app/installations/9/access_tokens")
                 .len(),
         ));
-        Ok(Credential::new(SecretString::from(format!(
-            "tok-{}",
-            seen.len()
-        ))))
+        let c = Credential::new(SecretString::from(format!("tok-{}", seen.len())));
+        Ok(if self.first_due && seen.len() == 1 {
+            c.with_refresh_at(std::time::UNIX_EPOCH)
+        } else {
+            c
+        })
     }
 
     fn after_challenge(&self) -> bool {
@@ -550,4 +554,33 @@ fn every_purchase_is_told_the_operations_remote_and_its_callers_headers() {
             assert_eq!(elsewhere, 0, "another host is not sent them");
         }
     }
+}
+
+#[test]
+fn a_purchase_replacing_a_due_credential_inside_an_attempt_is_told_the_callers_headers() {
+    let traceparent = (
+        "traceparent".to_string(),
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string(),
+    );
+    let (policy, _clock) = manual_policy();
+    let source = Arc::new(PurchaseLog {
+        first_due: true,
+        ..PurchaseLog::default()
+    });
+    let mut op = http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source.clone());
+    op.headers.push(traceparent.clone());
+    let out = policy.run(op, |ctx| {
+        // The one held is due: replaced before this request.
+        let c = ctx.credential_for_request().expect("a credential");
+        assert_eq!(c.fingerprint(), fingerprint("tok-2"));
+        Ok(200)
+    });
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    let seen = source.seen.lock().expect("log").clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|(_, h, _, _)| h == &vec![traceparent.clone()]),
+        "{seen:?}"
+    );
 }
