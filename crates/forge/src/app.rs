@@ -11,6 +11,13 @@
 //! seen: [`GitHubAppSource::operation_source`] gives each operation a source
 //! whose first purchase may come from the cache and every later one (the
 //! policy buys again only after a refusal) is minted afresh.
+//!
+//! Bought for an operation ([`CredentialSource::credential_for`]), a mint's
+//! `POST` carries the headers the operation's caller gave every request
+//! (a `traceparent`, a service's request id) when the token endpoint is on
+//! the operation's host — for a forge client built on the App's API base,
+//! always; for a git push to `github.com` minting at `api.github.com`,
+//! never.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
@@ -20,7 +27,7 @@ use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use reqwest::header::{HeaderValue, ACCEPT, AUTHORIZATION};
 use secrecy::{ExposeSecret, SecretString};
 use serde::{Deserialize, Serialize};
-use sluice_policy::{CancelFlag, Credential, CredentialError, CredentialSource};
+use sluice_policy::{CancelFlag, Credential, CredentialError, CredentialSource, Purchase};
 
 use crate::error::ForgeError;
 
@@ -203,13 +210,23 @@ impl GitHubAppSource {
     /// [`GitHubAppSource::cached_or_new`], a mint bounded by `limit` (and by
     /// the source's own request timeout).
     pub fn cached_or_new_within(&self, limit: Duration) -> Result<Credential, CredentialError> {
+        self.cached_or_new_with(limit, None)
+    }
+
+    /// [`GitHubAppSource::cached_or_new_within`], a mint sending what
+    /// `purchase` gives the token endpoint's URL (see [`Purchase::headers_for`]).
+    fn cached_or_new_with(
+        &self,
+        limit: Duration,
+        purchase: Option<&Purchase<'_>>,
+    ) -> Result<Credential, CredentialError> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
         if let Some(c) = cache.as_ref() {
             if SystemTime::now() < c.refresh_at {
                 return Ok(c.credential.clone());
             }
         }
-        self.mint_into(&mut cache, limit)
+        self.mint_into(&mut cache, limit, purchase)
     }
 
     /// A token minted now, replacing the cached one.
@@ -220,8 +237,18 @@ impl GitHubAppSource {
     /// [`GitHubAppSource::fresh`], bounded by `limit` (and by the source's
     /// own request timeout).
     pub fn fresh_within(&self, limit: Duration) -> Result<Credential, CredentialError> {
+        self.fresh_with(limit, None)
+    }
+
+    /// [`GitHubAppSource::fresh_within`], sending what `purchase` gives the
+    /// token endpoint's URL.
+    fn fresh_with(
+        &self,
+        limit: Duration,
+        purchase: Option<&Purchase<'_>>,
+    ) -> Result<Credential, CredentialError> {
         let mut cache = self.cache.lock().unwrap_or_else(|e| e.into_inner());
-        self.mint_into(&mut cache, limit)
+        self.mint_into(&mut cache, limit, purchase)
     }
 
     /// A source for one operation: its first purchase may come from the
@@ -233,10 +260,14 @@ impl GitHubAppSource {
         })
     }
 
+    /// Mint a token into `cache`. The request carries the caller's headers
+    /// `purchase` gives its URL (none off the operation's host), after the
+    /// API's own.
     fn mint_into(
         &self,
         cache: &mut Option<Cached>,
         limit: Duration,
+        purchase: Option<&Purchase<'_>>,
     ) -> Result<Credential, CredentialError> {
         if limit.is_zero() {
             return Err(CredentialError::new(
@@ -258,12 +289,19 @@ impl GitHubAppSource {
         let mut auth = HeaderValue::from_str(&format!("Bearer {}", jwt.expose_secret()))
             .map_err(|_| CredentialError::local("the app's JWT is not a valid header value"))?;
         auth.set_sensitive(true);
-        let resp = self
+        let extra = purchase.map_or(&[][..], |p| p.headers_for(url.as_str()));
+        let mut req = self
             .http
             .post(url)
-            .header(AUTHORIZATION, auth)
             .header(ACCEPT, "application/vnd.github+json")
-            .header("x-github-api-version", crate::base::API_VERSION)
+            .header("x-github-api-version", crate::base::API_VERSION);
+        // Checked where they were given (`sluice_policy::check_header`):
+        // names the source sets itself are refused there.
+        for (name, value) in extra {
+            req = req.header(name.as_str(), value.as_str());
+        }
+        let resp = req
+            .header(AUTHORIZATION, auth)
             .timeout(self.timeout.min(limit))
             .send()
             .map_err(|e| {
@@ -345,6 +383,13 @@ impl CredentialSource for GitHubAppSource {
         self.cached_or_new_within(limit)
     }
 
+    /// As [`CredentialSource::credential_within`]; a mint carries the
+    /// operation's caller's headers when the token endpoint is on the
+    /// operation's host ([`Purchase::headers_for`]).
+    fn credential_for(&self, purchase: &Purchase<'_>) -> Result<Credential, CredentialError> {
+        self.cached_or_new_with(purchase.limit(), Some(purchase))
+    }
+
     /// A refused token is dropped from the cache: the next purchase mints
     /// afresh (what lets the source itself, not only
     /// [`GitHubAppSource::operation_source`], be a client's default source).
@@ -382,10 +427,28 @@ impl CredentialSource for OperationAppSource {
         limit: Duration,
         _cancel: &CancelFlag,
     ) -> Result<Credential, CredentialError> {
+        self.buy(limit, None)
+    }
+
+    /// As `credential_within`, a mint carrying the operation's caller's
+    /// headers when the token endpoint is on the operation's host.
+    fn credential_for(&self, purchase: &Purchase<'_>) -> Result<Credential, CredentialError> {
+        self.buy(purchase.limit(), Some(purchase))
+    }
+}
+
+impl OperationAppSource {
+    /// The first purchase from the cache (or minted), every later one
+    /// minted afresh.
+    fn buy(
+        &self,
+        limit: Duration,
+        purchase: Option<&Purchase<'_>>,
+    ) -> Result<Credential, CredentialError> {
         if self.calls.fetch_add(1, Ordering::SeqCst) == 0 {
-            self.app.cached_or_new_within(limit)
+            self.app.cached_or_new_with(limit, purchase)
         } else {
-            self.app.fresh_within(limit)
+            self.app.fresh_with(limit, purchase)
         }
     }
 }

@@ -129,7 +129,8 @@ impl ForgeClientBuilder {
     /// Send the header `name: value` on every request of every call (a
     /// service's own request id, say), before a call's own
     /// ([`CallOptions::header`](sluice_policy::CallOptions::header)), to
-    /// the call's host only. A name the client sets itself
+    /// the call's host only — a GitHub App's token mint there included
+    /// (see [`CredentialSource::credential_for`](sluice_policy::CredentialSource::credential_for)). A name the client sets itself
     /// (`Authorization`, `Host`, `Content-Length`, `Transfer-Encoding`,
     /// `X-GitHub-Api-Version`) or a header that is not one makes
     /// [`ForgeClientBuilder::build`] fail with [`ForgeError::Header`].

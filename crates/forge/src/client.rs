@@ -12,8 +12,9 @@ use reqwest::{Method, Url};
 use secrecy::SecretString;
 use serde::de::DeserializeOwned;
 use sluice_policy::{
-    AttemptCtx, AttemptError, Bounds, CallOptions, Credential, CredentialSource, Effect, Operation,
-    Outcome, OutcomeKind, Policy, ReconcileCtx, Settlement, StaticSource,
+    AttemptCtx, AttemptError, Bounds, CallOptions, CancelFlag, Credential, CredentialError,
+    CredentialSource, Effect, Operation, Outcome, OutcomeKind, Policy, Purchase, ReconcileCtx,
+    Settlement, StaticSource,
 };
 
 use sluice_policy::text::redact;
@@ -41,6 +42,52 @@ impl Creds {
             #[cfg(feature = "app")]
             Creds::App(a) => a.operation_source(),
         }
+    }
+}
+
+/// An operation's credential source that is told the client's own
+/// headers ([`ForgeClientBuilder::header`](crate::ForgeClientBuilder::header))
+/// before the call's when it buys for the operation: a GitHub App's token
+/// mint on the forge's host carries them as the forge's requests do.
+/// Everything else is the wrapped source's.
+struct WithClientHeaders {
+    source: Arc<dyn CredentialSource>,
+    headers: Vec<(String, String)>,
+}
+
+impl CredentialSource for WithClientHeaders {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        self.source.credential()
+    }
+
+    fn credential_within(
+        &self,
+        limit: std::time::Duration,
+        cancel: &CancelFlag,
+    ) -> Result<Credential, CredentialError> {
+        self.source.credential_within(limit, cancel)
+    }
+
+    fn credential_for(&self, purchase: &Purchase<'_>) -> Result<Credential, CredentialError> {
+        let headers: Vec<(String, String)> = self
+            .headers
+            .iter()
+            .chain(purchase.headers())
+            .cloned()
+            .collect();
+        self.source.credential_for(&purchase.with_headers(&headers))
+    }
+
+    fn refused(&self, fingerprint: &str) {
+        self.source.refused(fingerprint);
+    }
+
+    fn accepted(&self, fingerprint: &str) {
+        self.source.accepted(fingerprint);
+    }
+
+    fn after_challenge(&self) -> bool {
+        self.source.after_challenge()
     }
 }
 
@@ -375,7 +422,14 @@ impl ForgeClient {
             })
             .or_else(|| self.inner.creds.as_ref().map(Creds::for_operation));
         if let Some(s) = source {
-            op = op.credentials(s);
+            op = op.credentials(if self.inner.wire.headers.is_empty() {
+                s
+            } else {
+                Arc::new(WithClientHeaders {
+                    source: s,
+                    headers: self.inner.wire.headers.clone(),
+                })
+            });
         }
         op
     }

@@ -209,6 +209,71 @@ impl CredentialError {
     }
 }
 
+/// What a credential is bought for: the operation's remote, the headers its
+/// caller gives every HTTP request of it, and the purchase's bounds (see
+/// [`CredentialSource::credential_for`]).
+#[derive(Clone, Copy, Debug)]
+pub struct Purchase<'a> {
+    remote: &'a str,
+    headers: &'a [(String, String)],
+    limit: Duration,
+    cancel: &'a CancelFlag,
+}
+
+impl<'a> Purchase<'a> {
+    /// A purchase for the operation on `remote` (its URL, no user info),
+    /// bounded by `limit` and `cancel`, with no caller's headers.
+    pub fn new(remote: &'a str, limit: Duration, cancel: &'a CancelFlag) -> Self {
+        Purchase {
+            remote,
+            headers: &[],
+            limit,
+            cancel,
+        }
+    }
+
+    /// The same purchase with the caller's `headers` (checked where they
+    /// were given: [`check_header`](crate::check_header)), in the order
+    /// they go on a request.
+    pub fn with_headers(mut self, headers: &'a [(String, String)]) -> Self {
+        self.headers = headers;
+        self
+    }
+
+    /// The operation's remote.
+    pub fn remote(&self) -> &'a str {
+        self.remote
+    }
+
+    /// The caller's headers for every HTTP request of the operation to its
+    /// host (use [`Purchase::headers_for`] to send them).
+    pub fn headers(&self) -> &'a [(String, String)] {
+        self.headers
+    }
+
+    /// The caller's headers when `url` is on the operation's host (the
+    /// same scheme, host and port as its remote), else none: a token
+    /// endpoint elsewhere (GitHub's `api.github.com` for a git push to
+    /// `github.com`) is not sent them.
+    pub fn headers_for(&self, url: &str) -> &'a [(String, String)] {
+        if crate::host::same_origin(self.remote, url) {
+            self.headers
+        } else {
+            &[]
+        }
+    }
+
+    /// How long the purchase may take.
+    pub fn limit(&self) -> Duration {
+        self.limit
+    }
+
+    /// The operation's cancel flag: the purchase gives up when it is raised.
+    pub fn cancel(&self) -> &'a CancelFlag {
+        self.cancel
+    }
+}
+
 /// Where credentials are bought.
 pub trait CredentialSource: Send + Sync {
     /// Buy a credential (called before the first attempt that needs one and
@@ -227,6 +292,20 @@ pub trait CredentialSource: Send + Sync {
     ) -> Result<Credential, CredentialError> {
         let _ = (limit, cancel);
         self.credential()
+    }
+
+    /// Buy a credential for one operation: [`CredentialSource::credential_within`]
+    /// with the operation's facts beside it — its remote and the headers
+    /// its caller gave every HTTP request of it
+    /// ([`CallOptions::header`](crate::CallOptions::header), and a client
+    /// builder's own). The policy calls this one, before an attempt, after
+    /// a refusal, when a held credential is due, and inside an attempt on
+    /// a [`Challenge`]. A source that buys over HTTP puts
+    /// [`Purchase::headers_for`] its request's URL on that request: the
+    /// headers go only to the operation's host. The default ignores the
+    /// facts and calls [`CredentialSource::credential_within`].
+    fn credential_for(&self, purchase: &Purchase<'_>) -> Result<Credential, CredentialError> {
+        self.credential_within(purchase.limit(), purchase.cancel())
     }
 
     /// Told when the remote refused the credential with this fingerprint, so
@@ -264,6 +343,8 @@ pub struct Challenge {
     source: Arc<dyn CredentialSource>,
     limit: Duration,
     cancel: CancelFlag,
+    remote: String,
+    headers: Arc<[(String, String)]>,
     bought: Arc<std::sync::Mutex<Option<Result<Credential, CredentialError>>>>,
 }
 
@@ -276,16 +357,21 @@ impl std::fmt::Debug for Challenge {
 }
 
 impl Challenge {
-    /// A challenge answered from `source`, bounded by `limit` and `cancel`.
+    /// A challenge answered from `source`, bounded by `limit` and `cancel`,
+    /// for the operation on `remote` whose caller gave `headers`.
     pub(crate) fn new(
         source: Arc<dyn CredentialSource>,
         limit: Duration,
         cancel: CancelFlag,
+        remote: &str,
+        headers: &[(String, String)],
     ) -> Self {
         Challenge {
             source,
             limit,
             cancel,
+            remote: remote.to_string(),
+            headers: headers.into(),
             bought: Default::default(),
         }
     }
@@ -297,7 +383,9 @@ impl Challenge {
         if let Some(r) = bought.as_ref() {
             return r.clone();
         }
-        let r = self.source.credential_within(self.limit, &self.cancel);
+        let purchase =
+            Purchase::new(&self.remote, self.limit, &self.cancel).with_headers(&self.headers);
+        let r = self.source.credential_for(&purchase);
         *bought = Some(r.clone());
         r
     }

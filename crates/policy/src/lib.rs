@@ -93,6 +93,7 @@ mod clock;
 mod credential;
 mod engine;
 mod hint;
+mod host;
 mod ledger;
 pub mod metric;
 mod outcome;
@@ -111,13 +112,14 @@ pub use class::{AttemptError, AuthSignal, Class, Effect};
 pub use clock::{CancelFlag, Clock, ManualClock, Sleeper, SystemClock, ThreadSleeper};
 pub use credential::{
     fingerprint, percent_decode, scrub_user_info, user_info_span, Challenge, CommandSource,
-    Credential, CredentialError, CredentialSource, StaticSource,
+    Credential, CredentialError, CredentialSource, Purchase, StaticSource,
 };
 pub use engine::{
-    host_of, AttemptCtx, AttemptFacts, Operation, Policy, PolicyBuilder, ReconcileCtx, Rejection,
+    AttemptCtx, AttemptFacts, Operation, Policy, PolicyBuilder, ReconcileCtx, Rejection,
     Settlement, SAME_CREDENTIAL,
 };
 pub use hint::{parse_rate_limit_reset, parse_retry_after};
+pub use host::host_of;
 pub use ledger::{
     this_host, Claim, ClaimRequest, FileLedger, FinishRequest, Ledger, LedgerError, MemoryLedger,
     ProgressRequest, FINISH_FLOOR,

@@ -132,6 +132,89 @@ fn a_refused_app_token_is_replaced_by_a_freshly_minted_one_which_later_operation
 }
 
 #[test]
+fn an_app_token_mint_carries_the_callers_traceparent_and_the_clients_header() {
+    let forge = FakeForge::start().expect("fake forge");
+    // The first token is refused: a second mint, after the refusal.
+    forge.script_app_tokens(["app-token-not-yet-live", "app-token-live"]);
+    forge.set(
+        Endpoint::Zen,
+        Behaviour::Token {
+            valid: vec!["app-token-live".into()],
+        },
+    );
+    let source = Arc::new(app(&forge));
+    let traceparent = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+    let opts = CallOptions::new()
+        .header("traceparent", traceparent)
+        .expect("a caller may give a traceparent");
+    let out = ForgeClient::builder(&forge.url())
+        .policy(policy(Duration::from_millis(100)))
+        .bounds(exercise())
+        .header("x-service-request-id", "job-42")
+        .github_app(Arc::clone(&source))
+        .build()
+        .expect("client")
+        .request(Method::GET, "/zen", None, &opts)
+        .expect("request");
+    assert_eq!(
+        out.kind,
+        OutcomeKind::Succeeded,
+        "{out:?}\n{}",
+        forge.log_text()
+    );
+    assert_eq!(source.mint_count(), 2);
+    assert_eq!(forge.arrivals(Endpoint::AccessToken).len(), 2);
+    let arrivals = forge.all_arrivals();
+    // Two mints, two requests.
+    assert_eq!(arrivals.len(), 4, "{}", forge.log_text());
+    for a in &arrivals {
+        assert_eq!(a.header("traceparent"), Some(traceparent), "{a}");
+        assert_eq!(a.header("x-service-request-id"), Some("job-42"), "{a}");
+    }
+}
+
+#[test]
+fn an_app_minting_on_another_host_is_not_sent_the_callers_headers() {
+    let forge = FakeForge::start().expect("fake forge");
+    let minter = FakeForge::start().expect("the app's API, on another port");
+    minter.script_app_tokens(["app-token-elsewhere"]);
+    forge.set(
+        Endpoint::Zen,
+        Behaviour::Token {
+            valid: vec!["app-token-elsewhere".into()],
+        },
+    );
+    let source = Arc::new(app(&minter));
+    let opts = CallOptions::new()
+        .header(
+            "traceparent",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+        )
+        .expect("a caller may give a traceparent");
+    let out = ForgeClient::builder(&forge.url())
+        .policy(policy(Duration::from_millis(100)))
+        .bounds(exercise())
+        .header("x-service-request-id", "job-42")
+        .github_app(Arc::clone(&source))
+        .build()
+        .expect("client")
+        .request(Method::GET, "/zen", None, &opts)
+        .expect("request");
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    let mints = minter.arrivals(Endpoint::AccessToken);
+    assert_eq!(mints.len(), 1, "{}", minter.log_text());
+    assert_eq!(mints[0].header("traceparent"), None, "{}", mints[0]);
+    assert_eq!(
+        mints[0].header("x-service-request-id"),
+        None,
+        "{}",
+        mints[0]
+    );
+    let zen = forge.arrivals(Endpoint::Zen);
+    assert!(zen[0].header("traceparent").is_some(), "{}", zen[0]);
+}
+
+#[test]
 fn a_redirect_to_another_host_or_port_does_not_carry_the_credential_but_one_to_the_same_host_does()
 {
     let a = FakeForge::start().expect("fake forge a");

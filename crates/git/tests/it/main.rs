@@ -32,4 +32,5 @@ mod settle_reads;
 mod transcripts;
 mod transfers;
 mod user_side;
+mod vcs_names;
 mod verdicts;

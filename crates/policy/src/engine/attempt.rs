@@ -89,9 +89,15 @@ impl Run<'_> {
         let credential = self.state().current.as_ref().map(|(c, _)| c.clone());
         let renew = || self.renew_credential(usable, now);
         let challenge = match &self.credentials {
-            Some(source) if source.after_challenge() && credential.is_none() => Some(
-                Challenge::new(Arc::clone(source), usable, self.cancel.clone()),
-            ),
+            Some(source) if source.after_challenge() && credential.is_none() => {
+                Some(Challenge::new(
+                    Arc::clone(source),
+                    usable,
+                    self.cancel.clone(),
+                    &self.info.remote,
+                    &self.headers,
+                ))
+            }
             _ => None,
         };
         let mut ctx = AttemptCtx {
@@ -188,7 +194,7 @@ impl Run<'_> {
         let source = self.credentials.as_ref()?;
         let spent = self.policy.clock.now().saturating_sub(started);
         let limit = usable.saturating_sub(spent);
-        match source.credential_within(limit, &self.cancel) {
+        match source.credential_for(&self.purchase(limit)) {
             Ok(c) => {
                 let mut st = self.state();
                 if st.refused.iter().any(|f| f == c.fingerprint()) {
@@ -233,7 +239,7 @@ impl Run<'_> {
             return Ok(now);
         }
         let limit = usable(remaining, self.reserve);
-        match source.credential_within(limit, &self.cancel) {
+        match source.credential_for(&self.purchase(limit)) {
             Err(e) if held_due && !e.local && !e.answered => {
                 // Not expired yet: sent, and a refusal of it is judged as any.
                 tracing::debug!(op = %self.id(), error = %e, "could not renew a credential due for renewal; the one held is sent");

@@ -42,7 +42,7 @@ use backon::BlockingRetryable;
 
 pub use ctx::{AttemptCtx, AttemptFacts, ReconcileCtx, Rejection, Settlement};
 pub use finish::SAME_CREDENTIAL;
-pub use operation::{host_of, Operation};
+pub use operation::Operation;
 pub use policy::{Policy, PolicyBuilder};
 
 use crate::class::{AttemptError, Class, Effect};
@@ -151,10 +151,7 @@ impl Policy {
         // remote is a repository (not the forge's API, whose calls are
         // `http-*` or named for what they do to one).
         let git = matches!(op.kind.as_str(), "ls-refs" | "fetch" | "push");
-        let head = op.refs.as_deref().and_then(|r| match r {
-            [one] => Some(one.as_str()),
-            _ => None,
-        });
+        let head = op.refs.as_deref().and_then(|r| head_ref_name(&op.kind, r));
         let span = tracing::info_span!(
             "operation",
             id = %id,
@@ -232,5 +229,73 @@ impl Policy {
             .when(|s: &Step<T>| run.tried_again(s))
             .call();
         run.finish(result, &judge)
+    }
+}
+
+/// OpenTelemetry's `vcs.ref.head.name` for a git operation naming `refs`
+/// as the ledger records them: the one ref a push updates (`[+]<new>:<dst>`
+/// gives `<dst>`), the one ref a fetch asks for (`[+]<src>[:<dst>]` gives
+/// `<src>`, unless it is a pattern or an object id); none for several refs,
+/// for ls-refs (prefixes, not refs) or another kind. (A ref name never
+/// holds a `:`.)
+fn head_ref_name<'r>(kind: &str, refs: &'r [String]) -> Option<&'r str> {
+    let [one] = refs else {
+        return None;
+    };
+    let spec = one.strip_prefix('+').unwrap_or(one);
+    let name = match kind {
+        "push" => spec.rsplit_once(':').map_or(spec, |(_, dst)| dst),
+        "fetch" => {
+            let src = spec.split_once(':').map_or(spec, |(src, _)| src);
+            let oid = matches!(src.len(), 40 | 64) && src.bytes().all(|b| b.is_ascii_hexdigit());
+            if src.contains('*') || oid {
+                return None;
+            }
+            src
+        }
+        _ => return None,
+    };
+    (!name.is_empty()).then_some(name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::head_ref_name;
+
+    #[test]
+    fn the_head_ref_is_the_ref_a_push_updates_or_a_fetch_asks_for_never_a_pattern() {
+        let one = |s: &str| vec![s.to_string()];
+        let sha = "e642c998c5c870bb05d33dcc1e026c49ec822af2";
+        let cases = [
+            (
+                "push",
+                one(&format!("{sha}:refs/heads/feature")),
+                Some("refs/heads/feature"),
+            ),
+            (
+                "push",
+                one(&format!("+{sha}:refs/heads/main")),
+                Some("refs/heads/main"),
+            ),
+            ("push", one(":refs/heads/gone"), Some("refs/heads/gone")),
+            (
+                "fetch",
+                one("+refs/heads/main:refs/remotes/origin/main"),
+                Some("refs/heads/main"),
+            ),
+            ("fetch", one("main"), Some("main")),
+            ("fetch", one("+refs/heads/*:refs/remotes/origin/*"), None),
+            ("fetch", one(sha), None),
+            ("ls-refs", one("refs/heads/"), None),
+            (
+                "push",
+                vec![format!("{sha}:refs/heads/a"), format!("{sha}:refs/heads/b")],
+                None,
+            ),
+            ("http-get", one("x"), None),
+        ];
+        for (kind, refs, want) in cases {
+            assert_eq!(head_ref_name(kind, &refs), want, "{kind} {refs:?}");
+        }
     }
 }

@@ -198,6 +198,15 @@ impl<'p> Run<'p> {
         }
     }
 
+    /// A credential purchase for this operation, bounded by `limit` and
+    /// the operation's cancel flag, carrying its remote and its caller's
+    /// headers (a source that buys over HTTP sends them to the
+    /// operation's host).
+    pub(super) fn purchase(&self, limit: Duration) -> crate::credential::Purchase<'_> {
+        crate::credential::Purchase::new(&self.info.remote, limit, &self.cancel)
+            .with_headers(&self.headers)
+    }
+
     /// The operation's id.
     pub(super) fn id(&self) -> &str {
         &self.info.id

@@ -102,7 +102,7 @@ impl Run<'_> {
             // refusal stand at once, with no pause.
             if let Some(source) = &self.credentials {
                 let limit = usable(remaining.saturating_sub(delay), self.reserve);
-                match source.credential_within(limit, &self.cancel) {
+                match source.credential_for(&self.purchase(limit)) {
                     Ok(c) if st.refused.iter().any(|f| f == c.fingerprint()) => {
                         st.stopped = Some(Stopped::CredentialRefused);
                         st.same_credential = true;

@@ -470,3 +470,117 @@ fn a_settling_read_is_given_a_new_credential_when_the_held_one_is_due() {
     assert_eq!(sent, [Some("tok-1".to_string())]);
     assert_eq!(read_with, [Some("tok-2".to_string())], "tok-1 was due");
 }
+
+/// What one purchase was for: the remote, the caller's headers, and how
+/// many of them would go on a request to the remote's host and to another.
+type Seen = (String, Vec<(String, String)>, usize, usize);
+
+/// A source that keeps what each purchase was for.
+#[derive(Default)]
+struct PurchaseLog {
+    challenged: bool,
+    /// The first credential is due for replacement at once.
+    first_due: bool,
+    seen: std::sync::Mutex<Vec<Seen>>,
+}
+
+impl CredentialSource for PurchaseLog {
+    fn credential(&self) -> Result<Credential, CredentialError> {
+        Err(CredentialError::new("bought without the operation's facts"))
+    }
+
+    fn credential_for(
+        &self,
+        purchase: &sluice_policy::Purchase<'_>,
+    ) -> Result<Credential, CredentialError> {
+        let mut seen = self.seen.lock().expect("log");
+        seen.push((
+            purchase.remote().to_string(),
+            purchase.headers().to_vec(),
+            purchase
+                .headers_for("https://API.example.test:443/app/installations/9/access_tokens")
+                .len(),
+            purchase
+                .headers_for("https://example.test/app/installations/9/access_tokens")
+                .len(),
+        ));
+        let c = Credential::new(SecretString::from(format!("tok-{}", seen.len())));
+        Ok(if self.first_due && seen.len() == 1 {
+            c.with_refresh_at(std::time::UNIX_EPOCH)
+        } else {
+            c
+        })
+    }
+
+    fn after_challenge(&self) -> bool {
+        self.challenged
+    }
+}
+
+#[test]
+fn every_purchase_is_told_the_operations_remote_and_its_callers_headers() {
+    let traceparent = (
+        "traceparent".to_string(),
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string(),
+    );
+    for challenged in [false, true] {
+        let (policy, _clock) = manual_policy();
+        let source = Arc::new(PurchaseLog {
+            challenged,
+            ..PurchaseLog::default()
+        });
+        let mut op = http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source.clone());
+        op.headers.push(traceparent.clone());
+        let out = policy.run(op, |ctx| {
+            if let Some(c) = ctx.challenge() {
+                c.fill().map_err(|e| {
+                    AttemptError::unjudged("connect", e.message).with_auth(AuthSignal::Unauthorized)
+                })?;
+            }
+            if ctx.n == 1 {
+                return Err(unauthorized());
+            }
+            Ok(200)
+        });
+        assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+        let seen = source.seen.lock().expect("log").clone();
+        // Bought for the first attempt (on its challenge when the source
+        // waits for one) and again after the refusal.
+        assert_eq!(seen.len(), 2, "challenged {challenged}: {seen:?}");
+        for (remote, headers, on_host, elsewhere) in seen {
+            assert_eq!(remote, "https://api.example.test/repos/o/r");
+            assert_eq!(headers, vec![traceparent.clone()]);
+            assert_eq!(on_host, 1, "the remote's host (its default port written)");
+            assert_eq!(elsewhere, 0, "another host is not sent them");
+        }
+    }
+}
+
+#[test]
+fn a_purchase_replacing_a_due_credential_inside_an_attempt_is_told_the_callers_headers() {
+    let traceparent = (
+        "traceparent".to_string(),
+        "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string(),
+    );
+    let (policy, _clock) = manual_policy();
+    let source = Arc::new(PurchaseLog {
+        first_due: true,
+        ..PurchaseLog::default()
+    });
+    let mut op = http_op(Bounds::new(secs(60), secs(10), 4)).credentials(source.clone());
+    op.headers.push(traceparent.clone());
+    let out = policy.run(op, |ctx| {
+        // The one held is due: replaced before this request.
+        let c = ctx.credential_for_request().expect("a credential");
+        assert_eq!(c.fingerprint(), fingerprint("tok-2"));
+        Ok(200)
+    });
+    assert_eq!(out.kind, OutcomeKind::Succeeded, "{out:?}");
+    let seen = source.seen.lock().expect("log").clone();
+    assert_eq!(seen.len(), 2, "{seen:?}");
+    assert!(
+        seen.iter()
+            .all(|(_, h, _, _)| h == &vec![traceparent.clone()]),
+        "{seen:?}"
+    );
+}
