@@ -28,7 +28,7 @@
 //! fuzzers found).
 
 #![deny(missing_docs)]
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 pub mod forge_soak;
 pub mod mem;

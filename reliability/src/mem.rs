@@ -3,6 +3,10 @@
 //! [`reset_peak`] writes `5` to `/proc/self/clear_refs`, which resets the
 //! peak (`VmHWM`) to the current resident size, so [`peak_kib`] after a
 //! scenario is the most memory the process held during it.
+//!
+//! [`release_freed`] hands the allocator's free pages back to the kernel,
+//! so the resident size that follows counts what is still allocated, not
+//! what was freed and kept for reuse.
 
 /// A field of `/proc/self/status` in KiB (`VmRSS`, `VmHWM`, ...).
 fn status_kib(field: &str) -> Option<u64> {
@@ -29,6 +33,26 @@ pub fn reset_peak() -> bool {
     std::fs::write("/proc/self/clear_refs", "5").is_ok()
 }
 
+/// Returns the heap's free pages to the kernel (glibc's `malloc_trim(0)`;
+/// nothing elsewhere), so [`rss_kib`] after it measures what is still
+/// allocated. `true` when memory was released.
+pub fn release_freed() -> bool {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    #[allow(unsafe_code)]
+    {
+        unsafe extern "C" {
+            fn malloc_trim(pad: usize) -> std::ffi::c_int;
+        }
+        // SAFETY: glibc's malloc_trim takes a byte count, touches only the
+        // allocator's own free lists and may be called from any thread.
+        unsafe { malloc_trim(0) == 1 }
+    }
+    #[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+    {
+        false
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -49,5 +73,19 @@ mod tests {
         assert!(reset_peak());
         assert!(peak_kib() < before + 32 * 1024);
         assert!(rss_kib() > 0);
+        let held = rss_kib();
+        let mut small: Vec<Vec<u8>> = (0..32 * 1024).map(|_| vec![1u8; 1024]).collect();
+        std::hint::black_box(&small);
+        assert!(rss_kib() >= held + 24 * 1024, "{held} {}", rss_kib());
+        // Freed small blocks stay with the allocator until it is told to
+        // give them back: one in 64 is kept, so the heap cannot simply
+        // shrink from its top.
+        for (i, b) in small.iter_mut().enumerate() {
+            if i % 64 != 63 {
+                *b = Vec::new();
+            }
+        }
+        release_freed();
+        assert!(rss_kib() < held + 16 * 1024, "{held} {}", rss_kib());
     }
 }

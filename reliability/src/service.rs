@@ -375,6 +375,18 @@ pub struct ServiceReport {
     pub end: Sample,
     /// Samples through the run.
     pub samples: Vec<Sample>,
+    /// Resident KiB with freed memory handed back to the kernel
+    /// ([`crate::mem::release_freed`]) right after the start sample, and
+    /// right after the end sample (everything still held); 0 when not taken.
+    pub rss_released_kib: (u64, u64),
+    /// Resident KiB once the library's client is dropped and freed memory
+    /// is handed back to the kernel ([`crate::mem::release_freed`]), the
+    /// harness's own records still held; 0 when not taken.
+    pub rss_without_library_kib: u64,
+    /// Resident KiB once the harness's records (every connection, request
+    /// and push it logged, for the checks) are dropped as well; 0 when not
+    /// taken.
+    pub rss_without_records_kib: u64,
     /// A time-driven run: the process sampled every minute (time since the
     /// start, the sample).
     pub minutes: Vec<(Duration, Sample)>,
@@ -470,6 +482,17 @@ impl fmt::Display for ServiceReport {
         )?;
         writeln!(f, "  start: {}", self.start)?;
         writeln!(f, "  end:   {}", self.end)?;
+        if self.rss_without_library_kib > 0 {
+            let mib = |k: u64| k as f64 / 1024.0;
+            writeln!(
+                f,
+                "  RSS with freed memory returned: {:.1} MiB at the start, {:.1} MiB at the end, {:.1} MiB with the library's client dropped, {:.1} MiB with the harness's records dropped too",
+                mib(self.rss_released_kib.0),
+                mib(self.rss_released_kib.1),
+                self.rss_without_library_kib as f64 / 1024.0,
+                self.rss_without_records_kib as f64 / 1024.0
+            )?;
+        }
         let max = |g: fn(&Sample) -> u64| self.samples.iter().map(g).max().unwrap_or(0);
         writeln!(
             f,
@@ -1331,6 +1354,8 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
             p.wait_idle(Duration::from_secs(30));
         }
         report.start = Sample::take(done.load(Ordering::SeqCst));
+        crate::mem::release_freed();
+        report.rss_released_kib.0 = crate::mem::rss_kib();
         warm.wait();
         let logs = handles
             .into_iter()
@@ -1346,7 +1371,11 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
     }
     report.end = Sample::take(done.load(Ordering::SeqCst));
     report.samples = samples.into_inner().unwrap_or_else(|e| e.into_inner());
+    crate::mem::release_freed();
+    report.rss_released_kib.1 = crate::mem::rss_kib();
     drop(client);
+    crate::mem::release_freed();
+    report.rss_without_library_kib = crate::mem::rss_kib();
     // Every receive-pack that got a pack has exited (the hooks' watchers
     // hold the lock until then).
     let lock = root.join("hooks.lock");
@@ -1432,6 +1461,9 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
     drop(git_proxies);
     drop(http_proxies);
     drop(https_proxies);
+    drop((logs, git_conns, http_conns, https_conns, ssh_conns));
+    crate::mem::release_freed();
+    report.rss_without_records_kib = crate::mem::rss_kib();
     report
 }
 
