@@ -4,7 +4,9 @@
 //!
 //! `--ops` is the number of operations per transport (git://, smart HTTP,
 //! ssh, https); `--minutes N` runs for N minutes instead, sampling the process
-//! every minute (the RSS slope after the first ten is printed);
+//! every minute (the RSS slope after the first ten is printed, with the
+//! readings at the end that tell the library's memory from the soak's own
+//! records);
 //! `--leave-to-library` runs `git gc` on thread 0's repositories only and
 //! leaves the others to the library's maintenance. The `ssh-fault` relay is the binary of that name next to this one.
 //! Prints the figures; exits 1 when any promise was broken (a violation,
