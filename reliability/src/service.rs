@@ -1916,14 +1916,20 @@ mod tests {
         )
     }
 
-    fn memory(released: (u64, u64), without_library: u64, without_records: u64) -> ServiceReport {
-        ServiceReport {
+    /// The violations `steady_state` finds in a report whose memory
+    /// readings are these (the raw end far above the start, as the soak's
+    /// records make it).
+    fn memory_violations(
+        released: (u64, u64),
+        without_library: u64,
+        without_records: u64,
+    ) -> Vec<String> {
+        let mut r = ServiceReport {
             start: Sample {
                 rss_kib: released.0,
                 ..Sample::default()
             },
             end: Sample {
-                // The soak's records make the raw end large: never judged.
                 rss_kib: released.1 + 100_000,
                 ..Sample::default()
             },
@@ -1931,44 +1937,39 @@ mod tests {
             rss_without_library_kib: without_library,
             rss_without_records_kib: without_records,
             ..ServiceReport::default()
-        }
+        };
+        steady_state(&ServiceConfig::ci(PathBuf::new()), &mut r);
+        r.violations
+    }
+
+    /// Exactly one violation, saying `words`.
+    fn one_saying(violations: &[String], words: &str) {
+        assert_eq!(violations.len(), 1, "{violations:?}");
+        assert!(violations[0].contains(words), "{violations:?}");
     }
 
     #[test]
     fn the_library_is_judged_by_its_memory_not_the_soaks_records() {
-        let cfg = ServiceConfig::ci(PathBuf::new());
-        let kib = cfg.slack.2;
+        let kib = ServiceConfig::ci(PathBuf::new()).slack.2;
+        let (start, end) = (20_000, 20_000 + 3 * kib);
         // The records grew by far more than the slack; the library's client
         // held 2 MiB at the end; dropping both left less than at the start.
-        let mut r = memory((20_000, 20_000 + 3 * kib), 18_000 + 3 * kib, 19_000);
-        steady_state(&cfg, &mut r);
-        assert_eq!(r.violations, Vec::<String>::new());
+        let v = memory_violations((start, end), 18_000 + 3 * kib, 19_000);
+        assert_eq!(v, Vec::<String>::new());
         // The client held more than the slack at the end.
-        let mut r = memory((20_000, 20_000 + 3 * kib), 20_000 + kib, 19_000);
-        steady_state(&cfg, &mut r);
-        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
-        assert!(
-            r.violations[0].contains("its client held"),
-            "{:?}",
-            r.violations
+        one_saying(
+            &memory_violations((start, end), 20_000 + kib, 19_000),
+            "its client held",
         );
         // Memory that stayed allocated with the client and records gone.
-        let mut r = memory((20_000, 20_000 + 3 * kib), 19_000 + 3 * kib, 21_000 + kib);
-        steady_state(&cfg, &mut r);
-        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
-        assert!(
-            r.violations[0].contains(&format!("{} KiB more", 1_000 + kib)),
-            "{:?}",
-            r.violations
+        one_saying(
+            &memory_violations((start, end), 19_000 + 3 * kib, 21_000 + kib),
+            &format!("{} KiB more", 1_000 + kib),
         );
         // Without the readings (not taken), the raw end against the start.
-        let mut r = memory((20_000, 20_000), 0, 0);
-        steady_state(&cfg, &mut r);
-        assert_eq!(r.violations.len(), 1, "{:?}", r.violations);
-        assert!(
-            r.violations[0].contains("resident memory grew"),
-            "{:?}",
-            r.violations
+        one_saying(
+            &memory_violations((start, start), 0, 0),
+            "resident memory grew",
         );
     }
 
