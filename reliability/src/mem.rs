@@ -53,6 +53,13 @@ pub fn release_freed() -> bool {
     }
 }
 
+/// The resident size in KiB right after [`release_freed`]: what the
+/// process still has allocated.
+pub fn released_rss_kib() -> u64 {
+    release_freed();
+    rss_kib()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

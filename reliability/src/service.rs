@@ -494,8 +494,8 @@ impl fmt::Display for ServiceReport {
                 "  RSS with freed memory returned: {:.1} MiB at the start, {:.1} MiB at the end, {:.1} MiB with the library's client dropped, {:.1} MiB with the harness's records dropped too",
                 mib(self.rss_released_kib.0),
                 mib(self.rss_released_kib.1),
-                self.rss_without_library_kib as f64 / 1024.0,
-                self.rss_without_records_kib as f64 / 1024.0
+                mib(self.rss_without_library_kib),
+                mib(self.rss_without_records_kib)
             )?;
         }
         let max = |g: fn(&Sample) -> u64| self.samples.iter().map(g).max().unwrap_or(0);
@@ -1359,8 +1359,7 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
             p.wait_idle(Duration::from_secs(30));
         }
         report.start = Sample::take(done.load(Ordering::SeqCst));
-        crate::mem::release_freed();
-        report.rss_released_kib.0 = crate::mem::rss_kib();
+        report.rss_released_kib.0 = crate::mem::released_rss_kib();
         warm.wait();
         let logs = handles
             .into_iter()
@@ -1376,11 +1375,9 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
     }
     report.end = Sample::take(done.load(Ordering::SeqCst));
     report.samples = samples.into_inner().unwrap_or_else(|e| e.into_inner());
-    crate::mem::release_freed();
-    report.rss_released_kib.1 = crate::mem::rss_kib();
+    report.rss_released_kib.1 = crate::mem::released_rss_kib();
     drop(client);
-    crate::mem::release_freed();
-    report.rss_without_library_kib = crate::mem::rss_kib();
+    report.rss_without_library_kib = crate::mem::released_rss_kib();
     // Every receive-pack that got a pack has exited (the hooks' watchers
     // hold the lock until then).
     let lock = root.join("hooks.lock");
@@ -1465,8 +1462,7 @@ pub fn run(cfg: &ServiceConfig) -> ServiceReport {
     drop(http_proxies);
     drop(https_proxies);
     drop((logs, git_conns, http_conns, https_conns, ssh_conns));
-    crate::mem::release_freed();
-    report.rss_without_records_kib = crate::mem::rss_kib();
+    report.rss_without_records_kib = crate::mem::released_rss_kib();
     steady_state(cfg, &mut report);
     report.elapsed = started.elapsed();
     report
