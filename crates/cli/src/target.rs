@@ -151,12 +151,17 @@ pub fn https_for_repo(
 /// the platform's roots and `SSL_CERT_FILE` (`--ca-file` still adds to
 /// it); `sslVerify=false` or `GIT_SSL_NO_VERIFY`, which turns certificate
 /// checks off, with a warning on stderr. A value that cannot be used is
-/// bad input naming its key.
+/// bad input naming its key. A URL that is not http(s) takes none of them
+/// (git reads no `http.*` setting and no `GIT_SSL_*` variable for git://,
+/// ssh:// or a path): `common`'s settings as they are, no file read.
 pub fn https_for(
     common: &Common,
     config: &gix::config::File,
     url: &str,
 ) -> Result<sluice_git::HttpsConfig, UsageError> {
+    if !is_http(url) {
+        return Ok(common.https.clone());
+    }
     let settings = sluice_git::HttpSettings::for_url(config, url);
     let https = settings
         .apply(common.https.clone())
@@ -170,6 +175,12 @@ pub fn https_for(
         }
     }
     Ok(https)
+}
+
+/// Whether `url` is spoken over HTTP: `http://` or `https://`, in any case.
+fn is_http(url: &str) -> bool {
+    let scheme = url.split_once("://").map_or("", |(s, _)| s);
+    scheme.eq_ignore_ascii_case("http") || scheme.eq_ignore_ascii_case("https")
 }
 
 /// Where `ls-refs <URL|REMOTE>` leads, as `git ls-remote` finds it: in the
@@ -382,6 +393,23 @@ mod tests {
 
     fn pats(p: &[&str]) -> Vec<String> {
         p.iter().map(|s| s.to_string()).collect()
+    }
+
+    #[test]
+    fn only_http_and_https_urls_are_spoken_over_http() {
+        for url in ["http://h/r.git", "https://h/r.git", "HTTPS://h/r.git"] {
+            assert!(is_http(url), "{url}");
+        }
+        for url in [
+            "git://h/r.git",
+            "ssh://h/r.git",
+            "file:///r.git",
+            "h:r.git",
+            "/srv/https://r.git",
+            "ext::https://h",
+        ] {
+            assert!(!is_http(url), "{url}");
+        }
     }
 
     #[test]

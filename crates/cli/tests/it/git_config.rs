@@ -262,3 +262,37 @@ fn insteadof_and_pushinsteadof_rewrite_a_typed_url_as_git_does() {
     );
     assert_eq!(repo::rev_parse(&w.server(), "refs/heads/copied"), None);
 }
+
+#[test]
+fn http_settings_and_tls_variables_are_not_read_for_a_git_url_as_git_reads_none() {
+    // A CA file nobody can read, in the repository's configuration and in
+    // the environment: git fetches over git:// without looking at either,
+    // and so does this client; over https the same file is bad input.
+    let w = World::new();
+    let work = w.path("work");
+    repo::init_work(&work).expect("init");
+    let missing = w.path("no-such-ca.pem").display().to_string();
+    repo::set_config(&work, "http.sslCAInfo", &missing);
+    let vars = [("GIT_SSL_CAINFO", missing.as_str())];
+    let url = w.url();
+    let spec = "+refs/heads/*:refs/remotes/origin/*";
+
+    let g = git(&work, &["fetch", &url, spec], &vars);
+    assert_eq!(g.code, 0, "{g:?}");
+    let r = ours(&work, &["ls-refs", &url], &vars);
+    assert_eq!(r.code, 0, "{r:?}");
+    let r = ours(&work, &["fetch", &url, spec], &vars);
+    assert_eq!(r.code, 0, "{r:?}");
+    assert!(repo::rev_parse(&work, "refs/remotes/origin/main").is_some());
+    let r = ours(
+        &work,
+        &["push", &url, "refs/remotes/origin/main:refs/heads/main"],
+        &vars,
+    );
+    assert_eq!(r.code, 0, "{r:?}");
+
+    let https = format!("https://127.0.0.1:{}/r.git", dead_port());
+    let r = ours(&work, &["ls-refs", &https], &vars);
+    assert_eq!(r.code, 2, "{r:?}");
+    assert!(r.stderr.contains("GIT_SSL_CAINFO"), "{r:?}");
+}
